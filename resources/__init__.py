@@ -1,0 +1,1 @@
+"""Resources and prompts: skills, the catalogue, guided diagnoses."""

@@ -1,0 +1,98 @@
+"""The MCP application, built by :func:`build_server` from a :class:`Settings`.
+
+Capabilities register their tools, resources and prompts through a ``register(server,
+runtime)`` function of their own module. Tools that change data are registered only
+when remediation is enabled, so a read-only server does not even list them.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Annotated
+
+from mcp.server.mcpserver import MCPServer
+from mcp.types import CallToolResult
+from pydantic import BaseModel, Field
+
+from server import __version__
+from server.config import Settings
+from server.redaction import redact_settings
+from server.runtime import Runtime
+from server.toolkit import READ_ONLY_LOCAL, mesh_tool, tool_result
+
+INSTRUCTIONS = """\
+mesh-mcp maps and diagnoses the asynchronous flows of a TypeScript microservice system:
+a PostgreSQL transactional outbox (jobs_outbox, job_audit, event_queue), BullMQ queues and
+Redis Streams consumer groups with dead-letter streams.
+Work in the runbook's order: analyze_impact (static: who produces and consumes), then the
+outbox tables (query_outbox, outbox_health, trace_job, trace_event), then Redis
+(inspect_stream, list_pending, dlq_list, inspect_queue). Repairs are only ever proposed
+(propose_remediation); a human approves them out of band. Skills are resources: skill://...
+"""
+
+REGISTRARS: tuple[str, ...] = (
+    "tools.mesh_index.mcp_tools",
+    "tools.verify.mcp_tools",
+    "tools.outbox.mcp_tools",
+    "tools.streams.mcp_tools",
+    "tools.queues.mcp_tools",
+    "tools.remediation.mcp_tools",
+    "resources.mcp_resources",
+)
+"""Modules exposing ``register(server, runtime)``, in listing order."""
+
+
+class ServerInfo(BaseModel):
+    name: str = "mesh-mcp"
+    version: str
+    mode: str = Field(description="read-only or remediation")
+    workspace: str | None
+    tools: list[str]
+    services: list[str]
+    config: dict = Field(description="effective configuration, secrets redacted")
+
+
+def build_server(settings: Settings) -> MCPServer:
+    """A fresh MCP server bound to ``settings`` (one Runtime per server)."""
+    runtime = Runtime(settings)
+
+    @asynccontextmanager
+    async def lifespan(_: MCPServer) -> AsyncIterator[Runtime]:
+        try:
+            yield runtime
+        finally:
+            await runtime.aclose()
+
+    server = MCPServer(
+        "mesh-mcp",
+        version=__version__,
+        instructions=INSTRUCTIONS,
+        lifespan=lifespan,
+    )
+    server.runtime = runtime  # type: ignore[attr-defined]
+
+    @server.tool(name="server_info", annotations=READ_ONLY_LOCAL)
+    @mesh_tool
+    async def server_info() -> Annotated[CallToolResult, ServerInfo]:
+        """Version, mode (read-only or remediation), enabled tools and the redacted configuration."""
+        tools = sorted(t.name for t in await server.list_tools())
+        info = ServerInfo(
+            version=__version__,
+            mode="remediation" if settings.enable_remediation else "read-only",
+            workspace=str(settings.workspace) if settings.workspace else None,
+            tools=tools,
+            services=sorted(settings.services),
+            config=redact_settings(settings.model_dump(mode="json")),
+        )
+        text = (
+            f"mesh-mcp {info.version}, {info.mode} mode, {len(tools)} tools; "
+            f"workspace {info.workspace or '(none)'}; services: {', '.join(info.services) or '(none)'}"
+        )
+        return tool_result(info, text)
+
+    for module_name in REGISTRARS:
+        module = importlib.import_module(module_name)
+        module.register(server, runtime)
+    return server

@@ -1,0 +1,113 @@
+"""The ``mesh-mcp`` command line.
+
+Each subcommand is implemented by a function ``cmd_x(args) -> int`` in the module that
+owns the capability; this module only parses arguments and dispatches, so
+``mesh-mcp --help`` stays fast and works without any service running.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from pathlib import Path
+
+from server import __version__
+from server.cli_support import add_common_flags, fail, setup_logging
+from server.config import ConfigError
+from server.errors import MeshError
+
+COMMANDS: dict[str, str] = {
+    "serve": "server.serve:cmd_serve",
+    "demo": "server.demo:cmd_demo",
+    "doctor": "server.doctor:cmd_doctor",
+    "index": "tools.mesh_index.commands:cmd_index",
+    "impact": "tools.mesh_index.commands:cmd_impact",
+    "catalogue": "tools.mesh_index.commands:cmd_catalogue",
+    "verify": "tools.verify.commands:cmd_verify",
+    "approve": "server.approve_cli:cmd_approve",
+    "approver": "server.approve_cli:cmd_approver",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mesh-mcp",
+        description="Map, trace and safely repair the asynchronous flows of a microservice system (MCP server).",
+    )
+    parser.add_argument("--version", action="version", version=f"mesh-mcp {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logs on stderr")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("serve", help="run the MCP server (stdio by default)")
+    add_common_flags(p, json_flag=False)
+    p.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP on HOST:PORT (path /mcp)")
+    p.add_argument(
+        "--enable-remediation",
+        action="store_true",
+        help="register apply_remediation (still needs a human-minted approval token per plan)",
+    )
+
+    p = sub.add_parser("demo", help="zero-setup demo: embedded services, seeded faults, a diagnosis report")
+    p.add_argument("--serve", action="store_true", help="keep the server up on the seeded data (stdio)")
+    p.add_argument("--http", metavar="HOST:PORT", help="with --serve: serve streamable HTTP instead")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+
+    p = sub.add_parser("doctor", help="check config, connectivity, schema, indexes and Redis")
+    add_common_flags(p)
+
+    p = sub.add_parser("index", help="build or refresh the static index of the workspace")
+    add_common_flags(p)
+    p.add_argument("--full", action="store_true", help="ignore the cache and re-parse every file")
+
+    p = sub.add_parser("impact", help="who produces and consumes TARGET, its routes and follow-ups")
+    add_common_flags(p)
+    p.add_argument("target", help="member name, qualified name, string value, queue or stream")
+    p.add_argument("--depth", type=int, default=1, help="follow-ups to follow (default 1)")
+    p.add_argument("--include-tests", action="store_true", help="count test-only sites as producers")
+
+    p = sub.add_parser("catalogue", help="every job/event/queue/stream with producer and consumer counts")
+    add_common_flags(p)
+    p.add_argument("--orphans", action="store_true", help="only entries missing a producer or consumer")
+    p.add_argument("--kind", choices=["job", "event", "ws_event", "queue", "stream"], help="only this kind")
+
+    p = sub.add_parser("verify", help="the implementation checklist of a job or event type")
+    add_common_flags(p)
+    p.add_argument("target", nargs="?", help="job or event type")
+    p.add_argument("--all", action="store_true", help="every job and event type (exit 1 on any fail)")
+
+    p = sub.add_parser("approve", help="(human, at a terminal) approve a remediation plan, print a token")
+    add_common_flags(p, json_flag=False)
+    p.add_argument("plan_id")
+    p.add_argument("--approver", help="approver id (signature mode)")
+    p.add_argument("--key", type=Path, help="private key file (signature mode)")
+
+    p = sub.add_parser("approver", help="manage approver keys (signature mode)")
+    add_common_flags(p, json_flag=False)
+    p.add_argument("action", choices=["init"])
+    p.add_argument("--id", dest="approver_id", help="approver id (default: your user name)")
+    p.add_argument("--out", type=Path, help="private key path (default ~/.config/mesh-mcp/<id>.key)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    setup_logging(args.verbose)
+    if not args.command:
+        parser.print_help()
+        return 0
+    module_name, func_name = COMMANDS[args.command].split(":")
+    try:
+        func = getattr(importlib.import_module(module_name), func_name)
+        return int(func(args) or 0)
+    except ConfigError as exc:
+        return fail(str(exc))
+    except MeshError as exc:
+        return fail(str(exc))
+    except KeyboardInterrupt:
+        return fail("interrupted", 130)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

