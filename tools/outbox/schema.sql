@@ -1,0 +1,97 @@
+-- The outbox schema of one microservice database, as the target system declares it
+-- (see shared/target-system.md). mesh-mcp never runs this against a user's database:
+-- it is used by the tests, the benchmarks and the demo to build realistic scratch
+-- databases. Names here are the defaults of [conventions].
+
+CREATE EXTENSION IF NOT EXISTS pgcrypto;
+
+CREATE TABLE IF NOT EXISTS jobs_outbox (
+    id            uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+    status        varchar(20)  NOT NULL DEFAULT 'PENDING',
+    attempts      int          NOT NULL DEFAULT 0,
+    "lastError"   text,
+    type          varchar(100) NOT NULL,
+    emitter       varchar(100) NOT NULL,
+    "emitterId"   uuid,
+    target        varchar(100) NOT NULL,
+    payload       jsonb        NOT NULL DEFAULT '{}'::jsonb,
+    scheduled_at  timestamp    NOT NULL DEFAULT now(),
+    created_at    timestamp    NOT NULL DEFAULT now(),
+    updated_at    timestamp    NOT NULL DEFAULT now(),
+    "traceId"     uuid,
+    traceparent   varchar(55)
+);
+
+CREATE TABLE IF NOT EXISTS event_queue (
+    id               uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+    status           varchar(20)  NOT NULL DEFAULT 'PENDING',
+    attempts         int          NOT NULL DEFAULT 0,
+    "lastError"      text,
+    type             varchar(100) NOT NULL,
+    emitter          varchar(100) NOT NULL,
+    "emitterId"      uuid,
+    payload          jsonb        NOT NULL DEFAULT '{}'::jsonb,
+    version          int          NOT NULL DEFAULT 1,
+    target_services  varchar[]    NOT NULL DEFAULT '{}',
+    correlation_id   uuid,
+    "traceId"        uuid,
+    traceparent      varchar(55),
+    processed_at     timestamp,
+    created_at       timestamp    NOT NULL DEFAULT now(),
+    updated_at       timestamp    NOT NULL DEFAULT now()
+);
+
+CREATE TABLE IF NOT EXISTS job_audit (
+    id               uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+    job_id           varchar(100) NOT NULL UNIQUE,
+    job_type         varchar(255) NOT NULL,
+    status           varchar(20)  NOT NULL DEFAULT 'PENDING',
+    worker_id        varchar(100),
+    emitter          varchar(100),
+    current_attempt  int          NOT NULL DEFAULT 0,
+    started_at       timestamp,
+    finished_at      timestamp,
+    result_payload   jsonb,
+    error_message    text,
+    error_stack      text,
+    created_at       timestamp    NOT NULL DEFAULT now(),
+    updated_at       timestamp    NOT NULL DEFAULT now()
+);
+
+CREATE INDEX IF NOT EXISTS idx_job_audit_status ON job_audit (status);
+CREATE INDEX IF NOT EXISTS idx_job_audit_worker_id ON job_audit (worker_id);
+CREATE INDEX IF NOT EXISTS idx_job_audit_job_type ON job_audit (job_type);
+
+-- The audit trigger: a job_audit status change to COMPLETED or FAILED writes the job
+-- outcome into event_queue (the later naming: <domain>:job:outbox:success|failure).
+CREATE OR REPLACE FUNCTION notify_job_audit_status_change() RETURNS trigger AS $$
+DECLARE
+    domain text := replace(coalesce(NEW.emitter, 'unknown'), 'ms-', '');
+    outcome text;
+BEGIN
+    IF TG_OP = 'UPDATE' AND NEW.status IS NOT DISTINCT FROM OLD.status THEN
+        RETURN NEW;
+    END IF;
+    IF NEW.status = 'COMPLETED' THEN
+        outcome := domain || ':job:outbox:success';
+    ELSIF NEW.status = 'FAILED' THEN
+        outcome := domain || ':job:outbox:failure';
+    ELSE
+        RETURN NEW;
+    END IF;
+    INSERT INTO event_queue (type, emitter, payload, target_services)
+    VALUES (
+        outcome,
+        coalesce(NEW.emitter, 'unknown'),
+        jsonb_build_object('jobId', NEW.job_id, 'jobType', NEW.job_type, 'status', NEW.status,
+                           'error', NEW.error_message),
+        ARRAY[outcome]
+    );
+    RETURN NEW;
+END;
+$$ LANGUAGE plpgsql;
+
+DROP TRIGGER IF EXISTS job_audit_status_trigger ON job_audit;
+CREATE TRIGGER job_audit_status_trigger
+    AFTER INSERT OR UPDATE OF status ON job_audit
+    FOR EACH ROW EXECUTE FUNCTION notify_job_audit_status_change();
