@@ -152,6 +152,11 @@ class Conventions(_Strict):
     claim_interval_ms: int = 30000
     claim_min_idle_ms: int = 60000
     bullmq_prefix: str = "bull"
+    # BullMQ structures holding job ids, per state (lists, then sorted sets), under <prefix>:<queue>:
+    bullmq_state_lists: list[str] = ["wait", "active", "paused"]
+    bullmq_state_sorted_sets: list[str] = ["delayed", "prioritized", "waiting-children", "failed", "completed"]
+    # payload keys of a job-outcome event_queue row that hold the jobs_outbox id
+    job_outcome_id_keys: list[str] = ["jobId"]
     job_completed_key: str = "job:completed:{job_id}"
     job_attempts: int = 3
     retention_s: int = 86400
@@ -173,6 +178,10 @@ class Limits(_Strict):
     processing_ageing_s: int = Field(default=300, ge=1)
     failed_alert_count: int = Field(default=1, ge=1)
     max_plan_messages: int = Field(default=100, ge=1, le=10_000)
+    # a consumer idle longer than this while holding pending entries is reported as dead
+    dead_consumer_idle_ms: int = Field(default=300_000, ge=1_000, le=7 * 86_400_000)
+    # entries LPOS scans from each end of a BullMQ list (wait/active/paused) to find a job id
+    bull_list_scan_max: int = Field(default=10_000, ge=10, le=1_000_000)
 
 
 class ApprovalSettings(_Strict):

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import copy
 import logging
+from typing import Any
+
+from mcp.server.mcpserver import MCPServer
 
 from server.app import build_server
 from server.cli_support import settings_from_args
@@ -20,6 +24,24 @@ def parse_host_port(value: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
+def _stderr_log_config() -> dict[str, Any]:
+    """uvicorn's logging config with every handler on stderr (stdout stays clean)."""
+    import uvicorn.config
+
+    config = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)
+    for handler in config["handlers"].values():
+        handler["stream"] = "ext://sys.stderr"
+    return config
+
+
+def run_http(server: MCPServer, host: str, port: int) -> None:
+    """Serve streamable HTTP at ``http://HOST:PORT/mcp`` until interrupted."""
+    import uvicorn
+
+    app = server.streamable_http_app(streamable_http_path="/mcp", host=host)
+    uvicorn.run(app, host=host, port=port, log_config=_stderr_log_config(), log_level="warning")
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     server = build_server(settings)
@@ -27,7 +49,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.http:
         host, port = parse_host_port(args.http)
         log.warning("mesh-mcp serving streamable HTTP on http://%s:%d/mcp (%s)", host, port, mode)
-        server.run("streamable-http", host=host, port=port, streamable_http_path="/mcp")
+        run_http(server, host, port)
     else:
         server.run("stdio")
     return 0
