@@ -1,0 +1,175 @@
+"""The state of one BullMQ job, read from Redis without touching it.
+
+BullMQ keeps a job as the hash ``<prefix>:<queue>:<jobId>`` and lists its id in one
+structure per state: the lists ``wait``, ``active``, ``paused`` and the sorted sets
+``delayed``, ``prioritized``, ``waiting-children``, ``failed``, ``completed`` (names from
+``conventions.bullmq_state_lists`` / ``bullmq_state_sorted_sets``). Sorted sets are
+probed with ``ZSCORE`` (O(1)); lists with ``LPOS ... MAXLEN`` from both ends, so a
+huge ``wait`` list costs at most ``2 * list_scan_max`` comparisons on the server.
+
+Only read commands are used (HGETALL, ZSCORE, LPOS, EXISTS). Callers wrap the call in
+``Connections.redis_errors()`` to turn Redis failures into ``ServiceUnavailable``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from server.config import Conventions
+
+STATE_BY_STRUCTURE = {
+    "wait": "waiting",
+    "active": "active",
+    "paused": "paused",
+    "delayed": "delayed",
+    "prioritized": "prioritized",
+    "waiting-children": "waiting-children",
+    "failed": "failed",
+    "completed": "completed",
+}
+"""BullMQ's structure names mapped to the state they mean (unknown names keep their own)."""
+
+
+class BullJobState(BaseModel):
+    """What Redis says about one BullMQ job."""
+
+    queue: str
+    job_id: str
+    key: str = Field(description="the job hash key, <prefix>:<queue>:<jobId>")
+    hash_exists: bool = Field(description="false once BullMQ removed the job (removeOnComplete/removeOnFail)")
+    state: str = Field(
+        description="waiting | active | paused | delayed | prioritized | waiting-children | failed | completed "
+        "| unknown (hash exists but the id was not found in any structure within the scan bound)"
+    )
+    found_in: list[str] = Field(default_factory=list, description="state structures (keys) that list the job id")
+    name: str | None = Field(default=None, description="job name (= the jobs_outbox type)")
+    attempts_made: int | None = None
+    failed_reason: str | None = None
+    stacktrace: list[str] = Field(default_factory=list, description="last stack traces, each cut at the byte cap")
+    timestamp_ms: int | None = Field(default=None, description="when the job was added")
+    processed_on_ms: int | None = None
+    finished_on_ms: int | None = None
+    delayed_until_ms: int | None = Field(default=None, description="score in the delayed set (run-at time)")
+    data: str | None = Field(default=None, description="job data (JSON text), cut at the byte cap")
+    data_truncated: bool = False
+
+
+def _text(value: bytes | str | None) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    return value
+
+
+def _int(value: bytes | str | None) -> int | None:
+    text = _text(value)
+    if text is None or text == "":
+        return None
+    try:
+        return int(float(text))
+    except ValueError:
+        return None
+
+
+def cut(text: str | None, max_bytes: int) -> tuple[str | None, bool]:
+    """``text`` cut to at most ``max_bytes`` UTF-8 bytes (on a character boundary), and whether it was cut."""
+    if text is None:
+        return None, False
+    raw = text.encode("utf-8")
+    if len(raw) <= max_bytes:
+        return text, False
+    return raw[:max_bytes].decode("utf-8", errors="ignore"), True
+
+
+def _stacktrace(value: bytes | str | None, max_bytes: int) -> list[str]:
+    text = _text(value)
+    if not text:
+        return []
+    try:
+        parsed: Any = json.loads(text)
+    except ValueError:
+        parsed = [text]
+    if not isinstance(parsed, list):
+        parsed = [str(parsed)]
+    out: list[str] = []
+    for item in parsed[-3:]:
+        piece, _ = cut(str(item), max_bytes)
+        out.append(piece or "")
+    return out
+
+
+def bull_key(conventions: Conventions, queue: str, suffix: str) -> str:
+    """``<prefix>:<queue>:<suffix>``: a job hash (suffix = job id) or a state structure."""
+    return f"{conventions.bullmq_prefix}:{queue}:{suffix}"
+
+
+async def bull_job_state(
+    redis: Any,
+    conventions: Conventions,
+    queue: str,
+    job_id: str,
+    *,
+    list_scan_max: int = 10_000,
+    value_max_bytes: int = 4096,
+) -> BullJobState | None:
+    """The job's hash fields and state, or ``None`` when Redis knows nothing of it.
+
+    ``None`` means: no hash and no state structure lists the id (BullMQ removed it, e.g.
+    ``removeOnComplete``, or it was never pushed to this queue).
+    """
+    key = bull_key(conventions, queue, job_id)
+    fields: dict[bytes, bytes] = await redis.hgetall(key)
+    found: list[str] = []
+    state: str | None = None
+    delayed_until: int | None = None
+    pipe = redis.pipeline(transaction=False)
+    for name in conventions.bullmq_state_sorted_sets:
+        pipe.zscore(bull_key(conventions, queue, name), job_id)
+    scores = await pipe.execute()
+    for name, score in zip(conventions.bullmq_state_sorted_sets, scores, strict=True):
+        if score is None:
+            continue
+        found.append(bull_key(conventions, queue, name))
+        if state is None:
+            state = STATE_BY_STRUCTURE.get(name, name)
+        if name == "delayed":
+            # BullMQ stores delayed scores as timestamp * 0x1000 + counter in recent versions
+            delayed_until = int(score) >> 12 if score > 1e15 else int(score)
+    for name in conventions.bullmq_state_lists:
+        list_key = bull_key(conventions, queue, name)
+        pos = await redis.lpos(list_key, job_id, maxlen=list_scan_max)
+        if pos is None:
+            pos = await redis.lpos(list_key, job_id, rank=-1, maxlen=list_scan_max)
+        if pos is not None:
+            found.append(list_key)
+            if state is None:
+                state = STATE_BY_STRUCTURE.get(name, name)
+    if not fields and not found:
+        return None
+    data, data_truncated = cut(_text(fields.get(b"data")), value_max_bytes)
+    reason, _ = cut(_text(fields.get(b"failedReason")), value_max_bytes)
+    attempts = _int(fields.get(b"attemptsMade"))
+    if attempts is None:
+        attempts = _int(fields.get(b"atm"))
+    return BullJobState(
+        queue=queue,
+        job_id=job_id,
+        key=key,
+        hash_exists=bool(fields),
+        state=state or "unknown",
+        found_in=found,
+        name=_text(fields.get(b"name")),
+        attempts_made=attempts,
+        failed_reason=reason or None,
+        stacktrace=_stacktrace(fields.get(b"stacktrace"), value_max_bytes),
+        timestamp_ms=_int(fields.get(b"timestamp")),
+        processed_on_ms=_int(fields.get(b"processedOn")),
+        finished_on_ms=_int(fields.get(b"finishedOn")),
+        delayed_until_ms=delayed_until,
+        data=data,
+        data_truncated=data_truncated,
+    )

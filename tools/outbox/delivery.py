@@ -1,0 +1,310 @@
+"""Where one Redis Streams message stands in each consumer group of its stream.
+
+For a stream entry id, per group (``XINFO GROUPS``):
+
+- *delivered* when the id is at or below the group's ``last-delivered-id``;
+- *pending* when ``XPENDING <stream> <group> <id> <id> 1`` lists it (owner consumer,
+  idle time, delivery count), with the owner's own idle time from ``XINFO CONSUMERS``
+  so a dead consumer can be told from a slow one;
+- *acknowledged* when delivered and no longer pending;
+- *dead-lettered* when acknowledged and the dead-letter stream ``<stream><dlq_suffix>``
+  holds an entry whose ``messageId`` is this id (DLQ entries are written after the
+  source entry, so the DLQ is read with XRANGE from the entry's millisecond onwards,
+  in bounded pages).
+
+Plus the retry bookkeeping (``retry:post-processor:<group>:<messageId>`` and its
+``:attempt`` / ``:lastError`` keys, the ``retry-queue:post-processor:<group>`` score)
+and the idempotency lock with its TTL. Every key pattern comes from ``Conventions``.
+
+Only read commands: XINFO, XPENDING, XRANGE, GET, EXISTS, TTL, ZSCORE. Never
+XREADGROUP (it would deliver the message) and never KEYS.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import redis.exceptions as redis_exceptions
+from pydantic import BaseModel, Field
+
+from server.config import Conventions, Limits
+
+DeliveryState = Literal["not_delivered", "pending", "acknowledged", "dead_lettered"]
+
+
+class DeadLetter(BaseModel):
+    """One entry of a dead-letter stream that refers to the message."""
+
+    dlq_stream: str
+    dlq_entry_id: str
+    message_id: str = Field(description="the messageId field: the entry id in the source stream")
+    error: str | None = None
+    timestamp: str | None = None
+    group: str | None = Field(default=None, description="the group field, when the DLQ entry carries one")
+
+
+class RetryState(BaseModel):
+    """Retry bookkeeping of one group for one message (absent keys give None)."""
+
+    key: str = Field(description="retry:post-processor:<group>:<messageId> (base key)")
+    exists: bool = Field(description="any of the retry keys exists")
+    attempt: int | None = None
+    last_error: str | None = None
+    next_retry_at_ms: int | None = Field(default=None, description="score in the retry queue sorted set")
+    retry_queue_key: str
+
+
+class IdempotencyLock(BaseModel):
+    key: str
+    exists: bool
+    ttl_s: int | None = Field(default=None, description="seconds left; None when absent or without expiry")
+
+
+class PendingEntry(BaseModel):
+    consumer: str
+    idle_ms: int = Field(description="ms since the entry was last delivered to its consumer")
+    times_delivered: int
+    consumer_idle_ms: int | None = Field(default=None, description="ms since the consumer last read or claimed")
+    consumer_dead: bool = Field(
+        description="the owner consumer has been idle longer than [limits] dead_consumer_idle_ms"
+    )
+
+
+class GroupDelivery(BaseModel):
+    """Delivery of one message to one consumer group."""
+
+    stream: str
+    group: str
+    entry_id: str
+    state: DeliveryState
+    delivered: bool = Field(description="entry id <= the group's last-delivered-id")
+    last_delivered_id: str
+    pending: PendingEntry | None = None
+    acknowledged: bool
+    dead_letters: list[DeadLetter] = Field(default_factory=list)
+    retry: RetryState
+    idempotency: IdempotencyLock
+    lock_stale: bool = Field(
+        description="the idempotency lock is held while the message failed or sits unacknowledged in the PEL "
+        "longer than conventions.claim_interval_ms: a re-read will be acknowledged with no effect"
+    )
+    message_id_used: str = Field(description="the messageId the retry/idempotency keys were found under")
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    return str(value)
+
+
+def parse_entry_id(entry_id: bytes | str) -> tuple[int, int]:
+    """``"1700000000000-3"`` -> ``(1700000000000, 3)``; raises ValueError when malformed."""
+    text = _text(entry_id)
+    ms, _, seq = text.partition("-")
+    return int(ms), int(seq or 0)
+
+
+def dlq_stream_of(conventions: Conventions, stream: str) -> str:
+    return f"{stream}{conventions.dlq_suffix}"
+
+
+async def find_dead_letters(
+    redis: Any,
+    conventions: Conventions,
+    limits: Limits,
+    stream: str,
+    message_ids: list[str],
+) -> list[DeadLetter]:
+    """DLQ entries of ``stream`` whose ``messageId`` is one of ``message_ids``.
+
+    Reads ``<stream><dlq_suffix>`` from the oldest candidate's millisecond onwards, in pages
+    of ``limits.max_count`` entries, at most ``limits.scan_max_iterations`` pages.
+    """
+    if not message_ids:
+        return []
+    wanted = set(message_ids)
+    start_ms = min(parse_entry_id(m)[0] for m in message_ids)
+    dlq = dlq_stream_of(conventions, stream)
+    found: list[DeadLetter] = []
+    start: str = f"{start_ms}-0"
+    for _ in range(limits.scan_max_iterations):
+        page = await redis.xrange(dlq, min=start, max="+", count=limits.max_count)
+        for raw_id, fields in page:
+            message_id = _text(fields.get(b"messageId", b""))
+            if message_id in wanted:
+                found.append(
+                    DeadLetter(
+                        dlq_stream=dlq,
+                        dlq_entry_id=_text(raw_id),
+                        message_id=message_id,
+                        error=_text(fields[b"error"]) if b"error" in fields else None,
+                        timestamp=_text(fields[b"timestamp"]) if b"timestamp" in fields else None,
+                        group=_text(fields[b"group"]) if b"group" in fields else None,
+                    )
+                )
+        if len(page) < limits.max_count:
+            break
+        start = "(" + _text(page[-1][0])
+    return found
+
+
+def _format(pattern: str, **values: str) -> str:
+    return pattern.replace("{group}", values.get("group", "")).replace(
+        "{message_id}", values.get("message_id", "")
+    )
+
+
+async def _bookkeeping(
+    redis: Any, conventions: Conventions, group: str, message_id: str, entry_id: str
+) -> tuple[RetryState, IdempotencyLock]:
+    base = _format(conventions.retry_key, group=group, message_id=message_id)
+    queue_key = _format(conventions.retry_queue_key, group=group)
+    lock_key = _format(conventions.idempotency_key, group=group, message_id=message_id)
+    pipe = redis.pipeline(transaction=False)
+    pipe.exists(base)
+    pipe.get(base + conventions.retry_attempt_suffix)
+    pipe.get(base + conventions.retry_last_error_suffix)
+    pipe.zscore(queue_key, message_id)
+    pipe.zscore(queue_key, entry_id)
+    pipe.exists(lock_key)
+    pipe.ttl(lock_key)
+    base_exists, attempt, last_error, score, score_entry, lock_exists, ttl = await pipe.execute()
+    if score is None:
+        score = score_entry
+    attempt_n: int | None = None
+    if attempt is not None:
+        try:
+            attempt_n = int(_text(attempt))
+        except ValueError:
+            attempt_n = None
+    retry = RetryState(
+        key=base,
+        exists=bool(base_exists) or attempt is not None or last_error is not None or score is not None,
+        attempt=attempt_n,
+        last_error=_text(last_error)[:2000] if last_error is not None else None,
+        next_retry_at_ms=int(score) if score is not None else None,
+        retry_queue_key=queue_key,
+    )
+    ttl_s = int(ttl) if ttl is not None and ttl >= 0 else None
+    lock = IdempotencyLock(key=lock_key, exists=bool(lock_exists), ttl_s=ttl_s)
+    return retry, lock
+
+
+async def stream_groups(redis: Any, stream: str) -> list[dict[str, Any]]:
+    """``XINFO GROUPS`` of ``stream``; an empty list when the stream does not exist."""
+    try:
+        return list(await redis.xinfo_groups(stream))
+    except redis_exceptions.ResponseError as exc:
+        if "no such key" in str(exc).lower():
+            return []
+        raise
+
+
+async def message_delivery(
+    redis: Any,
+    conventions: Conventions,
+    limits: Limits,
+    stream: str,
+    entry_id: bytes | str,
+    *,
+    message_id: str | None = None,
+    groups: list[dict[str, Any]] | None = None,
+) -> list[GroupDelivery]:
+    """Delivery state of entry ``entry_id`` of ``stream`` in every consumer group of the stream.
+
+    ``message_id`` is an alternative id the post-processors may use in their retry and
+    idempotency keys (e.g. the event_queue id); the keys are looked up under the entry id
+    first, then under ``message_id``. ``groups`` is an ``XINFO GROUPS`` answer the caller
+    already has. An empty list means the stream does not exist or has no group.
+    """
+    entry = _text(entry_id)
+    entry_key = parse_entry_id(entry)
+    if groups is None:
+        groups = await stream_groups(redis, stream)
+    if not groups:
+        return []
+    candidates = [entry] + ([message_id] if message_id and message_id != entry else [])
+    dead = await find_dead_letters(redis, conventions, limits, stream, [entry])
+    out: list[GroupDelivery] = []
+    for info in groups:
+        group = _text(info["name"])
+        last_delivered = _text(info.get("last-delivered-id", b"0-0"))
+        delivered = entry_key <= parse_entry_id(last_delivered)
+        pending: PendingEntry | None = None
+        rows = await redis.xpending_range(stream, group, min=entry, max=entry, count=1)
+        if rows:
+            row = rows[0]
+            consumer = _text(row["consumer"])
+            consumer_idle: int | None = None
+            for c in await redis.xinfo_consumers(stream, group):
+                if _text(c["name"]) == consumer:
+                    consumer_idle = int(c.get("inactive", c.get("idle", 0)) or 0)
+                    if consumer_idle < 0:  # Redis 7.2 'inactive' is -1 for a consumer that never read
+                        consumer_idle = int(c.get("idle", 0) or 0)
+                    break
+            pending = PendingEntry(
+                consumer=consumer,
+                idle_ms=int(row["time_since_delivered"]),
+                times_delivered=int(row["times_delivered"]),
+                consumer_idle_ms=consumer_idle,
+                consumer_dead=consumer_idle is not None and consumer_idle >= limits.dead_consumer_idle_ms,
+            )
+        retry, lock = await _bookkeeping(redis, conventions, group, candidates[0], entry)
+        used = candidates[0]
+        if len(candidates) > 1 and not retry.exists and not lock.exists:
+            alt_retry, alt_lock = await _bookkeeping(redis, conventions, group, candidates[1], entry)
+            if alt_retry.exists or alt_lock.exists:
+                retry, lock, used = alt_retry, alt_lock, candidates[1]
+        acknowledged = delivered and pending is None
+        mine = [d for d in dead if d.group in (None, group)]
+        state: DeliveryState
+        if not delivered:
+            state = "not_delivered"
+        elif pending is not None:
+            state = "pending"
+        elif mine:
+            state = "dead_lettered"
+        else:
+            state = "acknowledged"
+        failed_before = retry.last_error is not None or bool(mine)
+        stale = lock.exists and (
+            (pending is not None and pending.idle_ms >= conventions.claim_interval_ms) or failed_before
+        )
+        out.append(
+            GroupDelivery(
+                stream=stream,
+                group=group,
+                entry_id=entry,
+                state=state,
+                delivered=delivered,
+                last_delivered_id=last_delivered,
+                pending=pending,
+                acknowledged=acknowledged,
+                dead_letters=mine if state == "dead_lettered" else [],
+                retry=retry,
+                idempotency=lock,
+                lock_stale=stale,
+                message_id_used=used,
+            )
+        )
+    _attribute_shared_dead_letters(out)
+    return out
+
+
+def _attribute_shared_dead_letters(deliveries: list[GroupDelivery]) -> None:
+    """With several groups and group-less DLQ entries, keep them on groups that show failures.
+
+    When at least one dead-lettered group has retry bookkeeping, the others (no failure on
+    record) are plain acknowledgements of the same message and are set back to
+    ``acknowledged``. Without any bookkeeping the attribution stays on every group.
+    """
+    flagged = [d for d in deliveries if d.state == "dead_lettered"]
+    if len(flagged) < 2:
+        return
+    with_failures = [d for d in flagged if d.retry.exists]
+    if not with_failures:
+        return
+    for d in flagged:
+        if not d.retry.exists and all(dl.group is None for dl in d.dead_letters):
+            d.state = "acknowledged"
+            d.dead_letters = []
