@@ -151,6 +151,17 @@ class Conventions(_Strict):
     max_retries: int = 5
     claim_interval_ms: int = 30000
     claim_min_idle_ms: int = 60000
+    # a consumer holding pending entries with no interaction for this long is reported dead (runbook: 5 min)
+    dead_consumer_idle_ms: int = 300000
+    # a group whose oldest undelivered entry waits longer than this is reported as lagging
+    lag_max_age_ms: int = 300000
+    # field names of a dead-letter entry and of a stream entry (event type and event id)
+    dlq_message_id_field: str = "messageId"
+    dlq_error_field: str = "error"
+    dlq_payload_field: str = "payload"
+    dlq_timestamp_field: str = "timestamp"
+    event_type_field: str = "type"
+    event_id_field: str = "id"
     bullmq_prefix: str = "bull"
     # BullMQ structures holding job ids, per state (lists, then sorted sets), under <prefix>:<queue>:
     bullmq_state_lists: list[str] = ["wait", "active", "paused"]
