@@ -151,10 +151,6 @@ class Conventions(_Strict):
     max_retries: int = 5
     claim_interval_ms: int = 30000
     claim_min_idle_ms: int = 60000
-    # a consumer holding pending entries with no interaction for this long is reported dead (runbook: 5 min)
-    dead_consumer_idle_ms: int = 300000
-    # a group whose oldest undelivered entry waits longer than this is reported as lagging
-    lag_max_age_ms: int = 300000
     # field names of a dead-letter entry and of a stream entry (event type and event id)
     dlq_message_id_field: str = "messageId"
     dlq_error_field: str = "error"
@@ -193,6 +189,8 @@ class Limits(_Strict):
     dead_consumer_idle_ms: int = Field(default=300_000, ge=1_000, le=7 * 86_400_000)
     # entries LPOS scans from each end of a BullMQ list (wait/active/paused) to find a job id
     bull_list_scan_max: int = Field(default=10_000, ge=10, le=1_000_000)
+    # a consumer group whose oldest undelivered stream entry waits longer than this is reported as lagging
+    lag_max_age_ms: int = Field(default=300_000, ge=0, le=7 * 86_400_000)
 
 
 class ApprovalSettings(_Strict):
