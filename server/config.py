@@ -124,6 +124,19 @@ class StaticConventions(_Strict):
         ".e2e-spec.",
     ]
     known_emitters: list[str] = []
+    # verify_flow (issue 8): shapes of handlers, workers, Nest modules and transactions
+    job_data_field: str = "data"
+    job_payload_field: str = "payload"
+    job_envelope_fields: list[str] = ["payload", "traceparent", "traceId"]
+    original_payload_key: str = "originalPayload"
+    bare_error_classes: list[str] = ["Error"]
+    module_decorators: list[str] = ["Module"]
+    module_provider_fields: list[str] = ["providers"]
+    inject_queue_decorators: list[str] = ["InjectQueue"]
+    transaction_calls: list[str] = ["transaction"]
+    start_transaction_calls: list[str] = ["startTransaction"]
+    commit_transaction_calls: list[str] = ["commitTransaction"]
+    transaction_param_types: list[str] = ["EntityManager", "QueryRunner"]
 
 
 class Conventions(_Strict):
