@@ -77,6 +77,38 @@ class Statuses(_Strict):
     failed: str = "FAILED"
 
 
+class ColumnNames(_Strict):
+    """Column names of the outbox tables (a name applies to every table that has the column)."""
+
+    id: str = "id"
+    status: str = "status"
+    attempts: str = "attempts"
+    last_error: str = "lastError"
+    type: str = "type"
+    emitter: str = "emitter"
+    emitter_id: str = "emitterId"
+    target: str = "target"
+    payload: str = "payload"
+    scheduled_at: str = "scheduled_at"
+    created_at: str = "created_at"
+    updated_at: str = "updated_at"
+    trace_id: str = "traceId"
+    traceparent: str = "traceparent"
+    version: str = "version"
+    target_services: str = "target_services"
+    correlation_id: str = "correlation_id"
+    processed_at: str = "processed_at"
+    job_id: str = "job_id"
+    job_type: str = "job_type"
+    worker_id: str = "worker_id"
+    current_attempt: str = "current_attempt"
+    started_at: str = "started_at"
+    finished_at: str = "finished_at"
+    result_payload: str = "result_payload"
+    error_message: str = "error_message"
+    error_stack: str = "error_stack"
+
+
 class StaticConventions(_Strict):
     """Names the static index looks for in the TypeScript code."""
 
@@ -143,6 +175,7 @@ class Conventions(_Strict):
     """Every name of the diagnosed system; defaults follow target-system.md."""
 
     tables: TableNames = TableNames()
+    columns: ColumnNames = ColumnNames()
     statuses: Statuses = Statuses()
     audit_trigger: str = "notify_job_audit_status_change"
     # job outcome event types written by the audit trigger; {domain} is the emitter without "ms-"
