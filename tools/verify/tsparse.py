@@ -1,0 +1,200 @@
+"""Tree-sitter parsing of the few TypeScript files a verification looks at.
+
+The static index owns symbol resolution across the workspace; this module only parses
+single files again (handler, worker, module, producer files) to read shapes the index
+does not record: return statements, envelope reads, ``throw`` statements, ``providers``
+arrays. Parsed files are kept in a small cache keyed by path, size and mtime, so a
+``verify --all`` run parses each file once.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import tree_sitter_typescript as ts_typescript
+from tree_sitter import Language, Node, Parser
+
+_TS = Language(ts_typescript.language_typescript())
+_TSX = Language(ts_typescript.language_tsx())
+
+FUNCTION_NODES = frozenset(
+    {
+        "arrow_function",
+        "function_expression",
+        "function_declaration",
+        "generator_function",
+        "generator_function_declaration",
+        "method_definition",
+    }
+)
+"""Node types that open a new function scope (their ``return`` is not the outer one's)."""
+
+CLASS_NODES = frozenset({"class_declaration", "abstract_class_declaration", "class"})
+
+_WRAPPERS = frozenset(
+    {"parenthesized_expression", "as_expression", "satisfies_expression", "non_null_expression", "await_expression"}
+)
+
+
+@dataclass(frozen=True)
+class ParsedFile:
+    """One parsed source file: absolute path, bytes and syntax tree."""
+
+    path: Path
+    source: bytes
+    root: Node
+
+    def text(self, node: Node | None) -> str:
+        if node is None:
+            return ""
+        return self.source[node.start_byte : node.end_byte].decode("utf-8", errors="replace")
+
+
+class _ParseCache:
+    def __init__(self, capacity: int = 512) -> None:
+        self._capacity = capacity
+        self._items: OrderedDict[tuple[str, int, int], ParsedFile] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, path: Path) -> ParsedFile | None:
+        try:
+            stat = path.stat()
+        except OSError:
+            return None
+        key = (str(path), stat.st_size, stat.st_mtime_ns)
+        with self._lock:
+            hit = self._items.get(key)
+            if hit is not None:
+                self._items.move_to_end(key)
+                return hit
+        try:
+            source = path.read_bytes()
+        except OSError:
+            return None
+        parser = Parser(_TSX if path.suffix == ".tsx" else _TS)
+        parsed = ParsedFile(path=path, source=source, root=parser.parse(source).root_node)
+        with self._lock:
+            self._items[key] = parsed
+            while len(self._items) > self._capacity:
+                self._items.popitem(last=False)
+        return parsed
+
+
+_CACHE = _ParseCache()
+
+
+def parse_file(path: Path) -> ParsedFile | None:
+    """The parsed file, or ``None`` when it cannot be read."""
+    return _CACHE.get(path)
+
+
+def walk(node: Node, *, skip: frozenset[str] = frozenset()) -> Iterator[Node]:
+    """Every named descendant of ``node`` (pre-order), not entering node types in ``skip``."""
+    stack = list(reversed(node.named_children))
+    while stack:
+        current = stack.pop()
+        yield current
+        if current.type in skip:
+            continue
+        stack.extend(reversed(current.named_children))
+
+
+def unwrap(node: Node | None) -> Node | None:
+    """The expression inside parentheses, ``as``/``satisfies`` casts, ``!`` and ``await``."""
+    while node is not None and node.type in _WRAPPERS:
+        inner = [c for c in node.named_children if c.type not in ("type_annotation",)]
+        node = inner[0] if inner else None
+    return node
+
+
+def line_of(node: Node) -> int:
+    """1-based line of the node's first character."""
+    return node.start_point[0] + 1
+
+
+def find_classes(pf: ParsedFile, name: str) -> list[Node]:
+    """Class declarations named ``name`` in the file."""
+    found = []
+    for node in walk(pf.root, skip=FUNCTION_NODES):
+        if node.type in CLASS_NODES:
+            ident = node.child_by_field_name("name")
+            if ident is not None and pf.text(ident) == name:
+                found.append(node)
+    return found
+
+
+def class_methods(pf: ParsedFile, cls: Node, names: list[str]) -> list[Node]:
+    """Method definitions of ``cls`` whose name is in ``names``."""
+    body = cls.child_by_field_name("body")
+    if body is None:
+        return []
+    out = []
+    for member in body.named_children:
+        if member.type == "method_definition":
+            ident = member.child_by_field_name("name")
+            if ident is not None and pf.text(ident) in names:
+                out.append(member)
+    return out
+
+
+def callee_name(pf: ParsedFile, call: Node) -> str:
+    """The last name of a call's callee: ``createJob`` for ``JobsOutboxEntity.createJob(...)``."""
+    fn = unwrap(call.child_by_field_name("function"))
+    if fn is None:
+        return ""
+    if fn.type == "member_expression":
+        return pf.text(fn.child_by_field_name("property"))
+    if fn.type == "identifier":
+        return pf.text(fn)
+    return ""
+
+
+def call_arguments(call: Node) -> list[Node]:
+    args = call.child_by_field_name("arguments")
+    if args is None:
+        return []
+    return [a for a in args.named_children if a.type != "comment"]
+
+
+def enclosing(node: Node, types: frozenset[str]) -> Node | None:
+    """The nearest ancestor of ``node`` whose type is in ``types``."""
+    parent = node.parent
+    while parent is not None:
+        if parent.type in types:
+            return parent
+        parent = parent.parent
+    return None
+
+
+def local_imports(pf: ParsedFile) -> dict[str, str]:
+    """Local binding -> imported name for named imports (``import { A as B }`` gives B -> A)."""
+    out: dict[str, str] = {}
+    for stmt in pf.root.named_children:
+        if stmt.type != "import_statement":
+            continue
+        for spec in walk(stmt):
+            if spec.type != "import_specifier":
+                continue
+            name = spec.child_by_field_name("name")
+            alias = spec.child_by_field_name("alias")
+            if name is not None:
+                out[pf.text(alias or name)] = pf.text(name)
+    return out
+
+
+def object_pairs(pf: ParsedFile, obj: Node) -> dict[str, Node]:
+    """Key -> value node of an object literal (shorthand ``{ a }`` maps ``a`` to its identifier)."""
+    out: dict[str, Node] = {}
+    for child in obj.named_children:
+        if child.type == "pair":
+            key = child.child_by_field_name("key")
+            value = child.child_by_field_name("value")
+            if key is not None and value is not None:
+                out[pf.text(key).strip("'\"`")] = value
+        elif child.type == "shorthand_property_identifier":
+            out[pf.text(child)] = child
+    return out
