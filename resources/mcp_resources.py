@@ -1,11 +1,149 @@
-"""MCP adapters of resources (placeholder until the capability lands)."""
+"""MCP adapters of the skills, the catalogue and the prompts.
+
+- ``skill://<name>``: each bundled skill is a concrete resource (so ``resources/list``
+  shows them with their descriptions) and the template ``skill://{name}`` answers any
+  other name with a clear "unknown skill" error listing the known ones. Markdown,
+  read-only.
+- ``mesh://catalogue``: the static index's catalogue as JSON.
+- Prompts ``diagnose_job``, ``diagnose_event``, ``remediate_dlq``: the instructions of
+  :mod:`resources.prompts` plus the matching skill embedded as a resource.
+"""
 
 from __future__ import annotations
 
-from mcp.server.mcpserver import MCPServer
+import logging
+from typing import Annotated
 
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
+from mcp.server.mcpserver.prompts.base import Message, UserMessage
+from mcp.server.mcpserver.resources import TextResource
+from mcp.shared.exceptions import MCPError
+from mcp.types import INVALID_PARAMS, Annotations, EmbeddedResource, TextResourceContents
+from pydantic import Field
+
+from resources import prompts as prompt_texts
+from resources.catalogue import CATALOGUE_MIME_TYPE, CATALOGUE_URI, catalogue_json
+from resources.skills import NAME_PATTERN, SKILL_MIME_TYPE, Skill, find_skill, load_skills
+from server.errors import InvalidArgument, MeshError
 from server.runtime import Runtime
+
+log = logging.getLogger("mesh.resources")
+
+FOR_EVERYONE = Annotations(audience=["user", "assistant"], priority=0.8)
+
+
+def _skill_resource(skill: Skill) -> TextResource:
+    return TextResource(
+        uri=skill.uri,
+        name=skill.name,
+        title=skill.title,
+        description=skill.description,
+        mime_type=SKILL_MIME_TYPE,
+        annotations=FOR_EVERYONE,
+        meta={"tags": list(skill.tags)},
+        text=skill.text,
+    )
+
+
+def _embedded(skill: Skill | None) -> list[Message]:
+    if skill is None:
+        return []
+    contents = TextResourceContents(uri=skill.uri, mime_type=SKILL_MIME_TYPE, text=skill.text)
+    return [UserMessage(EmbeddedResource(type="resource", resource=contents))]
+
+
+def _invalid(exc: MeshError) -> MCPError:
+    return MCPError(code=INVALID_PARAMS, message=str(exc))
 
 
 def register(server: MCPServer, runtime: Runtime) -> None:
-    """Register this capability's tools on ``server``."""
+    """Register the skill resources, the catalogue resource and the three prompts."""
+    skills = load_skills(strict=False)
+    for skill in skills:
+        server.add_resource(_skill_resource(skill))
+    known = ", ".join(skill.name for skill in skills) or "(none)"
+
+    @server.resource(
+        "skill://{name}",
+        name="skill",
+        title="mesh-mcp skill (runbook)",
+        description=f"A runbook for agents, as markdown. Known skills: {known}.",
+        mime_type=SKILL_MIME_TYPE,
+        annotations=FOR_EVERYONE,
+    )
+    def read_skill(name: str) -> str:
+        if not NAME_PATTERN.match(name):
+            raise ResourceNotFoundError(f"'{name}' is not a skill name (kebab-case expected); known skills: {known}")
+        skill = find_skill(skills, name)
+        if skill is None:
+            raise ResourceNotFoundError(f"unknown skill '{name}'; known skills: {known} (resources/list shows them)")
+        return skill.text
+
+    @server.resource(
+        CATALOGUE_URI,
+        name="catalogue",
+        title="Static catalogue of jobs, events, queues and streams",
+        description=(
+            "Every job, event, queue and stream of the workspace with producer and consumer counts and, "
+            "for orphans, the reason (the same data as list_catalogue), as JSON."
+        ),
+        mime_type=CATALOGUE_MIME_TYPE,
+        annotations=FOR_EVERYONE,
+    )
+    async def read_catalogue() -> str:
+        try:
+            return await catalogue_json(runtime)
+        except MeshError as exc:
+            raise ResourceError(str(exc)) from None
+
+    def messages(text: prompt_texts.PromptText) -> list[Message]:
+        return [UserMessage(text.text), *_embedded(find_skill(skills, text.skill))]
+
+    @server.prompt(
+        name="diagnose_job",
+        title="Diagnose a background job",
+        description=(
+            "Walk through mesh-mcp's tools in the runbook's order (analyze_impact, query_outbox, trace_job, "
+            "inspect_queue, propose_remediation) to find where a job stopped."
+        ),
+    )
+    def diagnose_job(
+        job: Annotated[str, Field(description="the jobs_outbox id (also the BullMQ job id) or the job type")],
+    ) -> list[Message]:
+        try:
+            return messages(prompt_texts.diagnose_job(job, runtime.settings))
+        except InvalidArgument as exc:
+            raise _invalid(exc) from None
+
+    @server.prompt(
+        name="diagnose_event",
+        title="Diagnose an event",
+        description=(
+            "Walk through mesh-mcp's tools in the runbook's order (analyze_impact, query_outbox, trace_event, "
+            "inspect_stream, list_pending, dlq_list, propose_remediation) to find where an event stopped."
+        ),
+    )
+    def diagnose_event(
+        event: Annotated[str, Field(description="the event_queue id or the event type")],
+    ) -> list[Message]:
+        try:
+            return messages(prompt_texts.diagnose_event(event, runtime.settings))
+        except InvalidArgument as exc:
+            raise _invalid(exc) from None
+
+    @server.prompt(
+        name="remediate_dlq",
+        title="Remediate the dead letters of a stream",
+        description=(
+            "Follow the remediation runbook for a stream's dead letters: export, free the pending list, fix, "
+            "replay, reconcile; every change is a proposed plan a human approves."
+        ),
+    )
+    def remediate_dlq(
+        stream: Annotated[str, Field(description="the source stream key (its dead-letter stream name is accepted)")],
+    ) -> list[Message]:
+        try:
+            return messages(prompt_texts.remediate_dlq(stream, runtime.settings))
+        except InvalidArgument as exc:
+            raise _invalid(exc) from None
