@@ -321,7 +321,7 @@ def _collect_providers(pf, node, facts: ModuleFacts, imports, arrays, depth: int
     node = unwrap(node)
     if node is None or depth > 8:
         return
-    if node.type == "identifier":
+    if node.type in ("identifier", "shorthand_property_identifier"):
         name = pf.text(node)
         if name in arrays:
             _collect_providers(pf, arrays[name], facts, imports, arrays, depth + 1)
@@ -535,3 +535,58 @@ def _explicit_transaction(pf: ParsedFile, fn: Node, line: int, conv: StaticConve
         if names & set(conv.transaction_param_types):
             return TransactionFact("caller_supplied", line_of(param), f"written through the parameter {pf.text(param)}")
     return None
+
+
+# --- job registry -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RegistryEntry:
+    """One key of a registry interface: ``[JobMessagingType.X]: IPayload`` gives key ``JobMessagingType.X``."""
+
+    registry: str
+    line: int
+    key: str
+    key_is_string: bool
+    payload_type: str
+
+
+def registry_entries(pf: ParsedFile, conv: StaticConventions) -> list[RegistryEntry]:
+    """Keys of every interface (or object type alias) named in ``job_registry`` declared in the file.
+
+    Keys keep the file's local names; ``key`` of an imported alias is rewritten to the imported
+    name (``import { JobMessagingType as J }`` turns ``J.X`` into ``JobMessagingType.X``).
+    """
+    imports = local_imports(pf)
+    out: list[RegistryEntry] = []
+    for node in walk(pf.root, skip=FUNCTION_NODES):
+        if node.type not in ("interface_declaration", "type_alias_declaration"):
+            continue
+        name = pf.text(node.child_by_field_name("name"))
+        if name not in conv.job_registry:
+            continue
+        body = node.child_by_field_name("body") or node.child_by_field_name("value")
+        if body is None:
+            continue
+        for prop in body.named_children:
+            if prop.type != "property_signature":
+                continue
+            key_node = prop.child_by_field_name("name")
+            if key_node is None:
+                continue
+            annotation = prop.child_by_field_name("type")
+            payload = pf.text(annotation).lstrip(":").strip() if annotation is not None else ""
+            if key_node.type == "computed_property_name":
+                inner = unwrap(next(iter(key_node.named_children), None))
+                if inner is None:
+                    continue
+                if inner.type == "string":
+                    out.append(RegistryEntry(name, line_of(prop), pf.text(inner).strip("'\"`"), True, payload))
+                    continue
+                key = _norm(pf.text(inner))
+                head, _, rest = key.partition(".")
+                key = f"{imports.get(head, head)}.{rest}" if rest else imports.get(head, head)
+                out.append(RegistryEntry(name, line_of(prop), key, False, payload))
+            elif key_node.type == "string":
+                out.append(RegistryEntry(name, line_of(prop), pf.text(key_node).strip("'\"`"), True, payload))
+    return out
