@@ -109,7 +109,14 @@ def test_envelope_field_reads(ts, body: str, field: str) -> None:
 
 
 def test_envelope_fields_and_payload_reads_are_fine(ts) -> None:
-    f = handler(ts, "const tp = job.data.traceparent;\nconst id = job.data.payload.id;\nreturn { originalPayload: job.data.payload };")
+    body = "\n".join(
+        [
+            "const tp = job.data.traceparent;",
+            "const id = job.data.payload.id;",
+            "return { originalPayload: job.data.payload };",
+        ]
+    )
+    f = handler(ts, body)
     assert f.envelope_reads == []
 
 
@@ -228,7 +235,13 @@ def test_transaction_context(ts) -> None:
         """
     )
     status = {line: facts.transaction_context(pf, line, ["createEvent"], CONV).status for line in (5, 10, 16, 19, 23)}
-    assert status == {5: "in_transaction", 10: "in_transaction", 16: "after_commit", 19: "caller_supplied", 23: "unknown"}
+    assert status == {
+        5: "in_transaction",
+        10: "in_transaction",
+        16: "after_commit",
+        19: "caller_supplied",
+        23: "unknown",
+    }
     # the line of the `type:` property inside a multi-line call finds the call too
     assert facts.transaction_context(pf, 24, ["createEvent"], CONV).status == "unknown"
     assert facts.transaction_context(pf, 2, ["createEvent"], CONV).note.startswith("no call")
