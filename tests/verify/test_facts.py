@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from server.config import StaticConventions
-from tools.verify import facts
+from tools.verify import facts, facts_producers, modules
 from tools.verify.tsparse import ParsedFile, parse_file
 
 CONV = StaticConventions()
@@ -161,7 +161,7 @@ def test_module_providers_flattened(ts) -> None:
         export class AppModule {}
         """
     )
-    [module] = facts.module_providers(pf, CONV)
+    [module] = modules.module_providers(pf, CONV)
     assert module.name == "AppModule" and module.line == 7
     assert set(module.providers) == {"W", "A", "B", "C", "D", "E"}
     assert [text for text, _ in module.unresolved] == ["...EXTERNAL", "make()"]
@@ -175,7 +175,7 @@ def test_module_providers_from_a_named_array(ts) -> None:
         export class FeatureModule {}
         """
     )
-    [module] = facts.module_providers(pf, CONV)
+    [module] = modules.module_providers(pf, CONV)
     assert set(module.providers) == {"X", "Y"}
 
 
@@ -196,7 +196,7 @@ def test_direct_queue_calls(ts) -> None:
         }
         """
     )
-    calls = facts.direct_queue_calls(pf, CONV)
+    calls = facts_producers.direct_queue_calls(pf, CONV)
     assert [(c.name_expr, c.queue_expr, c.symbol) for c in calls] == [
         ("JobMessagingType.A", "ShopQueue.RETURNS", "S.a"),
         ("JobMessagingType.B", "ShopQueue.SHOP", "S.a"),
@@ -234,7 +234,8 @@ def test_transaction_context(ts) -> None:
         }
         """
     )
-    status = {line: facts.transaction_context(pf, line, ["createEvent"], CONV).status for line in (5, 10, 16, 19, 23)}
+    tx = facts_producers.transaction_context
+    status = {line: tx(pf, line, ["createEvent"], CONV).status for line in (5, 10, 16, 19, 23)}
     assert status == {
         5: "in_transaction",
         10: "in_transaction",
@@ -243,8 +244,8 @@ def test_transaction_context(ts) -> None:
         23: "unknown",
     }
     # the line of the `type:` property inside a multi-line call finds the call too
-    assert facts.transaction_context(pf, 24, ["createEvent"], CONV).status == "unknown"
-    assert facts.transaction_context(pf, 2, ["createEvent"], CONV).note.startswith("no call")
+    assert facts_producers.transaction_context(pf, 24, ["createEvent"], CONV).status == "unknown"
+    assert facts_producers.transaction_context(pf, 2, ["createEvent"], CONV).note.startswith("no call")
 
 
 def test_registry_entries_rewrite_import_aliases(ts) -> None:

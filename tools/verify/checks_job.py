@@ -1,0 +1,443 @@
+"""The checklist of a job type (stable ids in :data:`tools.verify.model.JOB_CHECKS`).
+
+Each check reads :class:`FlowInputs` (facts the static index resolved) and, for shapes
+the index does not record, re-parses the handler, worker or module file through
+:mod:`tools.verify.facts`. ``pass`` needs positive evidence; a dynamic or unrecognised
+shape gives ``unknown``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from tools.mesh_index.model import Site
+from tools.verify.facts import bare_throws, handler_facts
+from tools.verify.inputs import DIRECT_KINDS, OUTBOX_JOB_KINDS, FlowInputs, at, describe, evidence, site_class
+from tools.verify.model import Check, Evidence
+
+
+def _pass(check_id: str, detail: str, ev: list[Evidence]) -> Check:
+    return Check(id=check_id, status="pass", detail=detail, evidence=ev)
+
+
+def _fail(check_id: str, detail: str, ev: list[Evidence], hint: str) -> Check:
+    return Check(id=check_id, status="fail", detail=detail, evidence=ev, hint=hint)
+
+
+def _unknown(check_id: str, detail: str, ev: list[Evidence], hint: str | None = None) -> Check:
+    return Check(id=check_id, status="unknown", detail=detail, evidence=ev, hint=hint)
+
+
+def _member(inp: FlowInputs) -> str:
+    """How code should spell the job: the merged object's member when it has one."""
+    m = inp.match
+    for name in [m.name, *m.aliases]:
+        if name.split(".")[0] in inp.conv.merged_job_object:
+            return name
+    return m.name
+
+
+# --- contracts --------------------------------------------------------------------------
+
+
+def check_declared(inp: FlowInputs) -> Check:
+    m = inp.match
+    package = inp.conv.messaging_package.rstrip("/") + "/"
+    where = "jobs" if m.kind == "job" else "events"
+    hint = (
+        f"Declare '{m.value}' as a member of a {m.kind}-type enum (or `as const` object) under "
+        f"{package}src/{where}/<domain>/ and reference the member everywhere."
+    )
+    if m.defined_at is None:
+        return _fail("declared", f"'{m.value}' is used in code but declared nowhere", [], hint)
+    ev = [evidence(m.defined_at, f"{m.name} = '{m.value}'")]
+    if not m.defined_at.file.startswith(package):
+        return _fail("declared", f"{m.name} is declared outside the contracts package ({package})", ev, hint)
+    return _pass("declared", f"declared as {m.name} = '{m.value}' in the contracts package", ev)
+
+
+def check_merged(inp: FlowInputs) -> Check:
+    m = inp.match
+    objects = inp.conv.merged_job_object
+    merged = [n for n in [m.name, *m.aliases] if n.split(".")[0] in objects]
+    ev = [evidence(m.defined_at, f"{m.name} = '{m.value}'")] if m.defined_at else []
+    if merged:
+        return _pass("merged", f"reachable as {merged[0]}", ev)
+    owner = m.name.split(".")[0]
+    target = objects[0] if objects else "the merged job-type object"
+    return _fail(
+        "merged",
+        f"'{m.value}' is not reachable through {target}: {owner} is not spread into it",
+        ev,
+        f"Spread {owner} into the merged object: `export const {target} = {{ ..., ...{owner} }} as const;`.",
+    )
+
+
+def check_in_registry(inp: FlowInputs) -> Check:
+    m = inp.match
+    registries = "/".join(inp.conv.job_registry)
+    if inp.registry is None:
+        return _unknown("in_registry", f"no interface named {registries} found in the contracts package", [])
+    names = {m.name, *m.aliases}
+    hits = [
+        (rel, e)
+        for rel, e in inp.registry
+        if (e.key_is_string and e.key == m.value) or (not e.key_is_string and e.key in names)
+    ]
+    if hits:
+        rel, entry = hits[0]
+        ev = [Evidence(file=rel, line=entry.line, symbol=entry.registry, note=f"[{entry.key}]: {entry.payload_type}")]
+        return _pass("in_registry", f"registered in {entry.registry} with payload {entry.payload_type}", ev)
+    rel, entry = inp.registry[0] if inp.registry else ("", None)
+    ev = [Evidence(file=rel, line=entry.line, symbol=entry.registry, note="registry")] if entry else []
+    return _fail(
+        "in_registry",
+        f"no {registries} entry maps '{m.value}' to its payload interface",
+        ev,
+        f"Add `[{_member(inp)}]: I<Name>Payload;` to the {registries} interface"
+        + (f" in {rel}." if rel else "."),
+    )
+
+
+# --- producers --------------------------------------------------------------------------
+
+
+def _producers(inp: FlowInputs) -> tuple[list[Site], bool]:
+    """Production producers, or the test ones when there is none (flag says which)."""
+    all_sites = inp.job_producers()
+    prod = inp.production(all_sites)
+    return (prod, True) if prod else ([s for s in all_sites if s.test_only], False)
+
+
+def _queue_of(site: Site) -> str | None:
+    return site.detail.get("queue") or None
+
+
+def _raw(site: Site) -> str:
+    return site.detail.get("raw") or site.detail.get("target_raw") or "a run-time expression"
+
+
+def check_queue_declared(inp: FlowInputs) -> Check:
+    producers, _ = _producers(inp)
+    uses = [(p, _queue_of(p), "producer target") for p in producers if p.kind in OUTBOX_JOB_KINDS | DIRECT_KINDS]
+    uses += [(w, _queue_of(w), "worker queue") for w in inp.workers()]
+    if not uses:
+        return _unknown("queue_declared", "no producer target or worker queue to check", [])
+    hint_decl = f"Declare the queue as a member of a queue enum in {inp.conv.messaging_package}/src/jobs/<domain>/ "
+    undeclared = [(s, q, role) for s, q, role in uses if q and q not in inp.declared_queues]
+    if undeclared:
+        ev = [evidence(s, f"{role} '{q}'") for s, q, role in undeclared]
+        names = ", ".join(sorted({f"'{q}'" for _, q, _ in undeclared}))
+        return _fail(
+            "queue_declared", f"queue {names} is not declared in the contracts package", ev,
+            hint_decl + "and use the member instead of a string.",
+        )
+    dynamic = [(s, role) for s, q, role in uses if not q]
+    if dynamic:
+        ev = [evidence(s, f"{role}: {_raw(s)}") for s, role in dynamic]
+        return _unknown(
+            "queue_declared",
+            f"the {dynamic[0][1]} at {describe(dynamic[0][0])} is computed at run time ({_raw(dynamic[0][0])})",
+            ev,
+            "Use a queue enum member as the target so the flow can be checked statically.",
+        )
+    queues = sorted({q for _, q, _ in uses if q})
+    ev = [evidence(inp.declared_queues[q], f"queue '{q}' declared") for q in queues]
+    return _pass("queue_declared", "queue " + ", ".join(f"'{q}'" for q in queues) + " declared", ev)
+
+
+def check_has_producer(inp: FlowInputs) -> Check:
+    hint = (
+        "Write the job from production code: `JobsOutboxEntity.createJob({ type, target, emitter, emitterId, "
+        "payload, scheduledAt })` then the outbox repository's `create(job)`, inside the service's transaction."
+    )
+    all_sites = inp.job_producers()
+    prod = inp.production(all_sites)
+    exact = [p for p in prod if p.confidence == "exact"]
+    if exact:
+        ev = [evidence(p, f"{p.kind} producer") for p in exact]
+        return _pass("has_producer", f"{len(exact)} production producer(s), first at {describe(exact[0])}", ev)
+    if prod:
+        ev = [evidence(p, f"{p.kind} producer (heuristic)") for p in prod]
+        return _unknown("has_producer", "only heuristic producers were found (the type is built at run time)", ev)
+    tests = [p for p in all_sites if p.test_only]
+    if tests:
+        ev = [evidence(p, f"test-only {p.kind} producer") for p in tests]
+        return _fail("has_producer", f"only test code produces it ({describe(tests[0])})", ev, hint)
+    return _fail("has_producer", "no code writes this job", [], hint)
+
+
+def check_producer_uses_outbox(inp: FlowInputs) -> Check:
+    prod = inp.production(inp.job_producers())
+    if not prod:
+        return _unknown("producer_uses_outbox", "no production producer to inspect", [])
+    direct = [p for p in prod if p.kind in DIRECT_KINDS]
+    if direct:
+        ev = [evidence(p, "pushed straight to BullMQ") for p in direct]
+        return _fail(
+            "producer_uses_outbox",
+            f"pushed straight to BullMQ at {describe(direct[0])}: no outbox row, no audit, lost if Redis is down",
+            ev,
+            "Replace the queue call with `JobsOutboxEntity.createJob({...})` written by the outbox repository in "
+            "the service's transaction; the outbox runner pushes it to the queue.",
+        )
+    outbox = [p for p in prod if p.kind in OUTBOX_JOB_KINDS]
+    if len(outbox) == len(prod):
+        ev = [evidence(p, f"{p.kind} (outbox)") for p in outbox]
+        return _pass("producer_uses_outbox", f"every production producer writes the outbox ({len(outbox)})", ev)
+    other = [p for p in prod if p.kind not in OUTBOX_JOB_KINDS]
+    return _unknown(
+        "producer_uses_outbox",
+        f"the producer at {describe(other[0])} is indirect ({other[0].kind}): how it is written is not visible",
+        [evidence(p, p.kind) for p in other],
+    )
+
+
+# --- consumers --------------------------------------------------------------------------
+
+
+def check_has_handler(inp: FlowInputs) -> Check:
+    handlers = inp.handlers()
+    if handlers:
+        ev = [evidence(h, f"handler {site_class(h, 'handler_class')}") for h in handlers]
+        return _pass("has_handler", f"handled by {site_class(handlers[0], 'handler_class')}", ev)
+    return _fail(
+        "has_handler",
+        f"no handler class declares {inp.conv.handler_type_fields[0]} = {_member(inp)}",
+        [],
+        f"Create a handler class in the domain's worker runner implementing {inp.conv.handler_interfaces[0]} with "
+        f"`readonly {inp.conv.handler_type_fields[0]} = {_member(inp)}` and a `handle(job)` method.",
+    )
+
+
+def check_handler_routed(inp: FlowInputs) -> Check:
+    workers = inp.workers()
+    if workers:
+        ev = [evidence(w, f"worker {site_class(w, 'worker_class')} on '{_queue_of(w) or _raw(w)}'") for w in workers]
+        return _pass("handler_routed", f"routed by {site_class(workers[0], 'worker_class')}", ev)
+    handlers = inp.handlers()
+    if not handlers:
+        return _fail(
+            "handler_routed", "no worker routes it (and no handler exists)", [],
+            "Create the handler, then register it in the worker of the job's queue.",
+        )
+    cls = site_class(handlers[0], "handler_class")
+    return _fail(
+        "handler_routed",
+        f"handler {cls} ({describe(handlers[0])}) is not routed by any worker: it never runs",
+        [evidence(h, "handler not routed") for h in handlers],
+        f"Inject {cls} into the worker of the job's queue and add it to its handlerMap "
+        f"(or a `case {_member(inp)}:` of its switch on job.name).",
+    )
+
+
+def check_queue_matches_target(inp: FlowInputs) -> Check:
+    producers, production = _producers(inp)
+    producers = [p for p in producers if p.kind in OUTBOX_JOB_KINDS | DIRECT_KINDS]
+    workers = inp.workers()
+    if not producers:
+        return _unknown("queue_matches_target", "no producer to compare with the worker's queue", [])
+    if not workers:
+        ev = [evidence(p, "producer") for p in producers]
+        return _unknown("queue_matches_target", "no worker routes the job", ev)
+    worker_queues = {q for q in (_queue_of(w) for w in workers) if q}
+    open_workers = [w for w in workers if not _queue_of(w)]
+    suffix = "" if production else " (test producers only)"
+    mismatched = [p for p in producers if _queue_of(p) and _queue_of(p) not in worker_queues]
+    if mismatched and not open_workers:
+        p = mismatched[0]
+        wq = ", ".join(f"'{q}'" for q in sorted(worker_queues))
+        ev = [evidence(s, f"target '{_queue_of(s)}'") for s in mismatched]
+        ev += [evidence(w, f"worker on '{_queue_of(w)}'") for w in workers]
+        return _fail(
+            "queue_matches_target",
+            f"pushed to '{_queue_of(p)}' ({describe(p)}) but routed only on {wq}: the job is never consumed{suffix}",
+            ev,
+            f"Set the producer's target to the worker's queue ({wq}), or route the job in a worker "
+            f"on '{_queue_of(p)}'.",
+        )
+    dynamic = [p for p in producers if not _queue_of(p)]
+    if dynamic or open_workers or mismatched:
+        site = (dynamic or open_workers or mismatched)[0]
+        ev = [evidence(s, f"queue: {_raw(s)}") for s in dynamic + open_workers]
+        return _unknown(
+            "queue_matches_target",
+            f"the queue at {describe(site)} is computed at run time ({_raw(site)}); the match cannot be checked",
+            ev,
+            "Use queue enum members for the producer target and the worker's @Processor queue.",
+        )
+    ev = [evidence(p, f"target '{_queue_of(p)}'") for p in producers] + [
+        evidence(w, f"worker on '{_queue_of(w)}'") for w in workers
+    ]
+    queues = ", ".join(sorted({f"'{_queue_of(p)}'" for p in producers}))
+    return _pass("queue_matches_target", f"producer target {queues} is a queue its worker listens on{suffix}", ev)
+
+
+# --- handler and worker code ------------------------------------------------------------
+
+
+Judge = Callable[[Site, str], tuple[str, list[Evidence]]]
+
+
+def _per_class(sites: list[Site], key: str, judge: Judge) -> tuple[list[Evidence], list[Evidence], list[Evidence]]:
+    """Run ``judge`` on each class; it returns (status, evidence). Collects fail/unknown/pass evidence."""
+    fails: list[Evidence] = []
+    unknowns: list[Evidence] = []
+    passes: list[Evidence] = []
+    for site in sites:
+        status, ev = judge(site, site_class(site, key))
+        {"fail": fails, "unknown": unknowns, "pass": passes}[status].extend(ev)
+    return fails, unknowns, passes
+
+
+def check_returns_original_payload(inp: FlowInputs) -> Check:
+    handlers = inp.handlers()
+    key = inp.conv.original_payload_key
+    if not handlers:
+        return _unknown("returns_original_payload", "no handler to inspect", [])
+
+    def judge(site: Site, cls: str) -> tuple[str, list[Evidence]]:
+        pf = inp.parse(site.file)
+        facts = handler_facts(pf, cls, inp.conv) if pf else None
+        if facts is None or not facts.found:
+            return "unknown", [evidence(site, f"{cls}: no handle method in this file")]
+        bad = [r for r in facts.returns if r.kind in ("nothing", "missing_key", "wrong_value")]
+        if bad:
+            words = {"nothing": "returns nothing", "missing_key": f"returns no {key}", "wrong_value": "wrong value"}
+            return "fail", [at(site, r.line, f"{cls}.handle {words[r.kind]}: {r.text}") for r in bad]
+        opaque = [r for r in facts.returns if r.kind == "opaque"]
+        if opaque:
+            return "unknown", [at(site, r.line, f"{cls}.handle returns {r.text}") for r in opaque]
+        return "pass", [at(site, r.line, r.text) for r in facts.returns]
+
+    fails, unknowns, passes = _per_class(handlers, "handler_class", judge)
+    if fails:
+        first = fails[0]
+        return _fail(
+            "returns_original_payload",
+            f"{first.note} ({first.file}:{first.line})",
+            fails,
+            f"End handle() with `return {{ {key}: job.data.payload }};` so BaseWorker can write the audit row.",
+        )
+    if unknowns:
+        return _unknown("returns_original_payload", f"cannot tell what is returned: {unknowns[0].note}", unknowns)
+    return _pass("returns_original_payload", f"every return of handle() gives {{ {key}: job.data.payload }}", passes)
+
+
+def check_reads_envelope(inp: FlowInputs) -> Check:
+    handlers = inp.handlers()
+    payload = f"job.{inp.conv.job_data_field}.{inp.conv.job_payload_field}"
+    if not handlers:
+        return _unknown("reads_envelope", "no handler to inspect", [])
+
+    def judge(site: Site, cls: str) -> tuple[str, list[Evidence]]:
+        pf = inp.parse(site.file)
+        facts = handler_facts(pf, cls, inp.conv) if pf else None
+        if facts is None or not facts.found:
+            return "unknown", [evidence(site, f"{cls}: no handle method in this file")]
+        if facts.envelope_reads:
+            return "fail", [at(site, r.line, f"{cls} reads {r.text}") for r in facts.envelope_reads]
+        return "pass", [at(site, facts.method_line or site.line, f"{cls}.handle reads only the envelope's payload")]
+
+    fails, unknowns, passes = _per_class(handlers, "handler_class", judge)
+    if fails:
+        first = fails[0]
+        return _fail(
+            "reads_envelope",
+            f"{first.note} ({first.file}:{first.line}): the job data is an envelope, the field is undefined",
+            fails,
+            f"Read the job's fields from {payload} (e.g. `const {{ x }} = {payload};`).",
+        )
+    if unknowns:
+        return _unknown("reads_envelope", f"cannot inspect: {unknowns[0].note}", unknowns)
+    return _pass("reads_envelope", f"handler reads its data from {payload}", passes)
+
+
+def check_typed_errors(inp: FlowInputs) -> Check:
+    workers = inp.workers()
+    if not workers:
+        return _unknown("typed_errors", "no routing worker to inspect", [])
+    bare = "/".join(inp.conv.bare_error_classes)
+
+    def judge(site: Site, cls: str) -> tuple[str, list[Evidence]]:
+        pf = inp.parse(site.file)
+        throws = bare_throws(pf, cls, inp.conv) if pf else None
+        if throws is None:
+            return "unknown", [evidence(site, f"class {cls} not found in this file")]
+        if throws:
+            return "fail", [at(site, t.line, f"{cls}: {t.text}") for t in throws]
+        return "pass", [evidence(site, f"{cls} throws no bare {bare}")]
+
+    fails, unknowns, passes = _per_class(workers, "worker_class", judge)
+    if fails:
+        return _fail(
+            "typed_errors",
+            f"bare `throw new {bare}` in the routing worker ({fails[0].file}:{fails[0].line})",
+            fails,
+            "Throw a typed error with a code (e.g. InternalServerError from the errors package) instead of "
+            f"`new {bare}(...)`.",
+        )
+    if unknowns:
+        return _unknown("typed_errors", f"cannot inspect: {unknowns[0].note}", unknowns)
+    return _pass("typed_errors", f"the routing worker throws no bare {bare}", passes)
+
+
+def check_provided_in_module(inp: FlowInputs) -> Check:
+    classes = [(h, site_class(h, "handler_class")) for h in inp.handlers()]
+    classes += [(w, site_class(w, "worker_class")) for w in inp.workers()]
+    if not classes or inp.modules is None:
+        return _unknown("provided_in_module", "no handler or worker to look for", [])
+    fails: list[Evidence] = []
+    unknowns: list[Evidence] = []
+    passes: list[Evidence] = []
+    missing: list[tuple[str, str]] = []
+    for site, cls in dict.fromkeys(classes):
+        package = inp.package_dir(site.file)
+        modules = inp.modules.modules_in(package)
+        hit = next(((rel, m) for rel, m in modules if cls in m.providers), None)
+        if hit:
+            rel, module = hit
+            passes.append(Evidence(file=rel, line=module.providers[cls], symbol=module.name, note=f"provides {cls}"))
+        elif not modules:
+            unknowns.append(evidence(site, f"no @Module found in {package or 'the workspace'}"))
+        elif any(m.unresolved for _, m in modules):
+            rel, module = next((r, m) for r, m in modules if m.unresolved)
+            text, line = module.unresolved[0]
+            unknowns.append(Evidence(file=rel, line=line, symbol=module.name, note=f"providers entry {text}"))
+        else:
+            rel, module = modules[0]
+            fails.append(evidence(site, f"{cls} is not a provider"))
+            fails.append(Evidence(file=rel, line=module.line, symbol=module.name, note=f"{module.name} providers"))
+            missing.append((cls, f"{module.name} ({rel})"))
+    if fails:
+        cls, where = missing[0]
+        return _fail(
+            "provided_in_module",
+            f"{cls} is not a provider of any module of its package: Nest cannot instantiate it",
+            fails,
+            f"Add {cls} to the providers of {where}.",
+        )
+    if unknowns:
+        return _unknown("provided_in_module", f"cannot tell: {unknowns[0].note}", unknowns)
+    return _pass("provided_in_module", "handler and worker are providers of their app module", passes)
+
+
+JOB_CHECK_FUNCTIONS: tuple[Callable[[FlowInputs], Check], ...] = (
+    check_declared,
+    check_merged,
+    check_in_registry,
+    check_queue_declared,
+    check_has_producer,
+    check_producer_uses_outbox,
+    check_has_handler,
+    check_handler_routed,
+    check_queue_matches_target,
+    check_returns_original_payload,
+    check_reads_envelope,
+    check_typed_errors,
+    check_provided_in_module,
+)
+
+
+def run_job_checks(inp: FlowInputs) -> list[Check]:
+    return [fn(inp) for fn in JOB_CHECK_FUNCTIONS]

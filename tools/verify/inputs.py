@@ -1,0 +1,100 @@
+"""What the checks of one flow read: the index's resolved facts, gathered once per target.
+
+:class:`FlowInputs` is filled by :mod:`tools.verify.service` from the static index
+(``analyze_impact`` for the target's producers and consumers, the catalogue for declared
+queues); the checks never resolve a symbol themselves. Helpers here turn index sites into
+evidence and parse the files a check needs to look into.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from server.config import StaticConventions
+from tools.mesh_index.model import Match, Route, Site
+from tools.verify.facts import RegistryEntry
+from tools.verify.model import Evidence
+from tools.verify.modules import ModuleScanner
+from tools.verify.tsparse import ParsedFile, parse_file
+
+JOB_PRODUCER_KINDS = frozenset({"create_job", "fallback", "direct_queue", "mapping"})
+EVENT_PRODUCER_KINDS = frozenset({"create_event", "sql_trigger", "sql_insert", "mapping"})
+OUTBOX_JOB_KINDS = frozenset({"create_job", "fallback"})
+DIRECT_KINDS = frozenset({"direct_queue"})
+
+
+@dataclass
+class FlowInputs:
+    """The resolved facts about one job or event type."""
+
+    workspace: Path
+    conv: StaticConventions
+    match: Match
+    producers: list[Site]
+    consumers: list[Site]
+    routes: list[Route] = field(default_factory=list)
+    unresolved: list[Site] = field(default_factory=list)
+    declared_queues: dict[str, Site] = field(default_factory=dict)
+    declared_streams: dict[str, Site] = field(default_factory=dict)
+    stream_consumers: dict[str, list[Site]] = field(default_factory=dict)
+    package_dir_of: Callable[[str], str] | None = None
+    modules: ModuleScanner | None = None
+    registry: list[tuple[str, RegistryEntry]] | None = None
+    """Every registry key found in the contracts package (file, entry); None when no registry exists."""
+
+    # --- site selections ---------------------------------------------------------------
+
+    def production(self, sites: list[Site]) -> list[Site]:
+        return [s for s in sites if not s.test_only]
+
+    def job_producers(self) -> list[Site]:
+        return [s for s in self.producers if s.kind in JOB_PRODUCER_KINDS]
+
+    def event_producers(self) -> list[Site]:
+        return [s for s in self.producers if s.kind in EVENT_PRODUCER_KINDS]
+
+    def handlers(self) -> list[Site]:
+        return [s for s in self.consumers if s.kind == "handler" and not s.test_only]
+
+    def workers(self) -> list[Site]:
+        return [s for s in self.consumers if s.kind == "worker" and not s.test_only]
+
+    def post_processors(self) -> list[Site]:
+        return [s for s in self.consumers if s.kind == "post_processor" and not s.test_only]
+
+    # --- files -------------------------------------------------------------------------
+
+    def parse(self, rel: str) -> ParsedFile | None:
+        return parse_file(self.workspace / rel)
+
+    def package_dir(self, rel: str) -> str:
+        """The folder (relative) of the nearest ``package.json`` above ``rel``, or its repository."""
+        if self.package_dir_of is not None:
+            return self.package_dir_of(rel)
+        parts = rel.split("/")[:-1]
+        while parts:
+            if (self.workspace.joinpath(*parts) / "package.json").is_file():
+                return "/".join(parts)
+            parts.pop()
+        return rel.split("/", 1)[0]
+
+
+def site_class(site: Site, key: str) -> str:
+    """The class a handler/worker site is about: ``detail[key]`` or the first part of its symbol."""
+    name = site.detail.get(key) or (site.symbol or "").split(".")[0]
+    return name
+
+
+def evidence(site: Site, note: str) -> Evidence:
+    return Evidence(repo=site.repo, file=site.file, line=site.line, symbol=site.symbol, note=note)
+
+
+def at(site: Site, line: int, note: str, symbol: str | None = None) -> Evidence:
+    """Evidence in the same file as ``site`` at another line."""
+    return Evidence(repo=site.repo, file=site.file, line=line, symbol=symbol or site.symbol, note=note)
+
+
+def describe(site: Site) -> str:
+    return f"{site.file}:{site.line}"
