@@ -1,11 +1,129 @@
-"""MCP adapters of tools.outbox (placeholder until the capability lands)."""
+"""MCP adapters of the runtime diagnosis tools: query_outbox, outbox_health, trace_job, trace_event.
+
+Thin wrappers: flat validated arguments, one call into the plain modules, a pydantic
+result plus a short text. All four only read (READ_ONLY_REMOTE).
+"""
 
 from __future__ import annotations
 
+from typing import Annotated, Literal
+
 from mcp.server.mcpserver import MCPServer
+from mcp.types import CallToolResult
+from pydantic import Field
 
 from server.runtime import Runtime
+from server.toolkit import READ_ONLY_REMOTE, mesh_tool, tool_result
+from tools.outbox import health as health_lib
+from tools.outbox import query_outbox as query_lib
+from tools.outbox.model import HealthReport, QueryOutboxResult, TraceReport
+from tools.outbox.schema_discovery import SchemaCatalog
+from tools.outbox.trace import Tracer
+
+SERVICE_DOC = "service name from [services.<name>] in mesh.toml; omit (null) for every configured service"
+
+
+def catalog_of(runtime: Runtime) -> SchemaCatalog:
+    """The per-server schema cache of the outbox tables."""
+    return runtime.service("outbox.schema", lambda: SchemaCatalog(runtime.connections, runtime.settings))
 
 
 def register(server: MCPServer, runtime: Runtime) -> None:
-    """Register this capability's tools on ``server``."""
+    """Register query_outbox, outbox_health, trace_job and trace_event on ``server``."""
+    limits = runtime.settings.limits
+
+    @server.tool(name="query_outbox", annotations=READ_ONLY_REMOTE)
+    @mesh_tool
+    async def query_outbox(
+        table: Annotated[
+            Literal["jobs_outbox", "event_queue", "job_audit"],
+            Field(description="which outbox table to read"),
+        ],
+        service: Annotated[str | None, Field(min_length=1, max_length=100, description=SERVICE_DOC)] = None,
+        status: Annotated[
+            str | None, Field(min_length=1, max_length=20, description="PENDING, PROCESSING, COMPLETED or FAILED")
+        ] = None,
+        type: Annotated[
+            str | None,
+            Field(min_length=1, max_length=255, description="exact job or event type (job_type for job_audit)"),
+        ] = None,
+        id: Annotated[
+            str | None,
+            Field(min_length=1, max_length=100, description="row id; for job_audit also matches job_id"),
+        ] = None,
+        older_than_s: Annotated[
+            float | None,
+            Field(ge=0, le=query_lib.MAX_OLDER_THAN_S, description="only rows created more than this many s ago"),
+        ] = None,
+        limit: Annotated[
+            int, Field(ge=1, le=limits.max_rows, description=f"rows per page (max {limits.max_rows})")
+        ] = limits.default_rows,
+        cursor: Annotated[
+            str | None,
+            Field(min_length=1, max_length=1024, description="next_cursor of the previous page (same filters)"),
+        ] = None,
+    ) -> Annotated[CallToolResult, QueryOutboxResult]:
+        """Rows of jobs_outbox, event_queue or job_audit, newest first, with filters and keyset pagination.
+
+        Each row carries age_s (since created_at), updated_age_s and a hint reading its state with the trace
+        runbook's diagnosis table (e.g. "COMPLETED but no job_audit row: not consumed"). Big JSON/text values are
+        cut at [limits] payload_max_bytes (truncated=true). With service omitted every service is queried and
+        one that is down is named in `unavailable` while the others answer. Use it to find stuck or failed rows;
+        then trace_job / trace_event on an id.
+        """
+        result = await query_lib.query_outbox(
+            runtime.connections, runtime.settings, catalog_of(runtime), service=service, table=table,
+            status=status, type=type, id=id, older_than_s=older_than_s, limit=limit, cursor=cursor,
+        )
+        return tool_result(result, result.summary_text())
+
+    @server.tool(name="outbox_health", annotations=READ_ONLY_REMOTE)
+    @mesh_tool
+    async def outbox_health(
+        service: Annotated[str | None, Field(min_length=1, max_length=100, description=SERVICE_DOC)] = None,
+    ) -> Annotated[CallToolResult, HealthReport]:
+        """Per service and table: row counts by status, age of the oldest due PENDING and of the oldest PROCESSING
+        row, FAILED counts by type, and verdicts (pending_in_outbox, event_pending, stuck_processing,
+        handler_failed, push_failed, table_missing, unavailable) using the [limits] thresholds.
+
+        Start here when "something async is not happening" and you do not know which item: it shows which
+        service and table is late. A service whose database is down is reported while the others answer.
+        """
+        report = await health_lib.outbox_health(runtime.connections, runtime.settings, catalog_of(runtime), service)
+        return tool_result(report, report.summary_text())
+
+    @server.tool(name="trace_job", annotations=READ_ONLY_REMOTE)
+    @mesh_tool
+    async def trace_job(
+        job_id: Annotated[str, Field(min_length=1, max_length=100, description="the jobs_outbox id (= BullMQ job id)")],
+        service: Annotated[str | None, Field(min_length=1, max_length=100, description=SERVICE_DOC)] = None,
+    ) -> Annotated[CallToolResult, TraceReport]:
+        """Follow one job through every hop and name the first broken link.
+
+        Hops: jobs_outbox row -> BullMQ job (state, attemptsMade, failedReason) -> job:completed guard key ->
+        job_audit row -> job-outcome events in event_queue (success/failure, every naming variant) -> their
+        stream entries and delivery per consumer group (PEL, DLQ, retry keys, idempotency lock).
+        verdict.code is one of ok, pending_in_outbox, stuck_processing, pushed_not_consumed, handler_failed,
+        success_not_cleaned, event_pending, in_pel, dead_consumer, in_dlq, trimmed, idempotency_lock_stale,
+        purged, not_found, with a sentence and the next step.
+        """
+        report = await Tracer(runtime.connections, runtime.settings, catalog_of(runtime)).trace_job(service, job_id)
+        return tool_result(report, report.summary_text())
+
+    @server.tool(name="trace_event", annotations=READ_ONLY_REMOTE)
+    @mesh_tool
+    async def trace_event(
+        event_id: Annotated[str, Field(min_length=1, max_length=100, description="the event_queue id")],
+        service: Annotated[str | None, Field(min_length=1, max_length=100, description=SERVICE_DOC)] = None,
+    ) -> Annotated[CallToolResult, TraceReport]:
+        """Follow one event_queue row to its stream entries (one per target_services entry) and, per consumer
+        group, whether it was delivered, is pending in the PEL (on which consumer, idle for how long),
+        acknowledged or dead-lettered, with its retry bookkeeping and idempotency lock.
+
+        verdict.code names the first broken link (event_pending, stuck_processing, pushed_not_consumed, in_pel,
+        dead_consumer, in_dlq, trimmed, idempotency_lock_stale, not_found) or ok, with the next step.
+        """
+        report = await Tracer(runtime.connections, runtime.settings, catalog_of(runtime)).trace_event(
+            service, event_id
+        )
+        return tool_result(report, report.summary_text())

@@ -1,0 +1,207 @@
+"""Result models of the runtime diagnosis tools (structured content of the MCP results)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from tools.outbox.bull_state import BullJobState
+from tools.outbox.delivery import DeadLetter, GroupDelivery
+
+TableKind = Literal["jobs_outbox", "event_queue", "job_audit"]
+
+VerdictCode = Literal[
+    "ok",
+    "pending_in_outbox",
+    "stuck_processing",
+    "pushed_not_consumed",
+    "handler_failed",
+    "success_not_cleaned",
+    "event_pending",
+    "in_pel",
+    "dead_consumer",
+    "in_dlq",
+    "trimmed",
+    "idempotency_lock_stale",
+    "purged",
+    "not_found",
+]
+
+HealthCode = Literal[
+    "ok",
+    "pending_in_outbox",
+    "event_pending",
+    "stuck_processing",
+    "handler_failed",
+    "push_failed",
+    "table_missing",
+    "unavailable",
+]
+
+Severity = Literal["ok", "info", "warning", "error"]
+
+
+class ServiceProblem(BaseModel):
+    """A service that could not answer; the other services' results are still returned."""
+
+    service: str
+    error: str
+
+
+class OutboxRow(BaseModel):
+    """One row of jobs_outbox, event_queue or job_audit."""
+
+    service: str
+    table: TableKind
+    id: str
+    status: str | None = None
+    type: str | None = Field(default=None, description="type (job_type for job_audit)")
+    created_at: str | None = None
+    updated_at: str | None = None
+    age_s: float | None = Field(default=None, description="seconds since created_at")
+    updated_age_s: float | None = Field(default=None, description="seconds since updated_at (last status change)")
+    hint: str | None = Field(default=None, description="what this state means, from the trace runbook's table")
+    columns: dict[str, Any] = Field(
+        default_factory=dict, description="every column the table has, by its real name; JSON parsed unless cut"
+    )
+    truncated: bool = Field(default=False, description="a value was cut at [limits] payload_max_bytes")
+    truncated_columns: list[str] = Field(default_factory=list)
+
+
+class QueryOutboxResult(BaseModel):
+    services: list[str] = Field(description="services queried")
+    table: TableKind
+    filters: dict[str, Any]
+    rows: list[OutboxRow]
+    next_cursor: str | None = Field(default=None, description="pass as cursor= for the next (older) page")
+    unavailable: list[ServiceProblem] = Field(default_factory=list)
+    missing_columns: dict[str, list[str]] = Field(
+        default_factory=dict, description="per service: documented columns this table lacks (older schema)"
+    )
+
+    def summary_text(self) -> str:
+        lines = [
+            f"{len(self.rows)} row(s) of {self.table} from {', '.join(self.services) or 'no service'}"
+            + (" (more: pass next_cursor)" if self.next_cursor else "")
+        ]
+        for row in self.rows[:20]:
+            age = f"{row.age_s:.0f}s" if row.age_s is not None else "?"
+            lines.append(f"- [{row.service}] {row.id} {row.status} {row.type} age {age}: {row.hint or ''}".rstrip())
+        if len(self.rows) > 20:
+            lines.append(f"... {len(self.rows) - 20} more in the structured result")
+        for problem in self.unavailable:
+            lines.append(f"! {problem.service}: {problem.error}")
+        return "\n".join(lines)
+
+
+class HealthVerdict(BaseModel):
+    code: HealthCode
+    severity: Severity
+    sentence: str
+    next_step: str | None = None
+
+
+class TableHealth(BaseModel):
+    table: TableKind
+    name: str = Field(description="real table name")
+    exists: bool
+    counts: dict[str, int] = Field(default_factory=dict, description="rows per status")
+    total: int = 0
+    oldest_pending_age_s: float | None = None
+    oldest_processing_age_s: float | None = None
+    failed_by_type: dict[str, int] = Field(default_factory=dict)
+    verdicts: list[HealthVerdict] = Field(default_factory=list)
+
+
+class ServiceHealth(BaseModel):
+    service: str
+    available: bool
+    error: str | None = None
+    tables: list[TableHealth] = Field(default_factory=list)
+    verdicts: list[HealthVerdict] = Field(default_factory=list, description="problems of this service, worst first")
+
+
+class HealthReport(BaseModel):
+    services: list[ServiceHealth]
+    ok: bool = Field(description="no verdict of severity warning or error anywhere")
+    thresholds: dict[str, float]
+
+    def summary_text(self) -> str:
+        lines = ["outbox health: " + ("ok" if self.ok else "problems found")]
+        for svc in self.services:
+            if not svc.available:
+                lines.append(f"- {svc.service}: UNAVAILABLE: {svc.error}")
+                continue
+            parts = []
+            for t in svc.tables:
+                if not t.exists:
+                    parts.append(f"{t.table}: missing")
+                    continue
+                counts = ", ".join(f"{k} {v}" for k, v in t.counts.items()) or "empty"
+                parts.append(f"{t.table}: {counts}")
+            lines.append(f"- {svc.service}: " + "; ".join(parts))
+            for v in svc.verdicts:
+                if v.code != "ok":
+                    lines.append(f"  * {v.code} ({v.severity}): {v.sentence}")
+        return "\n".join(lines)
+
+
+class Verdict(BaseModel):
+    code: VerdictCode
+    severity: Severity
+    sentence: str = Field(description="what was observed and which link is broken")
+    next_step: str
+    hop: str | None = Field(default=None, description="name of the hop where the chain breaks")
+
+
+class StreamEntryRef(BaseModel):
+    stream: str
+    entry_id: str | None = None
+    searched_from_ms: int | None = None
+    searched_to_ms: int | None = None
+    scanned: int = 0
+    first_entry_id: str | None = Field(default=None, description="oldest entry still in the stream")
+    fields: dict[str, str] = Field(default_factory=dict, description="entry fields, cut at the byte cap")
+    truncated: bool = False
+
+
+class Hop(BaseModel):
+    """One link of the chain with what was observed there."""
+
+    name: str = Field(description="jobs_outbox, bullmq_job, completion_guard, job_audit, outcome_event, "
+                      "event_queue, stream_entry, group")
+    ref: str = Field(description="table and id, Redis key, or stream and group")
+    found: bool
+    state: str | None = Field(default=None, description="observed state (row status, BullMQ state, delivery)")
+    healthy: bool | None = Field(default=None, description="None when the hop was not reached or cannot be judged")
+    detail: str
+    row: OutboxRow | None = None
+    bull: BullJobState | None = None
+    entry: StreamEntryRef | None = None
+    delivery: GroupDelivery | None = None
+    dead_letters: list[DeadLetter] = Field(default_factory=list)
+    redis_key: dict[str, Any] | None = Field(default=None, description="key, exists, value, ttl_s for key hops")
+
+
+class TraceReport(BaseModel):
+    kind: Literal["job", "event"]
+    id: str
+    service: str | None = Field(default=None, description="service where the row was found (or was searched)")
+    searched_services: list[str] = Field(default_factory=list)
+    verdict: Verdict
+    findings: list[Verdict] = Field(default_factory=list, description="every problem found, worst first")
+    hops: list[Hop]
+    unavailable: list[ServiceProblem] = Field(default_factory=list)
+
+    def summary_text(self) -> str:
+        v = self.verdict
+        lines = [f"{self.kind} {self.id}: {v.code} — {v.sentence}", f"next: {v.next_step}"]
+        for hop in self.hops:
+            mark = "ok" if hop.healthy else ("??" if hop.healthy is None else "XX")
+            lines.append(f"  [{mark}] {hop.name} {hop.ref}: {hop.state or '-'} — {hop.detail}")
+        for other in self.findings[1:]:
+            lines.append(f"also: {other.code} — {other.sentence}")
+        for problem in self.unavailable:
+            lines.append(f"! {problem.service}: {problem.error}")
+        return "\n".join(lines)

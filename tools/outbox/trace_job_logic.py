@@ -1,0 +1,260 @@
+"""The reasoning of ``trace_job`` over what was observed (no I/O here, so it is easy to read).
+
+Inputs are the jobs_outbox and job_audit rows (or None), the BullMQ job state, the
+completion guard key and the job-outcome events with their own hops and findings. The
+output is the list of hops in chain order and the findings, also in chain order:
+
+1. jobs_outbox PENDING / PROCESSING / FAILED: the runner has not pushed the job;
+2. pushed, no job_audit row: BullMQ tells why (waiting: not consumed; failed: handler;
+   active: running or stalled; gone: lost or wrong queue);
+3. job_audit FAILED: ``handler_failed``; PROCESSING for long: ``stuck_processing``;
+4. job_audit COMPLETED with the jobs_outbox row still there: the success event's own
+   problem if it has one (``event_pending``, ``in_dlq``, ...), else ``success_not_cleaned``;
+5. no row at all: ``purged`` when Redis or event_queue prove the job finished, else
+   ``not_found``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from server.config import Settings
+from tools.outbox.bull_state import BullJobState
+from tools.outbox.model import Hop, OutboxRow, Verdict
+from tools.outbox.rows import RowTimes
+from tools.outbox.verdicts import verdict
+
+WAITING_STATES = ("waiting", "prioritized", "paused", "delayed", "waiting-children", "unknown")
+
+
+def _bull_hop(queue: str | None, bull: BullJobState | None, bull_known: bool, job_id: str, prefix: str) -> Hop:
+    if queue is None:
+        return Hop(name="bullmq_job", ref=f"{prefix}:?:{job_id}", found=False, state="unknown", healthy=None,
+                   detail="queue unknown: no jobs_outbox row to read its target from")
+    ref = f"{prefix}:{queue}:{job_id}"
+    if not bull_known:
+        return Hop(name="bullmq_job", ref=ref, found=False, state="unknown", healthy=None,
+                   detail="Redis is unavailable: the BullMQ job could not be observed")
+    if bull is None:
+        return Hop(name="bullmq_job", ref=ref, found=False, state="absent", healthy=None,
+                   detail="no job hash and no state structure lists it (removed on completion, or never pushed here)")
+    detail = f"state {bull.state}, attempts made {bull.attempts_made if bull.attempts_made is not None else '?'}"
+    if bull.failed_reason:
+        detail += f", failed reason: {bull.failed_reason[:200]}"
+    healthy = bull.state not in ("failed",)
+    return Hop(name="bullmq_job", ref=ref, found=True, state=bull.state, healthy=healthy, detail=detail, bull=bull)
+
+
+def _guard_hop(guard: dict[str, Any] | None, key_pattern: str, job_id: str) -> Hop:
+    key = key_pattern.replace("{job_id}", job_id)
+    if guard is None:
+        return Hop(name="completion_guard", ref=key, found=False, state="unknown", healthy=None,
+                   detail="Redis is unavailable: the completion guard could not be read")
+    if guard["exists"]:
+        return Hop(name="completion_guard", ref=key, found=True, state="set", healthy=True,
+                   detail=f"set to {guard['value']!r}, ttl {guard['ttl_s']}s: a worker completed the job",
+                   redis_key=guard)
+    return Hop(name="completion_guard", ref=key, found=False, state="absent", healthy=None,
+               detail="not set: no worker completed the job (or the guard expired)", redis_key=guard)
+
+
+def _not_pushed(settings: Settings, job: OutboxRow, times: RowTimes | None, job_id: str) -> Verdict | None:
+    st = settings.conventions.statuses
+    limits = settings.limits
+    age = job.age_s or 0.0
+    since = job.updated_age_s if job.updated_age_s is not None else age
+    last_error = job.columns.get(settings.conventions.columns.last_error)
+    if job.status == st.pending:
+        if times is not None and times.scheduled_in_s is not None and times.scheduled_in_s > 0:
+            return verdict("pending_in_outbox", "info",
+                           f"job {job_id} is PENDING, scheduled to run in {times.scheduled_in_s:.0f}s: not late",
+                           "wait for its scheduled time", "jobs_outbox")
+        late = age > limits.pending_ageing_s
+        return verdict(
+            "pending_in_outbox", "error" if late else "info",
+            f"job {job_id} is PENDING in jobs_outbox for {age:.0f}s"
+            + (f" (> {limits.pending_ageing_s}s): the outbox runner is stopped or cannot reach the database"
+               if late else ": waiting for the outbox runner (not late yet)"), hop="jobs_outbox")
+    if job.status == st.processing:
+        if since > limits.processing_ageing_s:
+            return verdict("stuck_processing", "error",
+                           f"job {job_id} is PROCESSING in jobs_outbox for {since:.0f}s (> "
+                           f"{limits.processing_ageing_s}s): the runner died between claim and push", hop="jobs_outbox")
+        return verdict("pending_in_outbox", "info", f"job {job_id} was claimed {since:.0f}s ago and is being pushed",
+                       hop="jobs_outbox")
+    if job.status == st.failed:
+        return verdict("pending_in_outbox", "error",
+                       f"job {job_id} is FAILED in jobs_outbox: the outbox runner gave up pushing it"
+                       + (f" ({str(last_error)[:300]})" if last_error else ""),
+                       "fix the cause (runner logs), then propose_remediation(symptom='requeue_stuck_job')",
+                       "jobs_outbox")
+    return None
+
+
+def _pushed_without_audit(
+    settings: Settings, job: OutboxRow, queue: str | None, bull: BullJobState | None, bull_known: bool,
+    guard_set: bool, job_id: str,
+) -> Verdict:
+    limits = settings.limits
+    since = job.updated_age_s if job.updated_age_s is not None else (job.age_s or 0.0)
+    late = since > limits.pending_ageing_s
+    q = f"'{queue}'" if queue else "(unknown queue)"
+    if not bull_known:
+        return verdict("pushed_not_consumed", "warning",
+                       f"job {job_id} was pushed to BullMQ queue {q} {since:.0f}s ago and has no job_audit row; "
+                       "Redis could not be read to say more", hop="job_audit")
+    if bull is None:
+        if guard_set:
+            return verdict("success_not_cleaned", "warning",
+                           f"job {job_id}: the completion guard is set but there is no job_audit row: the worker "
+                           "completed it without auditing, so no success event cleaned the outbox row",
+                           hop="job_audit")
+        return verdict("pushed_not_consumed", "error" if late else "info",
+                       f"job {job_id} was pushed to queue {q} {since:.0f}s ago but BullMQ has no such job and "
+                       "job_audit has no row: the job was lost (Redis flushed or evicted) or pushed to another queue",
+                       f"inspect_queue(queue={q}); check the runner's Redis and the job's target", "bullmq_job")
+    if bull.state == "failed":
+        return verdict("handler_failed", "error",
+                       f"job {job_id} failed in BullMQ after {bull.attempts_made} attempt(s): "
+                       f"{bull.failed_reason or 'no reason recorded'} (no job_audit row)",
+                       hop="bullmq_job")
+    if bull.state == "active":
+        started = bull.processed_on_ms
+        return verdict("stuck_processing" if late else "ok", "warning" if late else "info",
+                       f"job {job_id} is active in BullMQ (taken by a worker" + (f" at {started} ms" if started else "")
+                       + ") but has no job_audit row" + (": the worker hangs or died (stalled job)" if late else ""),
+                       f"inspect_queue(queue={q}, job_id='{job_id}')", "bullmq_job")
+    if bull.state == "completed":
+        return verdict("success_not_cleaned", "warning",
+                       f"job {job_id} is completed in BullMQ but has no job_audit row: the worker does not audit it, "
+                       "so no success event cleaned the outbox row", hop="job_audit")
+    paused = " (the queue is paused)" if bull.state == "paused" else ""
+    return verdict("pushed_not_consumed", "error" if late else "info",
+                   f"job {job_id} waits in BullMQ queue {q} (state {bull.state}){paused} since it was pushed "
+                   f"{since:.0f}s ago, and no worker took it: worker stopped or listening to another queue",
+                   f"inspect_queue(queue={q}); check the worker for that queue runs (verify_flow checks the target)",
+                   "bullmq_job")
+
+
+def job_findings(
+    settings: Settings,
+    *,
+    job_id: str,
+    job: OutboxRow | None,
+    job_times: RowTimes | None,
+    audit: OutboxRow | None,
+    queue: str | None,
+    bull: BullJobState | None,
+    bull_known: bool,
+    guard: dict[str, Any] | None,
+    outcomes: list[tuple[OutboxRow, list[Hop], list[Verdict]]],
+    success_types: set[str],
+    searched: list[str],
+    unavailable: list[str],
+) -> tuple[list[Hop], list[Verdict]]:
+    """Hops in chain order and findings (chain order) of one job."""
+    conv = settings.conventions
+    st = conv.statuses
+    limits = settings.limits
+    hops: list[Hop] = []
+    findings: list[Verdict] = []
+    if job is not None:
+        hops.append(Hop(name="jobs_outbox", ref=f"{job.service}.jobs_outbox {job.id}", found=True, state=job.status,
+                        healthy=job.status == st.completed, detail=job.hint or str(job.status), row=job))
+    else:
+        hops.append(Hop(name="jobs_outbox", ref=f"jobs_outbox {job_id}", found=False, state="absent", healthy=None,
+                        detail="no row: deleted by the success post-processor, purged, or never written"))
+    hops.append(_bull_hop(queue, bull, bull_known, job_id, conv.bullmq_prefix))
+    hops.append(_guard_hop(guard, conv.job_completed_key, job_id))
+    guard_set = bool(guard and guard["exists"])
+    if audit is not None:
+        hops.append(Hop(name="job_audit", ref=f"{audit.service}.job_audit job_id={job_id}", found=True,
+                        state=audit.status, healthy=audit.status == st.completed,
+                        detail=audit.hint or str(audit.status), row=audit))
+    else:
+        hops.append(Hop(name="job_audit", ref=f"job_audit job_id={job_id}", found=False, state="absent",
+                        healthy=None, detail="no job_audit row: no worker started the job (or it was purged)"))
+    outcome_findings: list[Verdict] = []
+    for _row, chain_hops, chain_findings in outcomes:
+        hops.extend(chain_hops)
+        outcome_findings.extend(chain_findings)
+
+    not_pushed = _not_pushed(settings, job, job_times, job_id) if job is not None else None
+    if not_pushed is not None:
+        findings.append(not_pushed)
+        return hops, findings
+    if audit is None:
+        if job is not None:
+            findings.append(_pushed_without_audit(settings, job, queue, bull, bull_known, guard_set, job_id))
+            return hops, findings
+        evidence = []
+        if guard_set:
+            evidence.append(f"the completion guard {conv.job_completed_key.replace('{job_id}', job_id)} is set")
+        if bull is not None:
+            evidence.append(f"BullMQ still holds it ({bull.state})")
+        if outcomes:
+            evidence.append(f"{len(outcomes)} outcome event(s) in event_queue ({outcomes[0][0].type})")
+        if evidence:
+            findings.append(verdict(
+                "purged", "info",
+                f"job {job_id} has no jobs_outbox nor job_audit row, but {'; '.join(evidence)}: it ran and its "
+                f"finished rows were purged (retention {conv.retention_s}s)", hop="jobs_outbox"))
+        else:
+            where = ", ".join(s for s in searched if s not in unavailable) or "no service"
+            sentence = (f"no jobs_outbox or job_audit row for job {job_id} in {where}, and no trace in Redis or "
+                        f"event_queue. Finished rows older than the retention ({conv.retention_s}s) are purged, so "
+                        "an old job leaves nothing; a recent one was never written to these databases")
+            if unavailable:
+                sentence += f" (not searched: {', '.join(unavailable)})"
+            findings.append(verdict("not_found", "warning", sentence, hop="jobs_outbox"))
+        findings.extend(outcome_findings)
+        return hops, findings
+    since = audit.updated_age_s if audit.updated_age_s is not None else (audit.age_s or 0.0)
+    if audit.status == st.failed:
+        message = audit.columns.get(conv.columns.error_message)
+        retrying = ""
+        if bull is not None and bull.state in ("delayed", "waiting") and (bull.attempts_made or 0) < conv.job_attempts:
+            retrying = f"; BullMQ will retry it (attempt {bull.attempts_made}/{conv.job_attempts})"
+        findings.append(verdict(
+            "handler_failed", "error",
+            f"job {job_id} ({audit.type}) failed in its handler: {str(message or 'no error_message')[:300]}{retrying}",
+            hop="job_audit"))
+        findings.extend(f for f in outcome_findings if f.code != "ok")
+        return hops, findings
+    if audit.status != st.completed:
+        if since > limits.processing_ageing_s:
+            findings.append(verdict(
+                "stuck_processing", "error",
+                f"job {job_id} is {audit.status} in job_audit for {since:.0f}s (> {limits.processing_ageing_s}s): "
+                "the worker died while running it, or it hangs", hop="job_audit"))
+        else:
+            findings.append(verdict("ok", "info", f"job {job_id} is running ({audit.status} for {since:.0f}s)",
+                                    "wait, then trace again", "job_audit"))
+        return hops, findings
+    # job_audit COMPLETED
+    if job is None:
+        findings.append(verdict("ok", "ok", f"job {job_id} succeeded and its outbox row was cleaned up"))
+        return hops, findings
+    success = [(row, f) for row, _, f in outcomes if row.type in success_types]
+    if not success:
+        findings.append(verdict(
+            "success_not_cleaned", "error",
+            f"job {job_id} succeeded (job_audit COMPLETED) but event_queue has no success event for it "
+            f"(types {', '.join(sorted(success_types))}): the audit trigger {conv.audit_trigger} did not fire, so "
+            "nothing deletes the jobs_outbox row",
+            f"check the trigger {conv.audit_trigger} exists on job_audit; then "
+            "propose_remediation(symptom='reconcile_outbox')", "outcome_event"))
+        return hops, findings
+    row, event_findings = success[-1]
+    problems = [f for f in event_findings if f.code != "ok"]
+    if problems:
+        findings.extend(problems)
+        return hops, findings
+    recent = since <= limits.processing_ageing_s
+    findings.append(verdict(
+        "success_not_cleaned", "info" if recent else "error",
+        f"job {job_id} succeeded and its success event {row.id} ({row.type}) was delivered and acknowledged, yet the "
+        "jobs_outbox row is still there: the common success post-processor did not delete it"
+        + (" (it may just be about to)" if recent else ""), hop="jobs_outbox"))
+    return hops, findings
+

@@ -1,0 +1,118 @@
+"""The verdict codes of ``trace_job`` / ``trace_event``: meaning, default next step, ranking.
+
+A trace collects *findings* (one per problem seen, in chain order); the report's
+``verdict`` is the first finding of the worst severity present, i.e. the first broken
+link of the chain. Codes are stable: agents and the remediation tools rely on them.
+"""
+
+from __future__ import annotations
+
+from tools.outbox.model import Severity, Verdict, VerdictCode
+
+CATALOGUE: dict[str, tuple[str, str]] = {
+    "ok": (
+        "Every hop of the chain completed.",
+        "Nothing to repair. If the effect is still missing, check the consumer's business logic "
+        "(shouldProcess filter, handler) with analyze_impact.",
+    ),
+    "pending_in_outbox": (
+        "The jobs_outbox row is still PENDING (or FAILED to push): the outbox runner has not pushed the job.",
+        "Check that the service's outbox runner runs and reaches its database (runner logs).",
+    ),
+    "stuck_processing": (
+        "A row stays PROCESSING: the runner died between claim and push, or the worker died while running the job.",
+        "Restart the runner/worker; then propose_remediation(symptom='requeue_stuck_job').",
+    ),
+    "pushed_not_consumed": (
+        "The job or message was pushed to Redis but nobody consumed it: worker or consumer group stopped, "
+        "wrong queue or stream, or no consumer group.",
+        "inspect_queue(queue) / inspect_stream(stream); check the worker or post-processor runs and listens to "
+        "that exact queue or stream (verify_flow).",
+    ),
+    "handler_failed": (
+        "The worker ran the job and its handler failed (job_audit FAILED or BullMQ failed).",
+        "Read error_message / failedReason and the worker logs; fix the cause, then "
+        "propose_remediation(symptom='retry_failed_job').",
+    ),
+    "success_not_cleaned": (
+        "The job succeeded (job_audit COMPLETED) but its jobs_outbox row is still there: the success event was not "
+        "processed by the common post-processor.",
+        "Check the success event's stream and the common post-processor (trace its outcome event); then "
+        "propose_remediation(symptom='reconcile_outbox').",
+    ),
+    "event_pending": (
+        "The event_queue row has not been pushed (PENDING, or FAILED to push): outbox runner stopped or Redis "
+        "unreachable.",
+        "Check the service's outbox runner and its Redis connection (runner logs).",
+    ),
+    "in_pel": (
+        "The message was delivered to a consumer group and is unacknowledged in its PEL (infrastructure error or "
+        "still running); it is re-read after claimIntervalMs.",
+        "list_pending(stream, group) to see idle times; if it does not move, check the consumer logs.",
+    ),
+    "dead_consumer": (
+        "The message sits in the PEL of a consumer that no longer reads (idle beyond dead_consumer_idle_ms); "
+        "consumers only reclaim from *other* consumers.",
+        "propose_remediation(symptom='claim_dead_consumer', stream=..., group=...) to move it to a live consumer.",
+    ),
+    "in_dlq": (
+        "The message was dead-lettered after maxRetries business failures and acknowledged; nothing replays it.",
+        "Export it with dlq_list, fix the cause, then propose_remediation(symptom='dlq_replay', stream=...).",
+    ),
+    "trimmed": (
+        "The stream no longer holds the message: MAXLEN trimming removed it (the oldest entry is newer).",
+        "The message cannot be re-read from Redis; if it was not processed, re-emit it from the outbox row "
+        "(propose_remediation(symptom='reconcile_outbox')).",
+    ),
+    "idempotency_lock_stale": (
+        "An idempotency lock is held for a message that failed or is stuck: the next read will be acknowledged "
+        "with no effect.",
+        "propose_remediation(symptom='clear_stale_lock', stream=..., group=...), then let the message be re-read.",
+    ),
+    "purged": (
+        "The rows are gone but Redis or event_queue shows the item existed and finished: COMPLETED rows older than "
+        "the retention are deleted by the runner.",
+        "Nothing to repair in the outbox; look for the effect downstream.",
+    ),
+    "not_found": (
+        "Nothing was found for this id.",
+        "Check the id and the service (service=None searches every service), or find the row with "
+        "query_outbox(type=...).",
+    ),
+}
+"""code -> (meaning, default next step); the docs' verdict table is generated from it."""
+
+SEVERITY_RANK: dict[str, int] = {"error": 0, "warning": 1, "info": 2, "ok": 3}
+
+GROUP_PRIORITY: dict[str, int] = {
+    "in_dlq": 0,
+    "dead_consumer": 1,
+    "idempotency_lock_stale": 2,
+    "in_pel": 3,
+    "pushed_not_consumed": 4,
+    "trimmed": 5,
+    "not_found": 6,
+    "ok": 9,
+}
+"""Among the parallel consumer groups of one message, the most serious code comes first."""
+
+
+def verdict(
+    code: VerdictCode, severity: Severity, sentence: str, next_step: str | None = None, hop: str | None = None
+) -> Verdict:
+    return Verdict(code=code, severity=severity, sentence=sentence, next_step=next_step or CATALOGUE[code][1], hop=hop)
+
+
+def overall(findings: list[Verdict], ok_sentence: str) -> Verdict:
+    """The first finding of the worst severity present, or ``ok``."""
+    real = [f for f in findings if f.code != "ok"]
+    if not real:
+        return verdict("ok", "ok", ok_sentence)
+    worst = min(SEVERITY_RANK[f.severity] for f in real)
+    return next(f for f in real if SEVERITY_RANK[f.severity] == worst)
+
+
+def ranked(findings: list[Verdict]) -> list[Verdict]:
+    """Findings worst first, chain order kept within a severity."""
+    real = [f for f in findings if f.code != "ok"]
+    return sorted(real, key=lambda f: SEVERITY_RANK[f.severity])
