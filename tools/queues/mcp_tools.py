@@ -1,11 +1,51 @@
-"""MCP adapters of tools.queues (placeholder until the capability lands)."""
+"""MCP adapters of the BullMQ tools: inspect_queue, list_queues (read-only)."""
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from mcp.server.mcpserver import MCPServer
+from mcp.types import CallToolResult
+from pydantic import Field
 
 from server.runtime import Runtime
+from server.toolkit import READ_ONLY_REMOTE, mesh_tool, tool_result
+from tools.queues.bull import MAX_FAILURES, QueueReport, inspect_queue
+from tools.queues.discovery import QueueList, list_queues
 
 
 def register(server: MCPServer, runtime: Runtime) -> None:
-    """Register this capability's tools on ``server``."""
+    """Register the queue tools on ``server``."""
+
+    @server.tool(name="inspect_queue", annotations=READ_ONLY_REMOTE)
+    @mesh_tool
+    async def inspect_queue_tool(
+        queue: Annotated[str, Field(min_length=1, max_length=512, description="BullMQ queue name, e.g. event-queue")],
+        job_id: Annotated[
+            str | None,
+            Field(default=None, max_length=512, description="a job id (= the jobs_outbox id) to show in detail"),
+        ] = None,
+        failures: Annotated[
+            int, Field(ge=0, le=MAX_FAILURES, description="newest failed jobs to show with their failedReason")
+        ] = 5,
+    ) -> Annotated[CallToolResult, QueueReport]:
+        """A BullMQ queue: job counts by state (wait, active, paused, delayed, prioritized,
+        waiting-children, failed, completed), whether it is paused, the oldest waiting job and its
+        age, the newest failures with failedReason; with job_id, that job's state, attempts, data,
+        failure and stack trace (or why it is gone). Read-only."""
+        report = await inspect_queue(runtime.connections, runtime.settings, queue, job_id=job_id, failures=failures)
+        return tool_result(report, report.summary_text())
+
+    @server.tool(name="list_queues", annotations=READ_ONLY_REMOTE)
+    @mesh_tool
+    async def list_queues_tool(
+        match: Annotated[
+            str | None, Field(default=None, max_length=512, description="SCAN glob on queue names, e.g. *event*")
+        ] = None,
+        limit: Annotated[int, Field(ge=1, le=100_000, description="queues described (at most [limits] max_count)")]
+        = 100,
+    ) -> Annotated[CallToolResult, QueueList]:
+        """BullMQ queues found in Redis (bounded SCAN of <prefix>:*), each with its counts by state
+        and paused flag. Use it to discover the names inspect_queue takes. Read-only."""
+        result = await list_queues(runtime.connections, runtime.settings, match=match, limit=limit)
+        return tool_result(result, result.summary_text())

@@ -1,11 +1,113 @@
-"""MCP adapters of tools.streams (placeholder until the capability lands)."""
+"""MCP adapters of the stream tools: inspect_stream, list_pending, dlq_list, list_streams.
+
+Thin: flat validated arguments, one library call, a pydantic result plus a short text.
+All four only read Redis (``READ_ONLY_REMOTE``).
+"""
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from mcp.server.mcpserver import MCPServer
+from mcp.types import CallToolResult
+from pydantic import Field
 
 from server.runtime import Runtime
+from server.toolkit import READ_ONLY_REMOTE, mesh_tool, tool_result
+from tools.streams.discovery import StreamList, list_streams
+from tools.streams.dlq import DeadLetterPage, list_dead_letters
+from tools.streams.inspect import inspect_stream
+from tools.streams.inspect_models import StreamReport
+from tools.streams.pending import MAX_IDLE_MS, PendingPage, list_pending
+
+StreamName = Annotated[str, Field(min_length=1, max_length=512, description="stream key, e.g. stream:event:created")]
+Count = Annotated[int, Field(ge=1, le=100_000, description="entries per page (at most [limits] max_count)")]
+Cursor = Annotated[
+    str | None, Field(default=None, max_length=2048, description="next_cursor of the previous page; omit to start")
+]
 
 
 def register(server: MCPServer, runtime: Runtime) -> None:
-    """Register this capability's tools on ``server``."""
+    """Register the stream tools on ``server``."""
+
+    @server.tool(name="inspect_stream", annotations=READ_ONLY_REMOTE)
+    @mesh_tool
+    async def inspect_stream_tool(stream: StreamName) -> Annotated[CallToolResult, StreamReport]:
+        """State of one Redis stream: length, first/last ids, consumer groups (consumers, pending,
+        last-delivered-id, lag), each group's consumers (pending, idle), the pending summary and
+        oldest pending entry, its dead-letter stream, and `anomalies` with stable codes
+        (dead_consumer, stuck_pending, trimmed_pending, no_group, lag_growing, dlq_not_empty,
+        stale_idempotency_lock), each with evidence and a next step. Start here for any stream
+        problem; list_streams gives the names. Read-only."""
+        report = await inspect_stream(runtime.connections, runtime.settings, stream)
+        return tool_result(report, report.summary_text())
+
+    @server.tool(name="list_pending", annotations=READ_ONLY_REMOTE)
+    @mesh_tool
+    async def list_pending_tool(
+        stream: StreamName,
+        group: Annotated[str, Field(min_length=1, max_length=512, description="consumer group name")],
+        consumer: Annotated[
+            str | None, Field(default=None, max_length=512, description="only entries held by this consumer")
+        ] = None,
+        min_idle_ms: Annotated[
+            int, Field(ge=0, le=MAX_IDLE_MS, description="only entries idle at least this long (Redis 6.2+)")
+        ] = 0,
+        count: Count = 50,
+        cursor: Cursor = None,
+    ) -> Annotated[CallToolResult, PendingPage]:
+        """A page of a consumer group's pending entries (XPENDING extended form), ordered by id:
+        owner consumer, idle time, delivery count, and the message's fields when it still exists
+        (else whether it was trimmed or deleted). Use after inspect_stream reports dead_consumer,
+        stuck_pending or trimmed_pending. Read-only."""
+        page = await list_pending(
+            runtime.connections, runtime.settings, stream, group,
+            consumer=consumer, min_idle_ms=min_idle_ms, count=count, cursor=cursor,
+        )
+        return tool_result(page, page.summary_text())
+
+    @server.tool(name="dlq_list", annotations=READ_ONLY_REMOTE)
+    @mesh_tool
+    async def dlq_list_tool(
+        stream: Annotated[
+            str | None,
+            Field(default=None, max_length=512,
+                  description="source stream (or its dead-letter stream); omit for every dead-letter stream"),
+        ] = None,
+        count: Count = 50,
+        cursor: Cursor = None,
+        type: Annotated[
+            str | None, Field(default=None, max_length=256, description="only this event type (payload type field)")
+        ] = None,
+        contains: Annotated[
+            str | None, Field(default=None, max_length=256, description="only errors containing this text (any case)")
+        ] = None,
+    ) -> Annotated[CallToolResult, DeadLetterPage]:
+        """Dead letters of one stream (`<stream>-dlq`) or of all dead-letter streams, oldest first:
+        messageId, error, payload (parsed JSON), timestamp, event type and id, joined with the retry
+        bookkeeping (attempt, lastError, retry-queue score), the idempotency lock, and whether the
+        original message is still in the source stream or a group's PEL. Read-only: export these
+        before any replay."""
+        page = await list_dead_letters(
+            runtime.connections, runtime.settings, stream=stream, count=count, cursor=cursor,
+            type=type, contains=contains,
+        )
+        return tool_result(page, page.summary_text())
+
+    @server.tool(name="list_streams", annotations=READ_ONLY_REMOTE)
+    @mesh_tool
+    async def list_streams_tool(
+        match: Annotated[
+            str | None, Field(default=None, max_length=512, description="SCAN glob on key names, e.g. stream:*")
+        ] = None,
+        limit: Annotated[int, Field(ge=1, le=100_000, description="streams described (at most [limits] max_count)")]
+        = 100,
+        include_bullmq: Annotated[bool, Field(description="also list BullMQ's own <prefix>:<queue>:events")] = False,
+    ) -> Annotated[CallToolResult, StreamList]:
+        """Stream keys of the Redis database (bounded SCAN ... TYPE stream), with length, consumer
+        groups, pending count and dead letters; dead-letter streams are marked `dlq`. Use it to
+        discover the names inspect_stream, list_pending and dlq_list take. Read-only."""
+        result = await list_streams(
+            runtime.connections, runtime.settings, match=match, limit=limit, include_bullmq=include_bullmq
+        )
+        return tool_result(result, result.summary_text())

@@ -1,0 +1,116 @@
+"""``list_streams``: the stream keys of the database, found by a bounded ``SCAN ... TYPE stream``.
+
+Names are sorted; at most ``limit`` are described (``XLEN`` and ``XINFO GROUPS`` each,
+in one pipeline). Dead-letter streams (``*<dlq_suffix>``) are marked ``dlq`` and their
+length is also shown on their source stream. BullMQ's own event streams
+(``<bullmq_prefix>:<queue>:events``) are left out unless asked for.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from server.config import Conventions, Settings
+from server.connections import Connections
+from server.errors import InvalidArgument
+from tools.streams.keys import MAX_KEY_CHARS, dlq_key, is_dlq
+from tools.streams.scan import bounded_scan
+from tools.streams.values import text
+
+
+class StreamSummary(BaseModel):
+    name: str
+    kind: Literal["stream", "dlq", "bullmq_events"]
+    length: int | None = Field(description="XLEN; None when the key vanished meanwhile")
+    groups: list[str] = Field(default_factory=list, description="consumer group names")
+    pending: int = Field(default=0, description="pending entries summed over the groups")
+    dead_letters: int | None = Field(
+        default=None, description="length of its dead-letter stream, when that stream is listed too"
+    )
+
+
+class StreamList(BaseModel):
+    match: str
+    streams: list[StreamSummary]
+    total_found: int = Field(description="stream keys the scan found (before the limit)")
+    truncated: bool = Field(description="more were found than the limit: narrow match or raise limit")
+    scan_complete: bool = Field(description="False when the SCAN stopped at [limits] scan_max_iterations")
+    scan_iterations: int
+
+    def summary_text(self) -> str:
+        lines = [f"{self.total_found} stream(s) matching {self.match!r}"
+                 + ("" if self.scan_complete else " (scan stopped at its iteration cap: the list may be partial)")]
+        for s in self.streams[:50]:
+            extra = f", {s.dead_letters} dead letters" if s.dead_letters else ""
+            groups = ", ".join(s.groups) or "no group"
+            lines.append(f"  {s.name} [{s.kind}] length {s.length}, groups: {groups}, pending {s.pending}{extra}")
+        if self.truncated or len(self.streams) > 50:
+            lines.append("  ... more: narrow match or raise limit")
+        return "\n".join(lines)
+
+
+def check_pattern(match: str | None) -> None:
+    if match is None:
+        return
+    if not match or len(match) > MAX_KEY_CHARS or any(ord(ch) < 32 for ch in match):
+        raise InvalidArgument(f"match must be a SCAN glob of 1 to {MAX_KEY_CHARS} printable characters")
+
+
+def _is_bull_events(conv: Conventions, key: str) -> bool:
+    return key.startswith(f"{conv.bullmq_prefix}:") and key.endswith(":events")
+
+
+async def list_streams(
+    connections: Connections,
+    settings: Settings,
+    *,
+    match: str | None = None,
+    limit: int = 100,
+    include_bullmq: bool = False,
+) -> StreamList:
+    """Streams whose key matches the glob ``match`` (default: every key)."""
+    check_pattern(match)
+    conv, limits = settings.conventions, settings.limits
+    if not 1 <= limit <= limits.max_count:
+        raise InvalidArgument(f"limit must be between 1 and {limits.max_count} ([limits] max_count), got {limit}")
+    pattern = match or "*"
+    redis = connections.redis()
+    async with connections.redis_errors():
+        found = await bounded_scan(redis, match=pattern, type_="stream", count=limits.scan_count,
+                                   max_iterations=limits.scan_max_iterations)
+        names = [k for k in found.keys if include_bullmq or not _is_bull_events(conv, k)]
+        shown = names[:limit]
+        pipe = redis.pipeline(transaction=False)
+        for name in shown:
+            pipe.xlen(name)
+            pipe.xinfo_groups(name)
+        replies = await pipe.execute(raise_on_error=False)
+
+    summaries: dict[str, StreamSummary] = {}
+    for i, name in enumerate(shown):
+        length, groups = replies[2 * i], replies[2 * i + 1]
+        groups = [] if isinstance(groups, Exception) else groups
+        kind: Literal["stream", "dlq", "bullmq_events"] = (
+            "dlq" if is_dlq(conv, name) else "bullmq_events" if _is_bull_events(conv, name) else "stream"
+        )
+        summaries[name] = StreamSummary(
+            name=name,
+            kind=kind,
+            length=None if isinstance(length, Exception) else int(length),
+            groups=[text(g["name"]) or "" for g in groups],
+            pending=sum(int(g.get("pending", 0)) for g in groups),
+        )
+    for summary in summaries.values():
+        dead = summaries.get(dlq_key(conv, summary.name))
+        if summary.kind == "stream" and dead is not None:
+            summary.dead_letters = dead.length
+    return StreamList(
+        match=pattern,
+        streams=list(summaries.values()),
+        total_found=len(names),
+        truncated=len(names) > limit,
+        scan_complete=found.complete,
+        scan_iterations=found.iterations,
+    )

@@ -1,0 +1,285 @@
+"""Dead letters: parsing one entry, reading a dead-letter stream, the ``dlq_list`` pages.
+
+Stable API (the remediation tools import it):
+
+- :func:`parse_dlq_entry` turns the fields of one ``<stream><dlq_suffix>`` entry into a
+  :class:`DeadLetter` (field names from ``[conventions]``: ``messageId``, ``error``,
+  ``payload``, ``timestamp``); it never raises on odd content. With ``max_bytes=None``
+  nothing is cut, which is what a replay needs.
+- :func:`read_dead_letters` reads one page of a dead-letter stream (``XRANGE``, ids
+  ascending, strictly after ``after``).
+
+``dlq_list`` (:func:`list_dead_letters`) pages through one dead-letter stream or through
+every ``*<dlq_suffix>`` stream found by a bounded ``SCAN ... TYPE stream``, filters by
+event type and error substring, and joins each entry of the page with its retry
+bookkeeping and with where the original message still is (:mod:`tools.streams.dlq_joins`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from server.config import Conventions, Settings
+from server.connections import Connections
+from server.errors import InvalidArgument, NotFound
+from tools.streams.cursor import decode_cursor, encode_cursor, fingerprint
+from tools.streams.dlq_joins import GroupBookkeeping, OriginalState, join_dead_letters
+from tools.streams.ids import StreamId, parse_id_argument
+from tools.streams.keys import check_key_name, dlq_key, glob_escape, is_dlq, source_of_dlq
+from tools.streams.scan import bounded_scan
+from tools.streams.values import capped, read_json, text
+
+MAX_FILTER_CHARS = 256
+
+
+class DeadLetter(BaseModel):
+    """One dead-letter entry, parsed. Join fields are filled by ``dlq_list`` only."""
+
+    dlq_stream: str
+    dlq_id: str = Field(description="the entry id in the dead-letter stream")
+    source_stream: str
+    message_id: str | None = Field(description="messageId: the id the message had in the source stream")
+    error: str | None
+    error_truncated: bool = False
+    payload: Any = Field(default=None, description="the message as parsed JSON (None when not JSON or over the cap)")
+    payload_preview: str | None = Field(default=None, description="the payload text when it is not shown parsed")
+    payload_valid_json: bool = False
+    payload_truncated: bool = False
+    payload_bytes: int = 0
+    event_type: str | None = Field(default=None, description="the payload's event type field")
+    event_id: str | None = Field(default=None, description="the payload's event id field (event_queue id)")
+    timestamp: str | None = Field(description="the timestamp field as written")
+    dead_at_ms: int | None = Field(default=None, description="timestamp as epoch ms when it parses")
+    extra_fields: dict[str, str] = Field(default_factory=dict, description="fields beyond the four known ones")
+    original: OriginalState | None = None
+    bookkeeping: list[GroupBookkeeping] = Field(
+        default_factory=list, description="per group holding any retry key or idempotency lock for messageId"
+    )
+
+
+def parse_timestamp_ms(value: str | None) -> int | None:
+    """Epoch ms from ``1700000000000`` (ms), ``1700000000`` (s) or an ISO 8601 date; else None."""
+    if not value:
+        return None
+    raw = value.strip()
+    try:
+        number = float(raw)
+    except ValueError:
+        number = None
+    if number is not None:
+        return int(number * 1000) if number < 100_000_000_000 else int(number)
+    try:
+        return int(datetime.fromisoformat(raw.replace("Z", "+00:00")).timestamp() * 1000)
+    except ValueError:
+        return None
+
+
+def parse_dlq_entry(
+    fields: Mapping[bytes | str, bytes | str],
+    *,
+    dlq_stream: str = "",
+    dlq_id: str = "",
+    conventions: Conventions | None = None,
+    max_bytes: int | None = None,
+) -> DeadLetter:
+    """The dead letter held by ``fields`` (one entry of a dead-letter stream).
+
+    ``max_bytes`` caps the error text and the payload (``None``: no cap). The event type
+    and id are read from the full payload whatever the cap.
+    """
+    conv = conventions or Conventions()
+    values = {text(k) or "": v for k, v in fields.items()}
+    known = {conv.dlq_message_id_field, conv.dlq_error_field, conv.dlq_payload_field, conv.dlq_timestamp_field}
+    error, error_cut = capped(values.get(conv.dlq_error_field), max_bytes)
+    payload = read_json(values.get(conv.dlq_payload_field), max_bytes)
+    document = payload.document if isinstance(payload.document, dict) else {}
+    timestamp = text(values.get(conv.dlq_timestamp_field))
+    extra = {}
+    for name, value in values.items():
+        if name not in known:
+            extra[name] = capped(value, max_bytes)[0] or ""
+    event_type = document.get(conv.event_type_field)
+    event_id = document.get(conv.event_id_field)
+    return DeadLetter(
+        dlq_stream=dlq_stream,
+        dlq_id=dlq_id,
+        source_stream=source_of_dlq(conv, dlq_stream),
+        message_id=text(values.get(conv.dlq_message_id_field)),
+        error=error,
+        error_truncated=error_cut,
+        payload=payload.value,
+        payload_preview=payload.preview,
+        payload_valid_json=payload.valid_json,
+        payload_truncated=payload.truncated,
+        payload_bytes=payload.size_bytes,
+        event_type=str(event_type) if event_type is not None else None,
+        event_id=str(event_id) if event_id is not None else None,
+        timestamp=timestamp,
+        dead_at_ms=parse_timestamp_ms(timestamp),
+        extra_fields=extra,
+    )
+
+
+async def read_dead_letters(
+    redis: Any,
+    conventions: Conventions,
+    dlq_stream: str,
+    *,
+    after: StreamId | None = None,
+    count: int = 50,
+    max_bytes: int | None = None,
+) -> list[DeadLetter]:
+    """Up to ``count`` entries of ``dlq_stream`` with ids strictly after ``after``, oldest first.
+
+    Callers wrap it in ``Connections.redis_errors()``; a missing stream gives ``[]``.
+    """
+    start = "-" if after is None else str(after.successor())
+    rows = await redis.xrange(dlq_stream, start, "+", count=count)
+    return [
+        parse_dlq_entry(fields, dlq_stream=dlq_stream, dlq_id=text(entry_id) or "", conventions=conventions,
+                        max_bytes=max_bytes)
+        for entry_id, fields in rows
+    ]
+
+
+class DeadLetterPage(BaseModel):
+    stream: str | None = Field(description="the stream asked for, or None for every dead-letter stream")
+    dlq_streams: list[str] = Field(description="dead-letter streams this listing covers")
+    scan_complete: bool = Field(description="False when the SCAN for dead-letter streams hit its iteration cap")
+    type: str | None
+    contains: str | None
+    entries: list[DeadLetter]
+    examined: int = Field(description="dead-letter entries read to fill this page (filters skip some)")
+    next_cursor: str | None = Field(description="pass it back for the next page; None when nothing is left")
+
+    def summary_text(self) -> str:
+        where = self.stream or f"{len(self.dlq_streams)} dead-letter stream(s)"
+        lines = [f"{len(self.entries)} dead letter(s) from {where} on this page ({self.examined} read)"]
+        if not self.scan_complete:
+            lines.append("  (the SCAN for dead-letter streams stopped at its iteration cap: some may be missing)")
+        for d in self.entries[:20]:
+            err = (d.error or "").splitlines()[0][:100] if d.error else "-"
+            where_now = ""
+            if d.original is not None:
+                held = ", ".join(f"{p.group}/{p.consumer}" for p in d.original.pending_in)
+                where_now = " original in stream" if d.original.in_stream else " original gone"
+                where_now += f", pending in {held}" if held else ""
+            attempts = [b.retry.attempt for b in d.bookkeeping if b.retry.attempt is not None]
+            lines.append(
+                f"  {d.dlq_stream} {d.dlq_id}: message {d.message_id} type {d.event_type or '-'}"
+                f"{f' attempts {max(attempts)}' if attempts else ''}{where_now}; error: {err}"
+            )
+        lines.append("more: pass next_cursor" if self.next_cursor else "no more")
+        return "\n".join(lines)
+
+
+async def list_dead_letters(
+    connections: Connections,
+    settings: Settings,
+    *,
+    stream: str | None = None,
+    count: int = 50,
+    cursor: str | None = None,
+    type: str | None = None,
+    contains: str | None = None,
+) -> DeadLetterPage:
+    """A page of parsed, joined dead letters; see the module docstring."""
+    limits = settings.limits
+    if stream is not None:
+        check_key_name(stream, "stream")
+    for name, value in (("type", type), ("contains", contains)):
+        if value is not None and not 1 <= len(value) <= MAX_FILTER_CHARS:
+            raise InvalidArgument(f"{name} must be 1 to {MAX_FILTER_CHARS} characters")
+    if not 1 <= count <= limits.max_count:
+        raise InvalidArgument(f"count must be between 1 and {limits.max_count} ([limits] max_count), got {count}")
+    query = fingerprint("dlq_list", stream, type, contains)
+    position = decode_cursor(cursor, query) if cursor is not None else {}
+    after = parse_id_argument(str(position["a"]), "cursor position") if position.get("a") else None
+    start_key = str(position.get("k", ""))
+
+    redis = connections.redis()
+    async with connections.redis_errors():
+        dlqs, complete = await _dead_letter_streams(redis, settings, stream)
+        page, examined, resume = await _fill_page(redis, settings, dlqs, start_key, after, count, type, contains)
+        await join_dead_letters(redis, settings, page)
+    next_cursor = encode_cursor({"k": resume[0], "a": resume[1]}, query) if resume else None
+    return DeadLetterPage(stream=stream, dlq_streams=dlqs, scan_complete=complete, type=type, contains=contains,
+                          entries=page, examined=examined, next_cursor=next_cursor)
+
+
+async def _dead_letter_streams(redis: Any, settings: Settings, stream: str | None) -> tuple[list[str], bool]:
+    conv, limits = settings.conventions, settings.limits
+    if stream is None:
+        found = await bounded_scan(redis, match="*" + glob_escape(conv.dlq_suffix), type_="stream",
+                                   count=limits.scan_count, max_iterations=limits.scan_max_iterations)
+        return [k for k in found.keys if is_dlq(conv, k)], found.complete
+    pipe = redis.pipeline(transaction=False)
+    pipe.type(stream)
+    pipe.type(dlq_key(conv, stream))
+    own_type, dlq_type = (text(t) for t in await pipe.execute())
+    if is_dlq(conv, stream) and own_type == "stream":
+        return [stream], True
+    if dlq_type == "stream":
+        return [dlq_key(conv, stream)], True
+    if own_type == "none" and dlq_type == "none":
+        raise NotFound(f"neither stream '{stream}' nor its dead-letter stream '{dlq_key(conv, stream)}' exists: "
+                       "list_streams shows the streams")
+    if dlq_type not in ("none", "stream"):
+        raise InvalidArgument(f"'{dlq_key(conv, stream)}' is a Redis {dlq_type}, not a stream")
+    return [], True
+
+
+async def _fill_page(
+    redis: Any,
+    settings: Settings,
+    dlqs: list[str],
+    start_key: str,
+    after: StreamId | None,
+    count: int,
+    event_type: str | None,
+    contains: str | None,
+) -> tuple[list[DeadLetter], int, tuple[str, str] | None]:
+    """Read dead-letter streams in name order from the cursor; returns (page, examined, resume position).
+
+    Filters run on the full entry; the page holds entries parsed under the byte cap. At
+    most ``[limits] scan_max_iterations`` reads happen per call; when they run out the
+    resume position is the last entry read, so the next page continues from there.
+    """
+    conv, limits = settings.conventions, settings.limits
+    needle = contains.casefold() if contains else None
+    filtering = event_type is not None or needle is not None
+    batch = limits.max_count if filtering else count + 1
+    page: list[DeadLetter] = []
+    examined = 0
+    reads = 0
+    for key in [k for k in dlqs if k >= start_key]:
+        position = after if key == start_key else None
+        while True:
+            if reads >= limits.scan_max_iterations:
+                return page, examined, (key, str(position) if position is not None else "")
+            reads += 1
+            start = "-" if position is None else str(position.successor())
+            rows = await redis.xrange(key, start, "+", count=batch)
+            for raw_id, fields in rows:
+                entry_id = text(raw_id) or ""
+                if len(page) == count:
+                    return page, examined, (page[-1].dlq_stream, page[-1].dlq_id)
+                examined += 1
+                position = StreamId.parse(entry_id)
+                full = parse_dlq_entry(fields, dlq_stream=key, dlq_id=entry_id, conventions=conv)
+                if _matches(full, event_type, needle):
+                    page.append(parse_dlq_entry(fields, dlq_stream=key, dlq_id=entry_id, conventions=conv,
+                                                max_bytes=limits.payload_max_bytes))
+            if len(rows) < batch:
+                break
+    return page, examined, None
+
+
+def _matches(entry: DeadLetter, event_type: str | None, needle: str | None) -> bool:
+    if event_type is not None and entry.event_type != event_type:
+        return False
+    return needle is None or needle in (entry.error or "").casefold()

@@ -1,0 +1,349 @@
+"""``inspect_stream``: one stream, its groups, consumers, pending entries and anomalies.
+
+Four pipelined round trips, read commands only, each bounded:
+
+1. ``TYPE`` of the stream and of its dead-letter stream, ``INFO server``, ``TIME``
+   (ages are computed on the Redis clock, not ours);
+2. ``XINFO STREAM`` (never ``FULL``), ``XINFO GROUPS``, ``XLEN`` and the newest entry of
+   the dead-letter stream;
+3. per group (at most ``[limits] max_count`` groups): ``XINFO CONSUMERS`` (skipped above
+   ``max_count`` consumers), the ``XPENDING`` summary, the oldest pending entry, the
+   pending ids older than the first entry (at most ``max_count + 1``), the oldest
+   undelivered entry (``XRANGE`` from after last-delivered-id: one entry when Redis 7
+   reports the lag, else at most ``max_count + 1`` to count it), a sample of at most
+   ``max_count`` entries idle beyond the thresholds (``XPENDING ... IDLE``) and the first
+   ``max_count`` members of the group's retry queue;
+4. ``PTTL`` of the idempotency lock of each sampled message.
+
+Anomaly rules live in :mod:`tools.streams.anomalies`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from server.config import Settings
+from server.connections import Connections
+from tools.streams import anomalies as rules
+from tools.streams.anomalies import Anomaly
+from tools.streams.ids import StreamId, try_parse
+from tools.streams.inspect_models import (
+    ConsumerInfo,
+    DlqInfo,
+    GroupInfo,
+    LagSource,
+    PendingEntryInfo,
+    PendingSummary,
+    StreamReport,
+    Thresholds,
+)
+from tools.streams.keys import check_key_name, dlq_key, idempotency_key, is_dlq, retry_queue_key
+from tools.streams.server_features import RedisServer, require_stream, server_from_info
+from tools.streams.values import as_int, text
+
+
+@dataclass
+class _GroupProbe:
+    """What round 3 and 4 learnt about one group."""
+
+    info: GroupInfo
+    trimmed_ids: list[str] = field(default_factory=list)
+    idle_sample: list[dict[str, Any]] = field(default_factory=list)
+    retry_members: list[str] = field(default_factory=list)
+    lock_ttls: dict[str, int] = field(default_factory=dict)
+
+
+def _ok(value: Any) -> Any:
+    """A pipeline answer, re-raised when it is an error (so ``redis_errors()`` translates it)."""
+    if isinstance(value, Exception):
+        raise value
+    return value
+
+
+def _now_ms(reply: Any) -> int:
+    seconds, micros = reply
+    return int(seconds) * 1000 + int(micros) // 1000
+
+
+def _age(now_ms: int, entry_id: str | None) -> int | None:
+    parsed = try_parse(entry_id)
+    return None if parsed is None else max(0, now_ms - parsed.ms)
+
+
+async def inspect_stream(connections: Connections, settings: Settings, stream: str) -> StreamReport:
+    """The state of ``stream`` with its anomalies; raises NotFound when it does not exist."""
+    check_key_name(stream, "stream")
+    conv, limits = settings.conventions, settings.limits
+    cap = limits.max_count
+    dlq = None if is_dlq(conv, stream) else dlq_key(conv, stream)
+    redis = connections.redis()
+    async with connections.redis_errors():
+        pipe = redis.pipeline(transaction=False)
+        pipe.type(stream)
+        pipe.type(dlq or stream)
+        pipe.info("server")
+        pipe.time()
+        stream_type, dlq_type, info, now_reply = await pipe.execute()
+        require_stream(stream, stream_type)
+        server = server_from_info(info)
+        now = _now_ms(now_reply)
+
+        dlq_is_stream = dlq is not None and text(dlq_type) == "stream"
+        pipe = redis.pipeline(transaction=False)
+        pipe.xinfo_stream(stream)
+        pipe.xinfo_groups(stream)
+        if dlq_is_stream:
+            pipe.xlen(dlq)
+            pipe.xrevrange(dlq, "+", "-", count=1)
+        replies = await pipe.execute()
+        sinfo, raw_groups = replies[0], replies[1]
+        dlq_info = None
+        if dlq is not None:
+            dlq_len = int(replies[2]) if dlq_is_stream else 0
+            newest = text(replies[3][0][0]) if dlq_is_stream and replies[3] else None
+            dlq_info = DlqInfo(stream=dlq, exists=dlq_is_stream, length=dlq_len, newest_id=newest,
+                               newest_age_ms=_age(now, newest))
+
+        first = sinfo.get("first-entry")
+        last = sinfo.get("last-entry")
+        first_id = text(first[0]) if first else None
+        last_id = text(last[0]) if last else None
+        length = int(sinfo.get("length", 0))
+        groups_truncated = len(raw_groups) > cap
+        probes = await _probe_groups(redis, settings, server, stream, raw_groups[:cap], sinfo, now)
+        await _probe_locks(redis, settings, stream, probes)
+
+    report = StreamReport(
+        stream=stream,
+        redis_version=server.version,
+        length=length,
+        first_id=first_id,
+        last_id=last_id,
+        last_generated_id=text(sinfo.get("last-generated-id")) or "0-0",
+        first_entry_age_ms=_age(now, first_id),
+        last_entry_age_ms=_age(now, last_id),
+        entries_added=as_int(sinfo.get("entries-added")),
+        max_deleted_entry_id=text(sinfo.get("max-deleted-entry-id")),
+        groups=[p.info for p in probes],
+        groups_truncated=groups_truncated,
+        dlq=dlq_info,
+        anomalies=[],
+        thresholds=Thresholds(
+            dead_consumer_idle_ms=limits.dead_consumer_idle_ms,
+            claim_interval_ms=conv.claim_interval_ms,
+            lag_max_age_ms=limits.lag_max_age_ms,
+            sample_size=cap,
+        ),
+    )
+    report.anomalies = _anomalies(settings, report, probes)
+    return report
+
+
+def _lag_plan(ginfo: dict[str, Any], last_generated: StreamId | None) -> tuple[int | None, LagSource, int]:
+    """(lag, source, entries to read after last-delivered-id) before round 3."""
+    reported = as_int(ginfo.get("lag"))
+    if reported is not None:
+        return reported, "reported", 1 if reported > 0 else 0
+    delivered = try_parse(ginfo.get("last-delivered-id")) or StreamId(0, 0)
+    if last_generated is None or delivered >= last_generated:
+        return 0, "derived", 0
+    return None, "counted", -1
+
+
+async def _probe_groups(
+    redis: Any,
+    settings: Settings,
+    server: RedisServer,
+    stream: str,
+    raw_groups: list[dict[str, Any]],
+    sinfo: dict[str, Any],
+    now: int,
+) -> list[_GroupProbe]:
+    limits, conv = settings.limits, settings.conventions
+    cap = limits.max_count
+    first = sinfo.get("first-entry")
+    first_id = try_parse(first[0]) if first else None
+    last = sinfo.get("last-entry")
+    last_id = try_parse(last[0]) if last else None
+    length = int(sinfo.get("length", 0))
+    last_generated = try_parse(sinfo.get("last-generated-id"))
+    idle_floor = min(conv.claim_interval_ms, limits.dead_consumer_idle_ms)
+
+    pipe = redis.pipeline(transaction=False)
+    plans = []
+    for ginfo in raw_groups:
+        name = text(ginfo["name"]) or ""
+        consumers = int(ginfo.get("consumers", 0))
+        list_consumers = consumers <= cap
+        if list_consumers:
+            pipe.xinfo_consumers(stream, name)
+        pipe.xpending(stream, name)
+        pipe.xpending_range(stream, name, "-", "+", 1)
+        before_first = first_id.predecessor() if first_id is not None else None
+        if first_id is None:
+            pipe.xpending_range(stream, name, "-", "+", cap + 1)
+        elif before_first is not None:
+            pipe.xpending_range(stream, name, "-", str(before_first), cap + 1)
+        lag, source, to_read = _lag_plan(ginfo, last_generated)
+        delivered = try_parse(ginfo.get("last-delivered-id")) or StreamId(0, 0)
+        if to_read:
+            pipe.xrange(stream, str(delivered.successor()), "+", count=1 if to_read > 0 else cap + 1)
+        if server.has_pending_idle_filter:
+            pipe.xpending_range(stream, name, "-", "+", cap, idle=idle_floor)
+        pipe.zrange(retry_queue_key(conv, name), 0, cap - 1)
+        plans.append((ginfo, name, consumers, list_consumers, first_id is None or before_first is not None,
+                      lag, source, to_read))
+    replies = iter(await pipe.execute(raise_on_error=False))
+
+    probes = []
+    for ginfo, name, consumers, list_consumers, probe_trimmed, lag, source, to_read in plans:
+        consumer_rows = _ok(next(replies)) if list_consumers else []
+        summary = _ok(next(replies))
+        oldest_rows = _ok(next(replies))
+        trimmed = [text(r["message_id"]) or "" for r in _ok(next(replies))] if probe_trimmed else []
+        undelivered = _ok(next(replies)) if to_read else []
+        sample = _ok(next(replies)) if server.has_pending_idle_filter else []
+        retry_reply = next(replies)
+        retry_members = [] if isinstance(retry_reply, Exception) else [text(m) or "" for m in retry_reply]
+
+        oldest_undelivered = text(undelivered[0][0]) if undelivered else None
+        if source == "counted":
+            lag = len(undelivered)
+            if lag > cap:
+                source = "estimated"
+                lag = _estimate_lag(length, first_id, last_id, try_parse(oldest_undelivered), cap + 1)
+        trimmed_set = set(trimmed)
+        oldest = None
+        if oldest_rows:
+            row = oldest_rows[0]
+            oid = text(row["message_id"]) or ""
+            oldest = PendingEntryInfo(
+                id=oid, consumer=text(row["consumer"]) or "", idle_ms=int(row["time_since_delivered"]),
+                deliveries=int(row["times_delivered"]), message_trimmed=oid in trimmed_set,
+            )
+        info = GroupInfo(
+            name=name,
+            consumers=consumers,
+            pending=int(ginfo.get("pending", 0)),
+            last_delivered_id=text(ginfo.get("last-delivered-id")) or "0-0",
+            entries_read=as_int(ginfo.get("entries-read")),
+            lag=lag,
+            lag_source=source,
+            oldest_undelivered_id=oldest_undelivered,
+            oldest_undelivered_age_ms=_age(now, oldest_undelivered),
+            consumer_list=[_consumer(c, limits.dead_consumer_idle_ms) for c in consumer_rows],
+            consumers_truncated=not list_consumers,
+            pending_summary=PendingSummary(
+                count=int(summary.get("pending", 0)),
+                min_id=text(summary.get("min")),
+                max_id=text(summary.get("max")),
+                per_consumer={text(c["name"]) or "": int(c["pending"]) for c in (summary.get("consumers") or [])[:cap]},
+                oldest=oldest,
+            ),
+        )
+        sample_rows = [
+            {"message_id": text(r["message_id"]) or "", "consumer": text(r["consumer"]) or "",
+             "idle_ms": int(r["time_since_delivered"]), "deliveries": int(r["times_delivered"])}
+            for r in sample
+        ]
+        probes.append(_GroupProbe(info=info, trimmed_ids=trimmed, idle_sample=sample_rows,
+                                  retry_members=retry_members))
+    return probes
+
+
+def _estimate_lag(length: int, first: StreamId | None, last: StreamId | None, oldest: StreamId | None,
+                  floor: int) -> int:
+    """Undelivered entries estimated from timestamps: the share of the stream's time span not yet delivered."""
+    if first is None or last is None or oldest is None:
+        return floor
+    span = last.ms - first.ms
+    behind = last.ms - oldest.ms
+    estimate = length if span <= 0 else round(length * behind / span)
+    return max(floor, min(length, estimate))
+
+
+def _consumer(row: dict[str, Any], dead_ms: int) -> ConsumerInfo:
+    pending = int(row.get("pending", 0))
+    idle = int(row.get("idle", 0))
+    inactive = as_int(row.get("inactive")) if "inactive" in row else None
+    return ConsumerInfo(name=text(row["name"]) or "", pending=pending, idle_ms=idle,
+                        inactive_ms=inactive if inactive is None or inactive >= 0 else None,
+                        dead=pending > 0 and idle >= dead_ms)
+
+
+async def _probe_locks(redis: Any, settings: Settings, stream: str, probes: list[_GroupProbe]) -> None:
+    """Round 4: PTTL of the idempotency lock of every sampled message (pending idle, or in the retry queue)."""
+    conv = settings.conventions
+    keys: list[tuple[_GroupProbe, str]] = []
+    for probe in probes:
+        ids = {row["message_id"] for row in probe.idle_sample if row["idle_ms"] >= conv.claim_interval_ms}
+        ids.update(probe.retry_members)
+        keys.extend((probe, mid) for mid in sorted(ids))
+    if not keys:
+        return
+    pipe = redis.pipeline(transaction=False)
+    for probe, mid in keys:
+        pipe.pttl(idempotency_key(conv, probe.info.name, mid))
+    for (probe, mid), ttl in zip(keys, await pipe.execute(), strict=True):
+        if int(ttl) != -2:
+            probe.lock_ttls[mid] = int(ttl)
+
+
+def _anomalies(settings: Settings, report: StreamReport, probes: list[_GroupProbe]) -> list[Anomaly]:
+    limits, conv = settings.limits, settings.conventions
+    stream = report.stream
+    found: list[Anomaly | None] = []
+    if not report.groups and report.dlq is not None:
+        found.append(rules.no_group(stream, report.length))
+    for probe in probes:
+        g = probe.info
+        dead_names = set()
+        for c in g.consumer_list:
+            hit = rules.dead_consumer(stream, g.name, c.name, c.pending, c.idle_ms, limits.dead_consumer_idle_ms)
+            if hit is not None:
+                dead_names.add(c.name)
+            found.append(hit)
+        found.extend(_stuck(stream, g, probe, dead_names, limits.dead_consumer_idle_ms, limits.max_count))
+        found.append(rules.trimmed_pending(stream, g.name, len(probe.trimmed_ids),
+                                           len(probe.trimmed_ids) > limits.max_count, report.first_id,
+                                           probe.trimmed_ids[:10]))
+        found.append(rules.lag_growing(stream, g.name, g.lag, g.lag_source, g.oldest_undelivered_id,
+                                       g.oldest_undelivered_age_ms, limits.lag_max_age_ms, g.consumers))
+        found.append(rules.stale_idempotency_lock(stream, g.name, _stale_locks(probe, conv.claim_interval_ms),
+                                                  len(probe.idle_sample) + len(probe.retry_members)))
+    if report.dlq is not None:
+        found.append(rules.dlq_not_empty(stream, report.dlq.stream, report.dlq.length, report.dlq.newest_id,
+                                         report.dlq.newest_age_ms))
+    return [a for a in found if a is not None]
+
+
+def _stuck(stream: str, g: GroupInfo, probe: _GroupProbe, dead: set[str], threshold: int,
+           sampled: int) -> list[Anomaly]:
+    if g.consumers_truncated:
+        return []
+    live = {c.name for c in g.consumer_list} - dead
+    by_consumer: dict[str, list[dict[str, Any]]] = {}
+    for row in probe.idle_sample:
+        if row["idle_ms"] >= threshold and row["consumer"] in live:
+            by_consumer.setdefault(row["consumer"], []).append(row)
+    return [
+        rules.stuck_pending(stream, g.name, consumer, len(rows), rows[0]["message_id"],
+                           max(r["idle_ms"] for r in rows), threshold, min(sampled, len(probe.idle_sample)))
+        for consumer, rows in sorted(by_consumer.items())
+    ]
+
+
+def _stale_locks(probe: _GroupProbe, claim_interval_ms: int) -> list[dict[str, Any]]:
+    out = []
+    pending = {row["message_id"]: row for row in probe.idle_sample}
+    retrying = set(probe.retry_members)
+    for mid, ttl in sorted(probe.lock_ttls.items()):
+        row = pending.get(mid)
+        if row is not None and row["idle_ms"] >= claim_interval_ms:
+            out.append({"message_id": mid, "reason": "pending", "consumer": row["consumer"],
+                        "idle_ms": row["idle_ms"], "lock_ttl_ms": ttl if ttl >= 0 else None})
+        elif mid in retrying:
+            out.append({"message_id": mid, "reason": "retry_queue", "lock_ttl_ms": ttl if ttl >= 0 else None})
+    return out
+

@@ -1,0 +1,169 @@
+"""``list_pending``: a page of a consumer group's pending entries list (PEL), with messages.
+
+``XPENDING <stream> <group> [IDLE min_idle_ms] <start> + <count+1> [consumer]`` (the
+extended form, Redis 6.2+ for ``IDLE``), pages ordered by entry id. The opaque cursor
+holds the last id returned; the next page starts strictly after it, so entries acked or
+claimed between pages never shift the pages. Each entry is joined with its message
+(``XRANGE id id``, fields cut at ``[limits] payload_max_bytes``) when it still exists;
+a missing message is ``trimmed`` when its id is older than the stream's first entry,
+``deleted`` (XDEL) otherwise.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from server.config import Settings
+from server.connections import Connections
+from server.errors import InvalidArgument, MeshError, NotFound
+from tools.streams.cursor import decode_cursor, encode_cursor, fingerprint
+from tools.streams.ids import StreamId, parse_id_argument, try_parse
+from tools.streams.keys import check_key_name
+from tools.streams.server_features import require_stream, server_from_info
+from tools.streams.values import capped_fields, text
+
+MAX_IDLE_MS = 365 * 86_400_000
+
+
+class PendingEntry(BaseModel):
+    id: str
+    consumer: str
+    idle_ms: int = Field(description="ms since the entry was last delivered (to this consumer)")
+    deliveries: int = Field(description="times the entry was delivered (reads and claims)")
+    message_exists: bool
+    gone_reason: Literal["trimmed", "deleted"] | None = Field(
+        default=None, description="why the message is missing: trimmed (older than the first entry) or deleted"
+    )
+    fields: dict[str, str] | None = Field(default=None, description="the message's fields, when it exists")
+    fields_truncated: bool = False
+
+
+class PendingPage(BaseModel):
+    stream: str
+    group: str
+    consumer: str | None
+    min_idle_ms: int
+    group_pending: int = Field(description="pending entries of the whole group (all consumers, any idle time)")
+    entries: list[PendingEntry]
+    next_cursor: str | None = Field(description="pass it back to get the next page; None on the last page")
+
+    def summary_text(self) -> str:
+        who = f" of consumer {self.consumer}" if self.consumer else ""
+        idle = f" idle >= {self.min_idle_ms} ms" if self.min_idle_ms else ""
+        head = (
+            f"{self.stream} / {self.group}: {len(self.entries)} pending entries{who}{idle} on this page "
+            f"({self.group_pending} pending in the group)"
+        )
+        lines = [head]
+        for e in self.entries[:20]:
+            state = "message present" if e.message_exists else f"message {e.gone_reason}"
+            lines.append(f"  {e.id} {e.consumer} idle {e.idle_ms} ms, {e.deliveries} deliveries, {state}")
+        if len(self.entries) > 20:
+            lines.append(f"  ... {len(self.entries) - 20} more in the structured content")
+        lines.append("more: pass next_cursor" if self.next_cursor else "last page")
+        return "\n".join(lines)
+
+
+async def list_pending(
+    connections: Connections,
+    settings: Settings,
+    stream: str,
+    group: str,
+    *,
+    consumer: str | None = None,
+    min_idle_ms: int = 0,
+    count: int = 50,
+    cursor: str | None = None,
+) -> PendingPage:
+    """One page of ``group``'s pending entries on ``stream``; see the module docstring."""
+    check_key_name(stream, "stream")
+    check_key_name(group, "group")
+    if consumer is not None:
+        check_key_name(consumer, "consumer")
+    limits = settings.limits
+    if not 1 <= count <= limits.max_count:
+        raise InvalidArgument(f"count must be between 1 and {limits.max_count} ([limits] max_count), got {count}")
+    if not 0 <= min_idle_ms <= MAX_IDLE_MS:
+        raise InvalidArgument(f"min_idle_ms must be between 0 and {MAX_IDLE_MS}, got {min_idle_ms}")
+    query = fingerprint("list_pending", stream, group, consumer, min_idle_ms)
+    start = "-"
+    if cursor is not None:
+        position = decode_cursor(cursor, query)
+        after = parse_id_argument(str(position.get("after", "")), "cursor position")
+        start = str(after.successor())
+
+    redis = connections.redis()
+    async with connections.redis_errors():
+        pipe = redis.pipeline(transaction=False)
+        pipe.type(stream)
+        pipe.info("server")
+        pipe.xinfo_groups(stream)
+        pipe.xrange(stream, "-", "+", count=1)
+        key_type, info, groups_reply, first_reply = await pipe.execute(raise_on_error=False)
+        require_stream(stream, _raise_if_error(key_type))
+        server = server_from_info(_raise_if_error(info))
+        groups = {text(g["name"]) or "": g for g in _raise_if_error(groups_reply)}
+        if group not in groups:
+            names = ", ".join(sorted(groups)[:20]) or "none"
+            raise NotFound(f"stream '{stream}' has no consumer group '{group}' (its groups: {names})")
+        if min_idle_ms and not server.has_pending_idle_filter:
+            raise MeshError(f"min_idle_ms needs Redis 6.2 or later (XPENDING IDLE); this server is {server.version}")
+        first_entries = _raise_if_error(first_reply)
+        first_id = try_parse(first_entries[0][0]) if first_entries else None
+
+        pipe = redis.pipeline(transaction=False)
+        if consumer is not None:
+            pipe.xinfo_consumers(stream, group)
+        pipe.xpending_range(stream, group, start, "+", count + 1, consumername=consumer,
+                            idle=min_idle_ms if min_idle_ms else None)
+        replies = await pipe.execute()
+        if consumer is not None:
+            known = {text(c["name"]) for c in replies[0]}
+            if consumer not in known:
+                names = ", ".join(sorted(n for n in known if n)[:20]) or "none"
+                raise NotFound(f"group '{group}' of stream '{stream}' has no consumer '{consumer}' "
+                               f"(its consumers: {names})")
+        rows = replies[-1]
+        page, more = rows[:count], len(rows) > count
+
+        pipe = redis.pipeline(transaction=False)
+        for row in page:
+            entry_id = text(row["message_id"]) or ""
+            pipe.xrange(stream, entry_id, entry_id, count=1)
+        messages = await pipe.execute() if page else []
+
+    entries = [_entry(row, msg, first_id, limits.payload_max_bytes) for row, msg in zip(page, messages, strict=True)]
+    next_cursor = encode_cursor({"after": entries[-1].id}, query) if more and entries else None
+    return PendingPage(
+        stream=stream,
+        group=group,
+        consumer=consumer,
+        min_idle_ms=min_idle_ms,
+        group_pending=int(groups[group].get("pending", 0)),
+        entries=entries,
+        next_cursor=next_cursor,
+    )
+
+
+def _raise_if_error(value: Any) -> Any:
+    if isinstance(value, Exception):
+        raise value
+    return value
+
+
+def _entry(row: dict[str, Any], message: list[Any], first_id: StreamId | None, max_bytes: int) -> PendingEntry:
+    entry_id = text(row["message_id"]) or ""
+    base = {
+        "id": entry_id,
+        "consumer": text(row["consumer"]) or "",
+        "idle_ms": int(row["time_since_delivered"]),
+        "deliveries": int(row["times_delivered"]),
+    }
+    if message:
+        fields, truncated = capped_fields(message[0][1], max_bytes)
+        return PendingEntry(**base, message_exists=True, fields=fields, fields_truncated=truncated)
+    parsed = try_parse(entry_id)
+    trimmed = first_id is None or (parsed is not None and parsed < first_id)
+    return PendingEntry(**base, message_exists=False, gone_reason="trimmed" if trimmed else "deleted")
