@@ -1,11 +1,47 @@
-"""MCP adapters of tools.verify (placeholder until the capability lands)."""
+"""MCP adapter of verify_flow: one read-only, local tool."""
 
 from __future__ import annotations
 
+from typing import Annotated
+
+import anyio.to_thread
 from mcp.server.mcpserver import MCPServer
+from mcp.types import CallToolResult
+from pydantic import Field
 
 from server.runtime import Runtime
+from server.toolkit import READ_ONLY_LOCAL, mesh_tool, tool_result
+from tools.verify.index_access import runtime_index
+from tools.verify.model import FlowReport
+from tools.verify.service import verify_flow as verify_flow_lib
 
 
 def register(server: MCPServer, runtime: Runtime) -> None:
-    """Register this capability's tools on ``server``."""
+    """Register ``verify_flow`` on ``server``."""
+
+    @server.tool(name="verify_flow", annotations=READ_ONLY_LOCAL)
+    @mesh_tool
+    async def verify_flow(
+        target: Annotated[
+            str,
+            Field(
+                min_length=1,
+                max_length=300,
+                description="job or event type: member name (SHIP_ORDER), qualified name "
+                "(JobMessagingType.SHIP_ORDER) or string value (shop.ship_order)",
+            ),
+        ],
+    ) -> Annotated[CallToolResult, FlowReport]:
+        """The implementation checklist of a job or event type, checked statically in the workspace.
+
+        Use it after adding or changing a job or event flow, or when one never runs: it says whether the flow
+        is wired end to end and what is missing. Each check (stable ids: declared, merged, in_registry,
+        queue_declared, has_producer, producer_uses_outbox, has_handler, handler_routed, queue_matches_target,
+        returns_original_payload, reads_envelope, typed_errors, provided_in_module for a job; declared,
+        has_producer, producer_in_transaction, stream_has_consumer, consumer_accepts_type for an event) is
+        pass, fail or unknown (the code cannot tell, e.g. a dynamic expression), with file:line evidence and
+        the fix in one sentence. Read-only; reads only the workspace.
+        """
+        index = runtime_index(runtime)
+        report = await anyio.to_thread.run_sync(verify_flow_lib, index, target)
+        return tool_result(report, report.summary_text())
