@@ -1,10 +1,93 @@
-"""Doctor checks of tools.outbox (placeholder until the capability lands)."""
+"""Doctor checks of the runtime diagnosis tools.
+
+Per service: the outbox tables and the columns found (an older schema lacking optional
+columns is a warning: the tools adapt), the audit trigger on job_audit, and the
+recommended indexes that are missing, each with its ``CREATE INDEX CONCURRENTLY`` DDL
+in the ``fix`` column (printed, never run). The Redis version and the commands the
+traces use (XINFO, XPENDING with a range, LPOS) are checked by ``tools.streams.doctor``.
+"""
 
 from __future__ import annotations
 
 from server.doctor import Check
+from server.errors import MeshError
 from server.runtime import Runtime
+from tools.outbox.indexes import missing_indexes
+from tools.outbox.mcp_tools import catalog_of
+from tools.outbox.schema_discovery import TABLE_KINDS, TableSchema
+
+_TRIGGER_SQL = """
+SELECT t.tgname AS name
+FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid
+WHERE t.tgrelid = to_regclass(quote_ident(%s)) AND p.proname = %s AND NOT t.tgisinternal
+"""
+
+
+def _schema_check(service: str, tables: dict[str, TableSchema]) -> Check:
+    found = []
+    older = []
+    broken = []
+    for kind in TABLE_KINDS:
+        schema = tables[kind]
+        if not schema.exists:
+            broken.append(f"table {schema.name} missing")
+            continue
+        found.append(f"{schema.name} ({len(schema.columns)} columns)")
+        if schema.missing_required():
+            broken.append(f"{schema.name} lacks required {', '.join(schema.missing_required())}")
+        elif schema.missing_known():
+            older.append(f"{schema.name} lacks {', '.join(schema.missing_known())}")
+    detail = "; ".join(found) or "no outbox table"
+    if broken:
+        return Check(name=f"schema:{service}", status="fail", detail="; ".join(broken + found),
+                     fix="check [conventions.tables] / [conventions.columns] and the DSN's database and search_path")
+    if older:
+        return Check(name=f"schema:{service}", status="warn",
+                     detail=f"{detail}; older schema: {'; '.join(older)} (the tools adapt)",
+                     fix="run the service's pending migrations to get these columns")
+    return Check(name=f"schema:{service}", status="ok", detail=detail)
+
+
+async def _service_checks(runtime: Runtime, service: str) -> list[Check]:
+    settings = runtime.settings
+    catalog = catalog_of(runtime)
+    try:
+        tables = await catalog.tables(service, with_indexes=True)
+    except MeshError as exc:
+        return [Check(name=f"schema:{service}", status="warn", detail=f"not checked: {exc}",
+                      fix=f"fix the connection of [services.{service}] first")]
+    checks = [_schema_check(service, tables)]
+    audit = tables["job_audit"]
+    if audit.exists:
+        trig = await runtime.connections.read(
+            service, _TRIGGER_SQL, (audit.name, settings.conventions.audit_trigger), max_rows=10
+        )
+        if trig.rows:
+            checks.append(Check(name=f"trigger:{service}", status="ok",
+                                detail=f"{settings.conventions.audit_trigger} fires on {audit.name}"))
+        else:
+            checks.append(Check(
+                name=f"trigger:{service}", status="warn",
+                detail=f"no trigger on {audit.name} runs {settings.conventions.audit_trigger}(): finished jobs emit "
+                       "no outcome event, so trace_job reports success_not_cleaned",
+                fix="check the common migrations of the service, or [conventions] audit_trigger"))
+    missing = []
+    for kind in TABLE_KINDS:
+        missing.extend(missing_indexes(tables[kind], settings.conventions))
+    if not missing:
+        checks.append(Check(name=f"indexes:{service}", status="ok", detail="every recommended index is present"))
+    for index in missing:
+        checks.append(Check(
+            name=f"index:{service}:{index.table}", status="warn",
+            detail=f"missing index on {index.table} ({index.label}): slow {index.serves} on big tables",
+            fix=index.ddl))
+    return checks
 
 
 async def checks(runtime: Runtime) -> list[Check]:
-    return []
+    """Schema, trigger and index checks per service."""
+    out: list[Check] = []
+    for service in sorted(runtime.settings.services):
+        out.extend(await _service_checks(runtime, service))
+    return out
+
