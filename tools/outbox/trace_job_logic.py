@@ -207,7 +207,7 @@ def job_findings(
             if unavailable:
                 sentence += f" (not searched: {', '.join(unavailable)})"
             findings.append(verdict("not_found", "warning", sentence, hop="jobs_outbox"))
-        findings.extend(outcome_findings)
+        # the outcome events' own hops stay visible; their Redis state is history once the job is purged
         return hops, findings
     since = audit.updated_age_s if audit.updated_age_s is not None else (audit.age_s or 0.0)
     if audit.status == st.failed:
