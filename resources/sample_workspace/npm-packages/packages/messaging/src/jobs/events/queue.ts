@@ -1,0 +1,4 @@
+export enum EventsQueue {
+  EVENTS = 'event-queue',
+  FALLBACK_EVENTS = 'fallback-event-queue',
+}

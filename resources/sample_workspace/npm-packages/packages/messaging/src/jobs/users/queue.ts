@@ -1,0 +1,3 @@
+export enum UsersQueue {
+  USERS = 'user-queue',
+}

@@ -1,0 +1,5 @@
+// Messages ws-service pushes to browsers.
+export enum WsEventMessagingType {
+  EVENT_CREATED = 'ws:event-created',
+  EVENT_CREATION_FAILED = 'ws:event-creation-failed',
+}

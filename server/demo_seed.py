@@ -1,0 +1,413 @@
+"""The broken scenario of ``mesh-mcp demo``: seeded into one service database and Redis.
+
+The scenario is what the target system would look like some twenty minutes into an
+incident on the event domain (service ``event``, emitter ``ms-event``), with rows,
+stream entries and keys shaped exactly as its code writes them (names from
+``settings.conventions``):
+
+- a job stuck ``PENDING`` (the outbox runner stopped polling);
+- a job stuck ``PROCESSING`` (the runner died between claim and push);
+- a job whose handler failed (``job_audit`` ``FAILED``, BullMQ job in ``failed``);
+- a poison pill in the dead-letter stream, with its retry bookkeeping;
+- a dead consumer holding pending entries;
+- a pending entry whose message was trimmed from the stream;
+- a stale idempotency lock on a message that is still pending;
+
+plus healthy traffic around them. Times are set in the past through the database's
+``now()`` and through stream ids; the dead consumer's last-seen time is aged by
+rewriting it in a ``DUMP`` of the stream and ``RESTORE``-ing it (Redis offers no command
+for it). :func:`seed` returns a :class:`Scenario` listing every fault with the ids the
+diagnosis should find; it is the answer key the demo report checks mesh-mcp against.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import uuid
+from dataclasses import dataclass, field
+from importlib import resources as importlib_resources
+from typing import Any
+
+import psycopg
+import redis
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
+from server.config import Conventions
+from server.errors import MeshError
+
+SERVICE = "event"
+EMITTER = "ms-event"
+QUEUE = "event-queue"
+FALLBACK_QUEUE = "fallback-event-queue"
+STREAM_TARGET = "event:created"
+PP_GROUP = "post-processor-event"
+WS_GROUP = "ws-service"
+COMMON_GROUP = "post-processor-common"
+LIVE_CONSUMER = "post-processor-event-a1f3"
+DEAD_CONSUMER = "post-processor-event-d7c2"
+WS_CONSUMER = "ws-service-5b1e"
+COMMON_CONSUMER = "post-processor-common-9e0a"
+WORKER_ID = "worker-event-5c8d"
+GEOCODE_JOB = "events.geocode_event"
+FALLBACK_JOB = "events.fallback_create_event"
+EVENT_CREATED = "event.created"
+MINUTE = 60
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One seeded fault and the identifiers a diagnosis must name."""
+
+    code: str
+    title: str
+    story: str
+    refs: dict[str, str]
+
+
+@dataclass
+class Scenario:
+    service: str
+    emitter: str
+    queue: str
+    stream: str
+    dlq_stream: str
+    group: str
+    faults: list[Fault] = field(default_factory=list)
+    redis_keys: list[str] = field(default_factory=list)
+    consumer_aged: bool = False
+    """True when the dead consumer's last-seen time could be moved into the past."""
+
+    def fault(self, code: str) -> Fault:
+        return next(f for f in self.faults if f.code == code)
+
+
+# -- PostgreSQL -----------------------------------------------------------------------
+
+
+class Ago:
+    """A timestamp ``seconds`` before the database's ``now()``."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+
+def schema_sql() -> str:
+    """The outbox schema shipped with the package (tables, indexes, audit trigger)."""
+    return (importlib_resources.files("tools.outbox") / "schema.sql").read_text(encoding="utf-8")
+
+
+def create_schema(conn: psycopg.Connection[Any]) -> None:
+    """Run the outbox schema; without the pgcrypto line where that extension is not installed.
+
+    ``gen_random_uuid()`` is built into PostgreSQL 13 and later, and the embedded server
+    ships without contrib extensions, so the extension is only needed on older servers.
+    """
+    script = schema_sql()
+    try:
+        conn.execute(script)
+    except (psycopg.errors.FeatureNotSupported, psycopg.errors.UndefinedFile):
+        if conn.info.server_version < 130000:
+            raise
+        kept = [line for line in script.splitlines() if not line.strip().upper().startswith("CREATE EXTENSION")]
+        conn.execute("\n".join(kept))
+
+
+def _insert(conn: psycopg.Connection[Any], conv: Conventions, table: str, row: dict[str, Any]) -> None:
+    """INSERT one row; keys are attribute names of ``conventions.columns``, values bound."""
+    columns, values, params = [], [], []
+    for key, value in row.items():
+        columns.append(sql.Identifier(getattr(conv.columns, key)))
+        if isinstance(value, Ago):
+            values.append(sql.SQL("(now() - make_interval(secs => %s))::timestamp"))
+            params.append(value.seconds)
+        else:
+            values.append(sql.Placeholder())
+            params.append(Jsonb(value) if isinstance(value, dict) else value)
+    query = sql.SQL("INSERT INTO {} ({}) VALUES ({})").format(
+        sql.Identifier(table), sql.SQL(", ").join(columns), sql.SQL(", ").join(values)
+    )
+    conn.execute(query, params)
+
+
+def _job(job_id: str, status: str, job_type: str, target: str, age: float, updated: float, payload: dict) -> dict:
+    return {
+        "id": job_id, "status": status, "attempts": 1 if status != "PENDING" else 0, "type": job_type,
+        "emitter": EMITTER, "emitter_id": str(uuid.uuid4()), "target": target, "payload": payload,
+        "scheduled_at": Ago(age), "created_at": Ago(age), "updated_at": Ago(updated),
+    }
+
+
+def _event_row(event_id: str, status: str, event_type: str, targets: list[str], age: float, payload: dict) -> dict:
+    return {
+        "id": event_id, "status": status, "attempts": 1, "type": event_type, "emitter": EMITTER,
+        "emitter_id": str(uuid.uuid4()), "payload": payload, "version": 1, "target_services": targets,
+        "correlation_id": str(uuid.uuid4()), "processed_at": Ago(age - 1), "created_at": Ago(age),
+        "updated_at": Ago(age - 1),
+    }
+
+
+def seed_postgres(dsn: str, conv: Conventions, ids: dict[str, str], events: list[dict[str, Any]]) -> None:
+    """Create the outbox schema in the (empty) service database and write the rows."""
+    t, st = conv.tables, conv.statuses
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        create_schema(conn)
+        address = "12 rue des Lilas, Lyon"
+        _insert(conn, conv, t.jobs_outbox, _job(
+            ids["job_pending"], st.pending, GEOCODE_JOB, QUEUE, 20 * MINUTE, 20 * MINUTE,
+            {"eventId": str(uuid.uuid4()), "address": address}))
+        _insert(conn, conv, t.jobs_outbox, _job(
+            ids["job_processing"], st.processing, FALLBACK_JOB, FALLBACK_QUEUE, 16 * MINUTE, 15 * MINUTE,
+            {"userId": str(uuid.uuid4()), "payload": {"title": "Repair café", "startsAt": "2026-12-05T18:00:00Z",
+                                                       "address": address}}))
+        _insert(conn, conv, t.jobs_outbox, _job(
+            ids["job_failed"], st.completed, GEOCODE_JOB, QUEUE, 12 * MINUTE, 12 * MINUTE,
+            {"eventId": ids["failed_event_ref"], "address": "nowhere"}))
+        # the audit rows fire the audit trigger, which writes the job outcome into event_queue
+        _insert(conn, conv, t.job_audit, {
+            "job_id": ids["job_failed"], "job_type": GEOCODE_JOB, "status": st.failed, "worker_id": WORKER_ID,
+            "emitter": EMITTER, "current_attempt": conv.job_attempts, "started_at": Ago(12 * MINUTE - 5),
+            "finished_at": Ago(11 * MINUTE), "error_message": ids["failed_reason"],
+            "error_stack": f"InternalServerError: {ids['failed_reason']}\n    at GeocodeEventHandler.handle "
+                           "(workers-runners/worker-event/src/workers/handlers/geocode-event.handler.ts:19:13)",
+            "created_at": Ago(12 * MINUTE - 5), "updated_at": Ago(11 * MINUTE)})
+        _insert(conn, conv, t.job_audit, {
+            "job_id": ids["job_done"], "job_type": GEOCODE_JOB, "status": st.completed, "worker_id": WORKER_ID,
+            "emitter": EMITTER, "current_attempt": 1, "started_at": Ago(30 * MINUTE),
+            "finished_at": Ago(30 * MINUTE - 2), "result_payload": {"originalPayload": {"address": address}},
+            "created_at": Ago(30 * MINUTE), "updated_at": Ago(30 * MINUTE - 2)})
+        # the runner pushed both outcomes long ago: mark the trigger's rows as published then
+        c = conv.columns
+        for job_key, age in (("job_failed", 11 * MINUTE), ("job_done", 30 * MINUTE - 2)):
+            cur = conn.execute(
+                sql.SQL("UPDATE {t} SET {status} = %s, {processed} = {at}, {created} = {at}, {updated} = {at} "
+                        "WHERE {payload} ->> %s = %s RETURNING {id}").format(
+                    t=sql.Identifier(t.event_queue), status=sql.Identifier(c.status),
+                    processed=sql.Identifier(c.processed_at), created=sql.Identifier(c.created_at),
+                    updated=sql.Identifier(c.updated_at), payload=sql.Identifier(c.payload), id=sql.Identifier(c.id),
+                    at=sql.SQL("(now() - make_interval(secs => %s))::timestamp")),
+                (st.completed, age, age, age, conv.job_outcome_id_keys[0], ids[job_key]),
+            )
+            row = cur.fetchone()
+            ids[f"{job_key}_outcome"] = str(row[0]) if row else str(uuid.uuid4())
+        for event in events:
+            _insert(conn, conv, t.event_queue, _event_row(
+                event["id"], st.completed, EVENT_CREATED, [STREAM_TARGET], event["age"], event["payload"]))
+
+
+# -- Redis ----------------------------------------------------------------------------
+
+_CRC64_POLY = 0x95AC9329AC4BC9B5  # Jones polynomial, reflected: the checksum of DUMP payloads
+_CRC64_TABLE: list[int] = []
+for _byte in range(256):
+    _crc = _byte
+    for _ in range(8):
+        _crc = (_crc >> 1) ^ _CRC64_POLY if _crc & 1 else _crc >> 1
+    _CRC64_TABLE.append(_crc)
+
+
+def crc64(data: bytes) -> int:
+    """Redis's CRC-64 (Jones), as used in the footer of ``DUMP`` payloads."""
+    crc = 0
+    for byte in data:
+        crc = _CRC64_TABLE[(crc ^ byte) & 0xFF] ^ (crc >> 8)
+    return crc
+
+
+def age_consumer_in_dump(payload: bytes, consumer: str, seen_ms: int, now_ms: int) -> bytes | None:
+    """``payload`` (a stream's DUMP) with ``consumer``'s seen/active times set to ``seen_ms``.
+
+    A consumer is serialized as its length-prefixed name followed by its last-seen time
+    (and, since Redis 7.2, its last-active time) as 8-byte little-endian milliseconds.
+    Returns None when the layout is not recognised (the checksum is verified first).
+    """
+    if len(payload) < 11 or crc64(payload[:-8]) != struct.unpack("<Q", payload[-8:])[0]:
+        return None
+    name = consumer.encode()
+    if len(name) >= 64:
+        return None
+    body, version = bytearray(payload[:-10]), payload[-10:-8]
+    marker = bytes([len(name)]) + name
+    pos = body.find(marker)
+    if pos < 0 or body.find(marker, pos + 1) >= 0:
+        return None
+    offset, changed = pos + len(marker), 0
+    for _ in range(2):
+        if offset + 8 > len(body):
+            break
+        (value,) = struct.unpack_from("<q", body, offset)
+        if abs(value - now_ms) > 10 * MINUTE * 1000:
+            break
+        struct.pack_into("<q", body, offset, seen_ms)
+        offset, changed = offset + 8, changed + 1
+    if not changed:
+        return None
+    out = bytes(body) + version
+    return out + struct.pack("<Q", crc64(out))
+
+
+def _stream_fields(event: dict[str, Any], conv: Conventions) -> dict[str, str]:
+    message = {
+        conv.event_id_field: event["id"], conv.event_type_field: EVENT_CREATED, "emitter": EMITTER,
+        "emitterId": event["emitter_id"], "correlationId": event["correlation_id"], "traceparent": "",
+        "version": "1", "createdAt": event["created_at"], "payload": json.dumps(event["payload"]),
+    }
+    message["event"] = json.dumps({**message, "payload": event["payload"]})
+    return message
+
+
+def seed_redis(client: redis.Redis, conv: Conventions, scn: Scenario, ids: dict[str, str],
+               events: list[dict[str, Any]]) -> None:
+    """Write the stream, its groups, the dead letter, retry keys, lock and BullMQ job."""
+    now_ms = int(client.time()[0]) * 1000
+    stream, dlq = scn.stream, scn.dlq_stream
+    keys = scn.redis_keys
+    # entries, oldest first, with ids in the past
+    entry_ids = []
+    for event in events:
+        entry_id = f"{now_ms - int(event['age'] * 1000)}-0"
+        event["created_at"] = str(now_ms - int(event["age"] * 1000))
+        client.xadd(stream, _stream_fields(event, conv), id=entry_id, maxlen=conv.stream_maxlen, approximate=True)
+        entry_ids.append(entry_id)
+    keys.append(stream)
+    trimmed, healthy_old, poison, dead_a, dead_b, locked, healthy_new = entry_ids
+    for group in (PP_GROUP, WS_GROUP):
+        client.xgroup_create(stream, group, id="0")
+    # ws-service reads and acknowledges everything
+    client.xreadgroup(WS_GROUP, WS_CONSUMER, {stream: ">"}, count=100)
+    client.xack(stream, WS_GROUP, *entry_ids)
+    # post-processor-event: deliveries in stream order, to the live then the dead consumer
+    client.xreadgroup(PP_GROUP, LIVE_CONSUMER, {stream: ">"}, count=3)  # trimmed, healthy_old, poison
+    client.xreadgroup(PP_GROUP, DEAD_CONSUMER, {stream: ">"}, count=2)  # dead_a, dead_b
+    client.xreadgroup(PP_GROUP, LIVE_CONSUMER, {stream: ">"}, count=2)  # locked, healthy_new
+    client.xack(stream, PP_GROUP, healthy_old, poison, healthy_new)
+    # pending entries were delivered long ago: set their idle times
+    client.xclaim(stream, PP_GROUP, LIVE_CONSUMER, 0, [trimmed], idle=40 * MINUTE * 1000, justid=True)
+    client.xclaim(stream, PP_GROUP, DEAD_CONSUMER, 0, [dead_a, dead_b], idle=20 * MINUTE * 1000, justid=True)
+    client.xclaim(stream, PP_GROUP, LIVE_CONSUMER, 0, [locked], idle=10 * MINUTE * 1000, justid=True)
+    # the oldest entry was trimmed away (MAXLEN) while still pending
+    client.xtrim(stream, maxlen=len(entry_ids) - 1, approximate=False)
+    # the poison pill: 5 business failures, then the dead-letter stream, acknowledged above
+    poison_event = events[2]
+    error = ("TypeError: Cannot read properties of null (reading 'organizerId')\n"
+             "    at EventCreatedPostProcessor.process "
+             "(post-processors-runner/src/post-processors/event-created.post-processor.ts:17:38)")
+    parsed = {**_stream_fields(poison_event, conv), "payload": poison_event["payload"]}
+    dlq_entry_id = client.xadd(dlq, {
+        conv.dlq_message_id_field: poison, conv.dlq_error_field: error,
+        conv.dlq_payload_field: json.dumps(parsed), conv.dlq_timestamp_field: str(now_ms - 25 * MINUTE * 1000),
+    }, id=f"{now_ms - 25 * MINUTE * 1000}-0").decode()
+    keys.append(dlq)
+    retry = conv.retry_key.format(group=PP_GROUP, message_id=poison)
+    client.set(retry, json.dumps({"messageId": poison, "stream": stream}))
+    client.set(retry + conv.retry_attempt_suffix, str(conv.max_retries))
+    client.set(retry + conv.retry_last_error_suffix, error.splitlines()[0])
+    keys += [retry, retry + conv.retry_attempt_suffix, retry + conv.retry_last_error_suffix]
+    # the stale lock: taken when the message was read, never released (Redis blipped)
+    lock = conv.idempotency_key.format(group=PP_GROUP, message_id=locked)
+    client.set(lock, LIVE_CONSUMER, ex=conv.idempotency_ttl_s - 10 * MINUTE)
+    keys.append(lock)
+    # job outcome streams: success consumed by the common post-processor, failure read by nobody
+    for outcome, age in (("success", 29 * MINUTE), ("failure", 10 * MINUTE)):
+        key = f"{conv.stream_prefix}{SERVICE}:job:outbox:{outcome}"
+        job = ids["job_done"] if outcome == "success" else ids["job_failed"]
+        outcome_id = ids["job_done_outcome" if outcome == "success" else "job_failed_outcome"]
+        client.xadd(key, {conv.event_id_field: outcome_id, conv.event_type_field: f"{SERVICE}:job:outbox:"
+                          f"{outcome}", "emitter": EMITTER, "payload": json.dumps({"jobId": job})},
+                    id=f"{now_ms - age * 1000}-0")
+        keys.append(key)
+    success_stream = f"{conv.stream_prefix}{SERVICE}:job:outbox:success"
+    client.xgroup_create(success_stream, COMMON_GROUP, id="0")
+    read = client.xreadgroup(COMMON_GROUP, COMMON_CONSUMER, {success_stream: ">"}, count=10)
+    client.xack(success_stream, COMMON_GROUP, *[entry_id for _, entries in read for entry_id, _ in entries])
+    _seed_bullmq(client, conv, ids, now_ms, keys)
+    # last: move the dead consumer's last-seen time 20 minutes into the past
+    dump = client.dump(stream)
+    aged = age_consumer_in_dump(dump, DEAD_CONSUMER, now_ms - 20 * MINUTE * 1000, now_ms) if dump else None
+    if aged is not None:
+        client.restore(stream, 0, aged, replace=True)
+        scn.consumer_aged = True
+    scn.faults.extend([
+        Fault("dlq_poison_pill", "a poison pill in the dead-letter stream",
+              f"event {poison_event['id']} (entry {poison}) failed {conv.max_retries} times on a null "
+              f"organizerId and was moved to {dlq}", {"message_id": poison, "dlq_entry_id": dlq_entry_id,
+                                                      "event_id": poison_event["id"]}),
+        Fault("stale_idempotency_lock", "a stale idempotency lock",
+              f"the lock {lock} survived a Redis outage while entry {locked} is still pending: its next read "
+              "would be acknowledged with no effect", {"message_id": locked, "lock_key": lock}),
+        Fault("dead_consumer", "a dead consumer holding pending entries",
+              f"consumer {DEAD_CONSUMER} of group {PP_GROUP} crashed 20 minutes ago holding 2 entries",
+              {"consumer": DEAD_CONSUMER, "entries": f"{dead_a},{dead_b}"}),
+        Fault("trimmed_pending", "a pending entry whose message was trimmed",
+              f"entry {trimmed} is still pending with {LIVE_CONSUMER} but MAXLEN trimming removed its message",
+              {"message_id": trimmed, "event_id": events[0]["id"]}),
+    ])
+
+
+def _seed_bullmq(client: redis.Redis, conv: Conventions, ids: dict[str, str], now_ms: int, keys: list[str]) -> None:
+    """The failed GEOCODE job as BullMQ stores it: job hash, ``failed`` set, queue meta."""
+    base = f"{conv.bullmq_prefix}:{QUEUE}"
+    job_id, started = ids["job_failed"], now_ms - 12 * MINUTE * 1000
+    stack = [f"InternalServerError: {ids['failed_reason']}\n    at GeocodeEventHandler.handle "
+             "(workers-runners/worker-event/src/workers/handlers/geocode-event.handler.ts:19:13)"] * 3
+    client.hset(f"{base}:{job_id}", mapping={
+        "name": GEOCODE_JOB,
+        "data": json.dumps({"payload": {"eventId": ids["failed_event_ref"], "address": "nowhere"}, "traceparent": ""}),
+        "opts": json.dumps({"attempts": conv.job_attempts, "backoff": {"type": "exponential", "delay": 1000},
+                            "removeOnComplete": True, "jobId": job_id}),
+        "timestamp": str(started), "delay": "0", "priority": "0", "attemptsMade": str(conv.job_attempts),
+        "atm": str(conv.job_attempts), "processedOn": str(started + 5000),
+        "finishedOn": str(now_ms - 11 * MINUTE * 1000),
+        "failedReason": ids["failed_reason"], "stacktrace": json.dumps(stack),
+    })
+    client.zadd(f"{base}:failed", {job_id: now_ms - 11 * MINUTE * 1000})
+    client.hset(f"{base}:meta", mapping={"opts.maxLenEvents": "10000", "version": "bullmq:5.12.0"})
+    keys += [f"{base}:{job_id}", f"{base}:failed", f"{base}:meta"]
+
+
+def seed(service_dsn: str, client: redis.Redis, conv: Conventions, keys: list[str] | None = None) -> Scenario:
+    """Seed the whole scenario; the database must be empty and the Redis database unused.
+
+    Every Redis key written is appended to ``keys`` as it is written (so that a caller
+    can delete them even when seeding fails halfway).
+    """
+    stream = f"{conv.stream_prefix}{STREAM_TARGET}"
+    scn = Scenario(service=SERVICE, emitter=EMITTER, queue=QUEUE, stream=stream,
+                   dlq_stream=f"{stream}{conv.dlq_suffix}", group=PP_GROUP,
+                   redis_keys=keys if keys is not None else [])
+    ids = {key: str(uuid.uuid4()) for key in ("job_pending", "job_processing", "job_failed", "job_done",
+                                             "failed_event_ref")}
+    ids["failed_reason"] = f"GEOCODING_NO_RESULT: no geocoding result for event {ids['failed_event_ref']}"
+    titles = ["Garden swap", "Choir rehearsal", "Board games night", "Beach clean-up", "Bike repair",
+              "Book club", "Quiz night"]
+    ages = [40, 35, 30, 22, 21.5, 12, 3]
+    events: list[dict[str, Any]] = []
+    for title, age in zip(titles, ages, strict=True):
+        organizer = None if title == "Board games night" else str(uuid.uuid4())
+        event_id = str(uuid.uuid4())
+        events.append({
+            "id": event_id, "age": age * MINUTE, "emitter_id": organizer or str(uuid.uuid4()),
+            "correlation_id": str(uuid.uuid4()),
+            "payload": {"before": None, "after": {"id": event_id, "title": title, "organizerId": organizer}},
+        })
+    try:
+        seed_postgres(service_dsn, conv, ids, events)
+    except psycopg.Error as exc:
+        raise MeshError(f"could not seed the demo database: {str(exc).strip().splitlines()[0]}") from None
+    scn.faults.extend([
+        Fault("job_stuck_pending", "a job stuck PENDING",
+              f"job {ids['job_pending']} ({GEOCODE_JOB}) was written 20 minutes ago and never claimed: "
+              "the outbox runner stopped polling", {"job_id": ids["job_pending"]}),
+        Fault("job_stuck_processing", "a job stuck PROCESSING",
+              f"job {ids['job_processing']} ({FALLBACK_JOB}) was claimed 15 minutes ago and never pushed: "
+              "the runner died between claim and push", {"job_id": ids["job_processing"]}),
+        Fault("job_handler_failed", "a handler failure",
+              f"job {ids['job_failed']} ({GEOCODE_JOB}) failed {conv.job_attempts} times in the worker: "
+              f"{ids['failed_reason']}", {"job_id": ids["job_failed"], "queue": QUEUE}),
+    ])
+    try:
+        seed_redis(client, conv, scn, ids, events)
+    except redis.RedisError as exc:
+        raise MeshError(f"could not seed the demo Redis: {exc}") from None
+    return scn
