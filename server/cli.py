@@ -81,6 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("plan_id")
     p.add_argument("--approver", help="approver id (signature mode)")
     p.add_argument("--key", type=Path, help="private key file (signature mode)")
+    p.add_argument("--plan-file", type=Path, help="approve a copy of the plan file (e.g. on another machine)")
 
     p = sub.add_parser("approver", help="manage approver keys (signature mode)")
     add_common_flags(p, json_flag=False)

@@ -204,6 +204,14 @@ class Conventions(_Strict):
     dlq_timestamp_field: str = "timestamp"
     event_type_field: str = "type"
     event_id_field: str = "id"
+    # remediation replays (issue 7): the stream field holding the event JSON, the envelope fields
+    # rebuilt from that event when the original entry was trimmed, and the key of the DLQ payload
+    # object (the post-processor's ParseResult) that holds the event JSON text
+    event_body_field: str = "event"
+    stream_envelope_fields: list[str] = [
+        "emitter", "emitterId", "correlationId", "traceId", "traceparent", "version", "createdAt", "payload",
+    ]
+    dlq_event_key: str = "payload"
     bullmq_prefix: str = "bull"
     # BullMQ structures holding job ids, per state (lists, then sorted sets), under <prefix>:<queue>:
     bullmq_state_lists: list[str] = ["wait", "active", "paused"]
@@ -237,6 +245,8 @@ class Limits(_Strict):
     bull_list_scan_max: int = Field(default=10_000, ge=10, le=1_000_000)
     # a consumer group whose oldest undelivered stream entry waits longer than this is reported as lagging
     lag_max_age_ms: int = Field(default=300_000, ge=0, le=7 * 86_400_000)
+    # apply_remediation waits at most this long for a replayed message to be processed (issue 7)
+    replay_confirm_timeout_ms: int = Field(default=30_000, ge=500, le=600_000)
 
 
 class ApprovalSettings(_Strict):

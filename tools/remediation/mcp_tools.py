@@ -1,11 +1,98 @@
-"""MCP adapters of tools.remediation (placeholder until the capability lands)."""
+"""MCP adapters of tools.remediation: ``propose_remediation`` and ``apply_remediation``.
+
+``propose_remediation`` is always listed: it only reads Redis and the databases and
+writes its own plan file. ``apply_remediation`` is registered only when the server runs
+with remediation enabled (``--enable-remediation``), and even then it needs an approval
+token minted by a human with ``mesh-mcp approve PLAN_ID``.
+"""
 
 from __future__ import annotations
 
+from typing import Annotated, Literal
+
 from mcp.server.mcpserver import MCPServer
+from mcp.types import CallToolResult
+from pydantic import Field
 
 from server.runtime import Runtime
+from server.toolkit import DESTRUCTIVE_REMOTE, READ_ONLY_REMOTE, mesh_tool, tool_result
+from tools.remediation.executor import apply_plan
+from tools.remediation.model import ApplyReport, Plan
+from tools.remediation.planner import Request, propose
+
+SymptomArg = Literal[
+    "dlq_replay", "claim_dead_consumer", "clear_stale_lock", "reconcile_outbox", "requeue_stuck_job", "retry_failed_job"
+]
+Name = Annotated[str, Field(min_length=1, max_length=512)]
+Id = Annotated[str, Field(min_length=1, max_length=256)]
 
 
 def register(server: MCPServer, runtime: Runtime) -> None:
-    """Register this capability's tools on ``server``."""
+    """Register propose_remediation, and apply_remediation when remediation is enabled."""
+
+    @server.tool(name="propose_remediation", annotations=READ_ONLY_REMOTE)
+    @mesh_tool
+    async def propose_remediation(
+        symptom: Annotated[
+            SymptomArg,
+            Field(
+                description="dlq_replay (dead letters of a stream), claim_dead_consumer (entries held by a dead "
+                "consumer), clear_stale_lock (idempotency lock blocking a re-read), reconcile_outbox (FAILED "
+                "rows whose replay succeeded), requeue_stuck_job (jobs_outbox rows stuck PROCESSING), "
+                "retry_failed_job (failed BullMQ jobs)"
+            ),
+        ],
+        stream: Annotated[Name | None, Field(description="stream key (dlq_replay, claim_dead_consumer, "
+                                                         "clear_stale_lock), e.g. stream:event:created")] = None,
+        group: Annotated[Name | None, Field(description="consumer group (needed when the stream has several)")] = None,
+        service: Annotated[Name | None, Field(description="service whose database holds the outbox tables "
+                                                          "(reconcile_outbox, requeue_stuck_job; optional for "
+                                                          "dlq_replay to reconcile event_queue)")] = None,
+        queue: Annotated[Name | None, Field(description="BullMQ queue (retry_failed_job)")] = None,
+        ids: Annotated[
+            list[Id] | None,
+            Field(max_length=10_000, description="restrict to these ids: DLQ entry ids or messageIds, pending "
+                  "entry ids, outbox row UUIDs or BullMQ job ids; default: every match up to the plan cap"),
+        ] = None,
+    ) -> Annotated[CallToolResult, Plan]:
+        """Propose a repair plan for a symptom the runtime tools reported; changes nothing.
+
+        Reads the live state and returns a plan in the runbook's order (export and back up,
+        claim or acknowledge, clear stale locks, replay, confirm, delete from the DLQ, clean retry
+        keys, guarded SQL reconciliation, BullMQ retry): each step has its exact command or SQL
+        with bound parameters, target, precondition re-checked at apply time, backup and
+        reversibility, plus plan_id, plan_sha256, expires_at and blast_radius. A human must
+        approve it out of band (`mesh-mcp approve PLAN_ID` at a terminal) before
+        apply_remediation can run it.
+        """
+        plan = await propose(
+            runtime.settings, runtime.connections, Request(symptom, stream, group, service, queue, ids)
+        )
+        return tool_result(plan, plan.summary_text())
+
+    if not runtime.settings.enable_remediation:
+        return
+
+    @server.tool(name="apply_remediation", annotations=DESTRUCTIVE_REMOTE)
+    @mesh_tool
+    async def apply_remediation(
+        plan_id: Annotated[str, Field(min_length=1, max_length=64, description="plan_id from propose_remediation")],
+        approval_token: Annotated[
+            str,
+            Field(max_length=4096, description="the token a human printed with `mesh-mcp approve PLAN_ID`; "
+                  "it approves this exact plan once and expires"),
+        ],
+        dry_run: Annotated[bool, Field(description="check token and preconditions, change nothing")] = False,
+    ) -> Annotated[CallToolResult, ApplyReport]:
+        """Apply an approved remediation plan, step by step; DESTRUCTIVE.
+
+        Refuses a missing, altered, expired, reused or other-plan token and a plan edited after
+        approval. Re-checks every precondition first and stops at the first drift without
+        touching anything; backs up (and reads back) before any delete; runs SQL in a
+        transaction; stops at the first failure and reports what was done. Every step goes to
+        the audit log. dry_run checks everything and changes nothing (the token stays unused).
+        """
+        report = await apply_plan(
+            runtime.settings, runtime.connections, plan_id, approval_token, dry_run=dry_run
+        )
+        return tool_result(report, report.summary_text())

@@ -1,0 +1,204 @@
+"""``mesh-mcp approve PLAN_ID`` and ``mesh-mcp approver init``: the human side of remediation.
+
+``approve`` refuses to run unless stdin is an interactive terminal, checks the plan's
+integrity and expiry, shows the whole plan (every command, precondition, backup and
+blast radius), shows a random code and asks the human to type it back, then (signature
+mode) asks for the approver key's passphrase, and prints the approval token on stdout.
+Everything else goes to stderr, so the token is the only thing on stdout.
+
+The code is random per run and shown only here: nothing a tool returns lets anyone guess
+it. It proves someone read this screen; it does not prove that someone is human (an agent
+can drive a pseudo-terminal). In ``local`` mode that is the whole gate; in ``signature``
+mode the passphrase, which never leaves the human's terminal, is the real one. See
+docs/remediation.md, threat model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import hmac
+import secrets
+import sys
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import TextIO
+
+from server.approval import (
+    MIN_PASSPHRASE_CHARS,
+    approver_keys,
+    create_approver_key,
+    describe_mode,
+    fingerprint,
+    load_approver_key,
+    mint_token,
+    public_key_text,
+)
+from server.audit import audit_log
+from server.cli_support import settings_from_args
+from server.config import Settings
+from server.errors import InvalidArgument, MeshError, RemediationRefused
+from tools.remediation import store
+from tools.remediation.model import Plan
+
+CODE_ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"
+CODE_LENGTH = 6
+KEY_DIR = Path("~/.config/mesh-mcp")
+
+Ask = Callable[[str], str]
+
+
+def new_code() -> str:
+    return "".join(secrets.choice(CODE_ALPHABET) for _ in range(CODE_LENGTH))
+
+
+def _normalise(typed: str) -> str:
+    return "".join(ch for ch in typed.upper() if ch.isalnum())
+
+
+def render_plan(plan: Plan) -> str:
+    """The whole plan as a human reads it before approving."""
+    br = plan.blast_radius
+    lines = [
+        f"Plan {plan.plan_id}  ({plan.symptom})",
+        f"  {plan.summary}",
+        f"  proposed {plan.created_at}, expires {plan.expires_at}",
+        f"  sha256 {plan.plan_sha256}",
+        f"  blast radius: {br.messages} message(s), {br.rows} row(s), {br.keys} key(s)"
+        + (f"; streams {', '.join(br.streams)}" if br.streams else "")
+        + (f"; tables {', '.join(br.tables)}" if br.tables else "")
+        + (f"; replays reach groups {', '.join(br.consumer_groups_reached)}" if br.consumer_groups_reached else ""),
+        "",
+    ]
+    for step in plan.steps:
+        lines.append(f"Step {step.number}: {step.action} - {step.description}")
+        lines.append(f"  target: {step.target}")
+        lines.extend(f"    {line}" for line in step.command.splitlines())
+        for params in step.params:
+            lines.append(f"    params: {params}")
+        lines.append(f"  precondition: {step.precondition}")
+        lines.append(f"  backup: {step.backup or 'none (nothing is deleted by this step)'}")
+        lines.append(f"  reversible: {'yes' if step.reversible else 'NO'}")
+        lines.append("")
+    lines.extend(f"WARNING: {w}" for w in plan.warnings)
+    lines.extend(f"note: {n}" for n in plan.notes)
+    return "\n".join(lines)
+
+
+def _load_checked(settings: Settings, plan_id: str, plan_file: Path | None) -> Plan:
+    plan = store.load_plan_file(plan_file) if plan_file is not None else store.load_plan(settings, plan_id)
+    if plan.plan_id != plan_id:
+        raise RemediationRefused(f"{plan_file} holds plan {plan.plan_id}, not {plan_id}")
+    store.check_integrity(plan, settings.conventions)
+    if store.is_expired(plan):
+        raise RemediationRefused(f"plan {plan_id} expired at {plan.expires_at}: have the agent propose it again")
+    if store.application_record(settings, plan_id) is not None:
+        raise RemediationRefused(f"plan {plan_id} was already applied: a plan runs once")
+    return plan
+
+
+def approve_plan(
+    settings: Settings,
+    plan_id: str,
+    *,
+    is_tty: bool,
+    ask: Ask,
+    ask_secret: Ask,
+    out: TextIO,
+    approver: str | None = None,
+    key_path: Path | None = None,
+    plan_file: Path | None = None,
+) -> str:
+    """The interactive approval; returns the token. Raises RemediationRefused/MeshError on refusal."""
+    audit = audit_log(settings)
+    plan_id = store.validate_plan_id(plan_id)
+
+    def refuse(reason: str, message: str, plan: Plan | None = None) -> RemediationRefused:
+        audit.record("approval_refused", plan_id=plan_id, plan_sha256=plan.plan_sha256 if plan else None,
+                     approver=approver, result=reason, detail=message)
+        return RemediationRefused(message)
+
+    if not is_tty:
+        raise refuse("not_a_terminal", "refusing: stdin is not an interactive terminal. `mesh-mcp approve` is run "
+                     "by a human at a terminal, who reads the plan and types its code; piped input is refused")
+    try:
+        plan = _load_checked(settings, plan_id, plan_file)
+    except MeshError as exc:
+        raise refuse("plan_unusable", str(exc)) from None
+    print(render_plan(plan), file=out)
+    print(describe_mode(settings), file=out)
+    code = new_code()
+    print(f"\nTo approve exactly this plan, type the code {code} (anything else cancels).", file=out)
+    typed = ask("code: ")
+    if not hmac.compare_digest(_normalise(typed).encode(), code.encode()):
+        raise refuse("wrong_code", "the code did not match: nothing was approved", plan)
+    private_key = None
+    if settings.approval.mode == "signature":
+        who = approver or getpass.getuser()
+        path = (key_path or KEY_DIR / f"{who}.key").expanduser()
+        passphrase = ask_secret(f"passphrase of approver key {path}: ")
+        try:
+            file_approver, private_key = load_approver_key(path, passphrase)
+        except MeshError as exc:
+            raise refuse("bad_key", str(exc), plan) from None
+        if approver is not None and approver != file_approver:
+            raise refuse("bad_key", f"{path} is the key of approver {file_approver!r}, not {approver!r}", plan)
+        approver = file_approver
+        listed = approver_keys(settings).get(approver)
+        if listed is None:
+            raise refuse("unknown_approver", f"approver {approver!r} is not listed in [approval] approvers of this "
+                         "configuration: the server would refuse the token", plan)
+        if public_key_text(listed) != public_key_text(private_key.public_key()):
+            raise refuse("bad_key", f"{path} does not match the public key listed for {approver!r} "
+                         f"({fingerprint(listed)}): the server would refuse the token", plan)
+    else:
+        approver = f"local:{getpass.getuser()}"
+    token, claims = mint_token(
+        settings, plan_id=plan.plan_id, plan_sha256=plan.plan_sha256,
+        plan_expires_at=datetime.fromisoformat(plan.expires_at), approver=approver, private_key=private_key,
+    )
+    expires = datetime.fromtimestamp(claims.exp).isoformat(timespec="seconds")
+    audit.record("approved", plan_id=plan.plan_id, plan_sha256=plan.plan_sha256, approver=approver,
+                 result="approved", detail=f"token expires {expires}", nonce=claims.nonce, expires=claims.exp)
+    print(f"\nApproved by {approver}. The token approves this plan once and expires at {expires}.\n"
+          "Give it to the agent as approval_token of apply_remediation (or apply with dry_run first).", file=out)
+    return token
+
+
+def cmd_approve(args: argparse.Namespace) -> int:
+    settings = settings_from_args(args)
+    token = approve_plan(
+        settings, args.plan_id, is_tty=sys.stdin.isatty(), ask=input, ask_secret=getpass.getpass, out=sys.stderr,
+        approver=args.approver, key_path=args.key, plan_file=getattr(args, "plan_file", None),
+    )
+    print(token)
+    return 0
+
+
+def init_approver(approver_id: str, out_path: Path | None, *, is_tty: bool, ask_secret: Ask, out: TextIO,
+                  scrypt_n: int | None = None) -> str:
+    """Create a passphrase-protected key pair; returns the config line. Refuses without a terminal."""
+    if not is_tty:
+        raise RemediationRefused("refusing: stdin is not an interactive terminal; the passphrase must be typed "
+                                 "by the approver")
+    path = (out_path or KEY_DIR / f"{approver_id}.key").expanduser()
+    first = ask_secret(f"new passphrase for {path} (at least {MIN_PASSPHRASE_CHARS} characters): ")
+    if len(first) < MIN_PASSPHRASE_CHARS:
+        raise InvalidArgument(f"the passphrase must have at least {MIN_PASSPHRASE_CHARS} characters")
+    if ask_secret("the same passphrase again: ") != first:
+        raise InvalidArgument("the two passphrases differ: nothing was created")
+    kwargs = {"scrypt_n": scrypt_n} if scrypt_n else {}
+    public = create_approver_key(path, approver_id, first, **kwargs)
+    line = f'{approver_id} = "{public}"'
+    print(f"created {path} (keep it private; the passphrase never leaves your terminal).\n"
+          "Add this to the server's mesh.toml, under [approval.approvers], with mode = \"signature\":", file=out)
+    return line
+
+
+def cmd_approver(args: argparse.Namespace) -> int:
+    approver_id = args.approver_id or getpass.getuser()
+    line = init_approver(approver_id, args.out, is_tty=sys.stdin.isatty(), ask_secret=getpass.getpass,
+                         out=sys.stderr)
+    print("[approval]\nmode = \"signature\"\n\n[approval.approvers]\n" + line)
+    return 0

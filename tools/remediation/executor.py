@@ -1,0 +1,182 @@
+"""Apply an approved plan: verify, pre-flight every precondition, then run step by step.
+
+Order of business for ``apply_plan(plan_id, token)``:
+
+1. load the plan and prove its integrity (hash and rendered commands);
+2. verify the approval token for this exact plan (mode, MAC or signature, plan id, plan
+   hash, expiry); refuse an expired plan or one that was applied before;
+3. unless ``dry_run``: consume the token's nonce (single use) and claim the plan
+   (a plan runs once);
+4. pre-flight: evaluate every step's static preconditions; the first drift stops the run
+   before anything is touched;
+5. run each step: re-check its preconditions (now including "the replay was confirmed"),
+   back up and read back, execute, record the result in the audit log. The first drift,
+   failure or unreachable service stops the run; the report says what was done, the
+   backups stay on disk.
+
+``dry_run`` does 1, 2 and 4 (the token is checked but not consumed) and changes nothing.
+Refusals raise :class:`~server.errors.RemediationRefused` (or ``NotFound``); a drift or a
+failure mid-run is a normal report with ``status="stopped"``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+from server.approval import TokenRefused, consume_nonce, verify_token
+from server.audit import AuditLog, audit_log, audit_path
+from server.config import Settings
+from server.connections import Connections
+from server.errors import MeshError, RemediationRefused, ServiceUnavailable
+from tools.remediation import store
+from tools.remediation.backups import BackupError, BackupFile, backup_path
+from tools.remediation.model import ApplyReport, Plan, StepResult
+from tools.remediation.preconditions import CheckContext, first_drift
+from tools.remediation.runners import Drift, RunContext, run_step
+
+log = logging.getLogger("mesh.remediation")
+
+AfterStep = Callable[[int], Awaitable[None]]
+
+
+def _refuse(audit: AuditLog, plan_id: str, plan: Plan | None, exc: MeshError) -> None:
+    reason = exc.reason if isinstance(exc, TokenRefused) else type(exc).__name__
+    audit.record("apply_refused", plan_id=plan_id, plan_sha256=plan.plan_sha256 if plan else None,
+                 result=reason, detail=str(exc))
+
+
+def _admit(settings: Settings, plan_id: str, token: str, dry_run: bool, audit: AuditLog) -> tuple[Plan, str]:
+    """Steps 1-3: the plan and the approver, or a refusal (audited)."""
+    plan: Plan | None = None
+    try:
+        plan = store.load_plan(settings, plan_id)
+        store.check_integrity(plan, settings.conventions)
+        claims = verify_token(settings, token, plan_id=plan.plan_id, plan_sha256=plan.plan_sha256)
+        if store.is_expired(plan):
+            raise RemediationRefused(f"plan {plan_id} expired at {plan.expires_at}: propose the remediation again")
+        previous = store.application_record(settings, plan_id)
+        if previous is not None:
+            raise RemediationRefused(
+                f"plan {plan_id} was already applied ({previous.get('status')}): a plan runs once; "
+                "propose the remediation again to see the current state"
+            )
+        if not dry_run:
+            consume_nonce(settings, claims)
+            store.claim_application(settings, plan_id, claims.approver)
+    except MeshError as exc:
+        _refuse(audit, plan_id, plan, exc)
+        raise
+    return plan, claims.approver
+
+
+def _not_run(plan: Plan, start: int, why: str) -> list[StepResult]:
+    return [StepResult(number=s.number, action=s.action, status="not_run", detail=why) for s in plan.steps[start:]]
+
+
+async def _preflight(plan: Plan, ctx: CheckContext, connections: Connections) -> tuple[int, str] | None:
+    """``(index, problem)`` of the first step whose static preconditions fail, else None."""
+    for index, step in enumerate(plan.steps):
+        async with connections.redis_errors():
+            problem = await first_drift(step.checks, ctx, dynamic=False)
+        if problem is not None:
+            return index, problem
+    return None
+
+
+async def apply_plan(
+    settings: Settings,
+    connections: Connections,
+    plan_id: str,
+    token: str,
+    *,
+    dry_run: bool = False,
+    after_step: AfterStep | None = None,
+) -> ApplyReport:
+    """Apply (or dry-run) plan ``plan_id`` under ``token``; see the module docstring."""
+    plan_id = store.validate_plan_id(plan_id)
+    audit = audit_log(settings)
+    plan, approver = _admit(settings, plan_id, token, dry_run, audit)
+    backups = BackupFile(backup_path(settings, plan_id), plan_id, plan.plan_sha256)
+    results: dict[int, StepResult] = {}
+    check_ctx = CheckContext(settings, connections, results)
+    run_ctx = RunContext(settings, connections, backups, results, audit, approver)
+    audit.record("dry_run" if dry_run else "apply_started", plan_id=plan_id, plan_sha256=plan.plan_sha256,
+                 approver=approver, detail=f"{len(plan.steps)} step(s)")
+
+    def report(status: str, steps: list[StepResult], summary: str) -> ApplyReport:
+        final = ApplyReport(
+            plan_id=plan_id, plan_sha256=plan.plan_sha256, dry_run=dry_run, approver=approver, status=status,
+            steps=steps, backup_file=str(backups.path) if backups.path.exists() else None,
+            audit_file=str(audit_path(settings)), summary=summary,
+        )
+        audit.record("apply_finished", plan_id=plan_id, plan_sha256=plan.plan_sha256, approver=approver,
+                     result=status, detail=summary, dry_run=dry_run)
+        if not dry_run:
+            store.finish_application(settings, plan_id, status, summary)
+        return final
+
+    try:
+        drift = await _preflight(plan, check_ctx, connections)
+    except ServiceUnavailable as exc:
+        return report("dry_run_drift" if dry_run else "stopped", _not_run(plan, 0, "not run"),
+                      f"STOPPED before any change: {exc}")
+    if drift is not None:
+        index, problem = drift
+        step = plan.steps[index]
+        steps = _not_run(plan, 0, "not run: a precondition no longer holds")
+        steps[index] = StepResult(number=step.number, action=step.action, status="drift", detail=problem)
+        for s in steps[:index] + steps[index + 1 :]:
+            audit.record("step", plan_id=plan_id, plan_sha256=plan.plan_sha256, approver=approver, step=s.number,
+                         action=s.action, result="not_run")
+        audit.record("step", plan_id=plan_id, plan_sha256=plan.plan_sha256, approver=approver,
+                     step=step.number, action=step.action, result="drift", detail=problem)
+        return report("dry_run_drift" if dry_run else "stopped", steps,
+                      f"STOPPED before any change: step {step.number} ({step.action}): {problem}. "
+                      "Nothing was changed; propose the remediation again.")
+    if dry_run:
+        steps = [StepResult(number=s.number, action=s.action, status="would_run",
+                            detail="preconditions hold" + ("" if s.reversible else "; NOT reversible"))
+                 for s in plan.steps]
+        return report("dry_run_ok", steps, f"dry run of {plan_id}: every precondition holds; nothing was changed")
+
+    done: list[StepResult] = []
+    for index, step in enumerate(plan.steps):
+        status, detail, outcome = "done", "", None
+        try:
+            async with connections.redis_errors():
+                problem = await first_drift(step.checks, check_ctx, dynamic=True)
+            if problem is not None:
+                status, detail = "drift", f"precondition no longer holds: {problem}"
+            else:
+                outcome = await run_step(run_ctx, step)
+                detail = outcome.detail
+        except (Drift, BackupError) as exc:
+            status, detail = ("drift" if isinstance(exc, Drift) else "failed"), str(exc)
+        except MeshError as exc:  # ServiceUnavailable and friends
+            status, detail = "failed", str(exc)
+        except Exception as exc:  # a crash must still leave an honest report behind
+            log.exception("remediation step %s crashed", step.number)
+            status, detail = "failed", f"internal error ({type(exc).__name__}: {str(exc)[:300]})"
+        output = outcome.output if outcome else {}
+        if step.operation.op == "xadd" and outcome is None and run_ctx.replay_log:
+            output = {"replayed": list(run_ctx.replay_log)}
+            detail += f" (replayed before the failure: {', '.join(r['new_id'] for r in run_ctx.replay_log)})"
+        result = StepResult(
+            number=step.number, action=step.action, status=status, detail=detail,
+            targets=outcome.targets if outcome else [], output=output,
+            backup_records=outcome.backup_records if outcome else 0,
+        )
+        results[step.number] = result
+        done.append(result)
+        audit.record("step", plan_id=plan_id, plan_sha256=plan.plan_sha256, approver=approver, step=step.number,
+                     action=step.action, result=status, detail=detail)
+        if status != "done":
+            rest = _not_run(plan, index + 1, f"not run: stopped at step {step.number}")
+            ok = ", ".join(str(r.number) for r in done if r.status == "done") or "none"
+            return report("stopped", done + rest,
+                          f"STOPPED at step {step.number} ({step.action}): {detail}. Steps done: {ok}; "
+                          "the backups are on disk.")
+        if after_step is not None:
+            await after_step(step.number)
+    return report("completed", done, f"applied {plan_id}: {len(done)} step(s) done")

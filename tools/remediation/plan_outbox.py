@@ -1,0 +1,199 @@
+"""Plans for the SQL outbox: reconcile rows after a confirmed replay, requeue stuck jobs.
+
+``reconcile_outbox`` (runbook step 5): for the given ids, an ``event_queue`` row ``FAILED``
+becomes ``COMPLETED`` (``UPDATE ... WHERE id = $2 AND status = 'FAILED'``), and a
+``jobs_outbox`` row ``FAILED`` whose ``job_audit`` row is ``COMPLETED`` (the job did run)
+becomes ``COMPLETED``. Rows in any other state are left alone and reported.
+
+``requeue_stuck_job``: a ``jobs_outbox`` row ``PROCESSING`` for longer than
+``[limits] processing_ageing_s`` means the outbox runner died between claim and push. If
+Redis or ``job_audit`` shows the job was pushed (BullMQ job hash or state, the worker's
+``job:completed:<id>`` guard, a ``job_audit`` row), the row becomes ``COMPLETED`` ("pushed");
+otherwise it goes back to ``PENDING`` so the runner pushes it again. Both updates are
+guarded by the status and the ``updated_at`` seen when planning.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from psycopg import sql
+
+from server.connections import Connections
+from server.errors import MeshError
+from tools.outbox.bull_state import bull_job_state
+from tools.remediation.backups import jsonable_value
+from tools.remediation.model import Check, SqlRow, SqlUpdateOp
+from tools.remediation.planner import UUID_RE, PlanBuilder, Request
+from tools.streams.keys import fill
+
+
+def _check(kind: str, **args: Any) -> Check:
+    return Check(kind=kind, args=args)  # type: ignore[arg-type]
+
+
+async def _rows(connections: Connections, b: PlanBuilder, service: str, table: str, ids: list[str]) -> list[dict]:
+    cols = b.settings.conventions.columns
+    query = sql.SQL(
+        "SELECT {i}::text AS id, {s} AS status, {u} AS updated_at, "
+        "EXTRACT(EPOCH FROM (now() - {u}))::float8 AS updated_age_s FROM {t} WHERE {i} = ANY(%s)"
+    ).format(i=sql.Identifier(cols.id), s=sql.Identifier(cols.status), u=sql.Identifier(cols.updated_at),
+             t=sql.Identifier(table))
+    result = await connections.read(service, query, (ids,), max_rows=len(ids))
+    return result.rows
+
+
+def _stamp(row: dict) -> str | None:
+    return jsonable_value(row["updated_at"]) if row.get("updated_at") is not None else None
+
+
+def _add_update(b: PlanBuilder, service: str, table: str, rows: list[dict], *, to_status: str, from_status: str,
+                guard_updated_at: bool, why: str, extra: list[Check]) -> None:
+    op = SqlUpdateOp(
+        service=service, table=table, set_status=to_status, expect_status=from_status,
+        rows=[SqlRow(id=r["id"], updated_at=_stamp(r) if guard_updated_at else None) for r in rows],
+    )
+    checks = [
+        _check("row_matches", service=service, table=table, id=r["id"], status=from_status,
+               updated_at=_stamp(r) if guard_updated_at else None)
+        for r in rows
+    ]
+    b.add(action="reconcile_sql" if to_status == b.settings.conventions.statuses.completed else "requeue_sql",
+          description=f"{table}: {len(rows)} row(s) {from_status} -> {to_status} ({why}), one transaction",
+          operation=op, target=f"{service}.{table}",
+          precondition=f"each row still {from_status}" + (" with the same updated_at" if guard_updated_at else ""),
+          checks=checks + extra, backup="every column of each row, read inside the transaction before the UPDATE",
+          reversible=True)
+    b.rows += len(rows)
+    b.tables.add(f"{service}.{table}")
+
+
+async def add_event_reconcile(b: PlanBuilder, connections: Connections, service: str | None,
+                              event_ids: list[str], emitters: Iterable[str], extra: list[Check]) -> None:
+    """After a replay: a step reconciling the replayed events' FAILED event_queue rows, if any."""
+    settings = b.settings
+    ids = sorted({i for i in event_ids if UUID_RE.match(i)})
+    if not ids:
+        return
+    if service is None:
+        wanted = set(emitters)
+        matches = [name for name in sorted(settings.services) if settings.emitter_of(name) in wanted]
+        if len(matches) != 1:
+            if settings.services:
+                b.notes.append("pass service=<name> to also reconcile the replayed events' event_queue rows")
+            return
+        service = matches[0]
+        b.notes.append(f"service {service} chosen from the events' emitter")
+    table = settings.conventions.tables.event_queue
+    failed_status = settings.conventions.statuses.failed
+    try:
+        rows = await _rows(connections, b, service, table, ids)
+    except MeshError as exc:
+        b.warnings.append(f"event_queue of service {service} could not be read, no SQL reconciliation planned: {exc}")
+        return
+    failed = [r for r in rows if r["status"] == failed_status]
+    for r in rows:
+        if r["status"] != failed_status:
+            b.notes.append(f"{table} row {r['id']} is {r['status']}: nothing to reconcile")
+    if failed:
+        _add_update(b, service, table, failed, to_status=settings.conventions.statuses.completed,
+                    from_status=failed_status, guard_updated_at=False, why="replay confirmed", extra=extra)
+
+
+async def build_reconcile_outbox(b: PlanBuilder, connections: Connections, req: Request) -> None:
+    conv = b.settings.conventions
+    service, ids = req.service or "", list(req.ids or [])
+    st = conv.statuses
+    events = await _rows(connections, b, service, conv.tables.event_queue, ids)
+    jobs = await _rows(connections, b, service, conv.tables.jobs_outbox, ids)
+    query = sql.SQL("SELECT {j} AS job_id, {s} AS status FROM {t} WHERE {j} = ANY(%s)").format(
+        j=sql.Identifier(conv.columns.job_id), s=sql.Identifier(conv.columns.status),
+        t=sql.Identifier(conv.tables.job_audit))
+    audits = {r["job_id"]: r["status"] for r in (await connections.read(service, query, (ids,))).rows}
+    b.candidates_found = len(events) + len(jobs)
+    seen = {r["id"] for r in events} | {r["id"] for r in jobs}
+    b.warnings.extend(f"no row {i} in {conv.tables.event_queue} or {conv.tables.jobs_outbox} of service {service} "
+                      "(purged, or another service?)" for i in ids if i.lower() not in seen)
+    events_failed = [r for r in events if r["status"] == st.failed]
+    jobs_failed = []
+    for r in jobs:
+        audit = audits.get(r["id"])
+        if r["status"] == st.failed and audit == st.completed:
+            jobs_failed.append(r)
+        elif r["status"] == st.failed:
+            b.warnings.append(f"{conv.tables.jobs_outbox} row {r['id']} is FAILED but its job_audit is "
+                              f"{audit or 'missing'}: the job did not succeed; retry it rather than marking it done")
+    for r in events:
+        if r["status"] != st.failed:
+            b.notes.append(f"{conv.tables.event_queue} row {r['id']} is {r['status']}: nothing to reconcile")
+    b.nothing_to_do = f"none of the {len(ids)} id(s) is a FAILED row that can be reconciled in service {service}"
+    if events_failed:
+        _add_update(b, service, conv.tables.event_queue, events_failed, to_status=st.completed,
+                    from_status=st.failed, guard_updated_at=False, why="processed after a replay", extra=[])
+    if jobs_failed:
+        _add_update(b, service, conv.tables.jobs_outbox, jobs_failed, to_status=st.completed, from_status=st.failed,
+                    guard_updated_at=False, why="job_audit shows the job COMPLETED", extra=[])
+    b.notes.append("runbook step 5: afterwards check that job_audit closes the cycle (trace_job / trace_event)")
+    b.summary = (f"mark {len(events_failed) + len(jobs_failed)} FAILED outbox row(s) of service {service} "
+                 "COMPLETED")
+
+
+async def build_requeue_stuck_job(b: PlanBuilder, connections: Connections, req: Request) -> None:
+    settings, conv = b.settings, b.settings.conventions
+    cols, st, table = conv.columns, conv.statuses, conv.tables.jobs_outbox
+    service = req.service or ""
+    ageing = settings.limits.processing_ageing_s
+    cap = settings.limits.max_plan_messages
+    base = sql.SQL(
+        "SELECT {i}::text AS id, {s} AS status, {tg} AS target, {u} AS updated_at, "
+        "EXTRACT(EPOCH FROM (now() - {u}))::float8 AS updated_age_s FROM {t} "
+    ).format(i=sql.Identifier(cols.id), s=sql.Identifier(cols.status), tg=sql.Identifier(cols.target),
+             u=sql.Identifier(cols.updated_at), t=sql.Identifier(table))
+    if req.ids is not None:
+        query = base + sql.SQL("WHERE {i} = ANY(%s)").format(i=sql.Identifier(cols.id))
+        rows = (await connections.read(service, query, (req.ids,))).rows
+    else:
+        query = base + sql.SQL(
+            "WHERE {s} = %s AND {u} < now() - make_interval(secs => %s) ORDER BY {u} LIMIT %s"
+        ).format(s=sql.Identifier(cols.status), u=sql.Identifier(cols.updated_at))
+        rows = (await connections.read(service, query, (st.processing, ageing, cap + 1))).rows
+        b.truncated = len(rows) > cap
+        rows = rows[:cap]
+    b.candidates_found = len(rows)
+    b.nothing_to_do = f"no {table} row of service {service} stuck {st.processing} for more than {ageing} s"
+    stuck = []
+    for r in rows:
+        if r["status"] != st.processing:
+            b.warnings.append(f"{table} row {r['id']} is {r['status']}, not {st.processing}: skipped")
+        elif (r["updated_age_s"] or 0) < ageing:
+            b.warnings.append(f"{table} row {r['id']} was updated {r['updated_age_s']:.0f} s ago (< {ageing} s): "
+                              "a runner may be pushing it right now; skipped")
+        else:
+            stuck.append(r)
+    if not stuck:
+        return
+    query = sql.SQL("SELECT {j} AS job_id FROM {t} WHERE {j} = ANY(%s)").format(
+        j=sql.Identifier(cols.job_id), t=sql.Identifier(conv.tables.job_audit))
+    audited = {r["job_id"] for r in (await connections.read(service, query, ([r["id"] for r in stuck],))).rows}
+    redis = connections.redis()
+    pushed, unpushed = [], []
+    async with connections.redis_errors():
+        for r in stuck:
+            job = await bull_job_state(redis, conv, r["target"], r["id"],
+                                       list_scan_max=settings.limits.bull_list_scan_max)
+            done_key = fill(conv.job_completed_key, job_id=r["id"])
+            if job is not None or r["id"] in audited or await redis.exists(done_key):
+                pushed.append(r)
+            else:
+                unpushed.append(r)
+    if pushed:
+        _add_update(b, service, table, pushed, to_status=st.completed, from_status=st.processing,
+                    guard_updated_at=True, why="BullMQ or job_audit shows the job was pushed", extra=[])
+    if unpushed:
+        _add_update(b, service, table, unpushed, to_status=st.pending, from_status=st.processing,
+                    guard_updated_at=True, why="never pushed: the outbox runner pushes it again", extra=[])
+        b.notes.append("a requeued job is pushed with job id = row id; the worker's job:completed guard and "
+                       "job_audit protect against a double run")
+    b.summary = (f"unstick {len(stuck)} {table} row(s) of service {service}: {len(pushed)} to "
+                 f"{st.completed} (already pushed), {len(unpushed)} back to {st.pending}")

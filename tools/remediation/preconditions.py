@@ -1,0 +1,159 @@
+"""Re-check, at apply time, what a plan assumed about Redis and the databases.
+
+Each :class:`~tools.remediation.model.Check` kind and its ``args``:
+
+- ``entry_unchanged`` {key, id, digest}: the stream entry still exists with the same fields.
+- ``pending_owner`` {stream, group, id, consumer|null, min_idle_ms}: the entry is still
+  pending in the group (owned by ``consumer`` when given, idle at least ``min_idle_ms``).
+- ``consumer_live`` {stream, group, consumer, max_idle_ms}: the consumer exists and read recently.
+- ``key_unchanged`` {key, digest, allow_missing}: the key holds the same value (or is gone,
+  when that is harmless: deleting a key that expired loses nothing).
+- ``zset_member`` {key, member, allow_missing}: the member is still in the sorted set.
+- ``row_matches`` {service, table, id, status, updated_at|null}: the SQL row is still in that state.
+- ``bull_job_failed`` {prefix, queue, job_id, digest}: the BullMQ job is still failed, unchanged.
+- ``queue_paused`` {prefix, queue, paused}: the queue's paused state is as planned.
+- ``step_ok`` {step, output_key|null}: an earlier step of this run is done (and its output
+  flag is true). Dynamic: only meaningful during the run, skipped by the pre-flight.
+
+:func:`first_drift` returns the first failing check's explanation, or None.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from psycopg import sql
+
+from server.config import Settings
+from server.connections import Connections
+from tools.remediation import redis_reads as rr
+from tools.remediation.model import Check, StepResult
+
+
+@dataclass
+class CheckContext:
+    settings: Settings
+    connections: Connections
+    results: dict[int, StepResult] = field(default_factory=dict)
+
+
+async def _entry_unchanged(ctx: CheckContext, a: dict[str, Any]) -> str | None:
+    current = await rr.entry_digest(ctx.connections.redis(), a["key"], a["id"])
+    if current is None:
+        return f"entry {a['id']} of {a['key']} is gone"
+    if current != a["digest"]:
+        return f"entry {a['id']} of {a['key']} changed since the plan was made"
+    return None
+
+
+async def _pending_owner(ctx: CheckContext, a: dict[str, Any]) -> str | None:
+    info = await rr.pending_of(ctx.connections.redis(), a["stream"], a["group"], a["id"])
+    if info is None:
+        return f"entry {a['id']} is no longer pending in group {a['group']} of {a['stream']} (acknowledged since?)"
+    if a.get("consumer") and info.consumer != a["consumer"]:
+        return f"entry {a['id']} is now pending at consumer {info.consumer}, not {a['consumer']}"
+    if info.idle_ms < int(a.get("min_idle_ms") or 0):
+        return f"entry {a['id']} was delivered again {info.idle_ms} ms ago (someone is processing it)"
+    return None
+
+
+async def _consumer_live(ctx: CheckContext, a: dict[str, Any]) -> str | None:
+    for c in await rr.consumers_of(ctx.connections.redis(), a["stream"], a["group"]):
+        if c.name == a["consumer"]:
+            if c.idle_ms > int(a["max_idle_ms"]):
+                return f"consumer {c.name} has been idle {c.idle_ms} ms: it no longer looks alive"
+            return None
+    return f"consumer {a['consumer']} no longer exists in group {a['group']}"
+
+
+async def _key_unchanged(ctx: CheckContext, a: dict[str, Any]) -> str | None:
+    snap = await rr.key_snapshot(ctx.connections.redis(), a["key"])
+    if snap is None:
+        return None if a.get("allow_missing") else f"key {a['key']} is gone"
+    if snap.digest != a["digest"]:
+        return f"key {a['key']} changed since the plan was made"
+    return None
+
+
+async def _zset_member(ctx: CheckContext, a: dict[str, Any]) -> str | None:
+    score = await ctx.connections.redis().zscore(a["key"], a["member"])
+    if score is None and not a.get("allow_missing"):
+        return f"{a['member']} is no longer in {a['key']}"
+    return None
+
+
+async def _row_matches(ctx: CheckContext, a: dict[str, Any]) -> str | None:
+    if a["table"] not in ctx.settings.conventions.tables.model_dump().values():
+        return f"table {a['table']!r} is not one of [conventions.tables]"
+    cols = ctx.settings.conventions.columns
+    query = sql.SQL("SELECT {s} AS status, {u} AS updated_at FROM {t} WHERE {i} = %s").format(
+        s=sql.Identifier(cols.status), u=sql.Identifier(cols.updated_at), t=sql.Identifier(a["table"]),
+        i=sql.Identifier(cols.id),
+    )
+    result = await ctx.connections.read(a["service"], query, (a["id"],), max_rows=1)
+    if not result.rows:
+        return f"row {a['id']} of {a['table']} (service {a['service']}) is gone"
+    row = result.rows[0]
+    if row["status"] != a["status"]:
+        return f"row {a['id']} of {a['table']} is now {row['status']}, not {a['status']}"
+    seen = row["updated_at"].isoformat() if row["updated_at"] is not None else None
+    if a.get("updated_at") is not None and seen != a["updated_at"]:
+        return f"row {a['id']} of {a['table']} was updated since the plan was made"
+    return None
+
+
+async def _bull_job_failed(ctx: CheckContext, a: dict[str, Any]) -> str | None:
+    redis = ctx.connections.redis()
+    prefix, queue, job_id = a["prefix"], a["queue"], a["job_id"]
+    if await redis.zscore(f"{prefix}:{queue}:failed", job_id) is None:
+        return f"job {job_id} of queue {queue} is no longer failed (retried or removed since?)"
+    fields = await redis.hgetall(f"{prefix}:{queue}:{job_id}")
+    if not fields or rr.hash_digest(fields) != a["digest"]:
+        return f"job {job_id} of queue {queue} changed since the plan was made"
+    return None
+
+
+async def _queue_paused(ctx: CheckContext, a: dict[str, Any]) -> str | None:
+    paused = bool(await ctx.connections.redis().hexists(f"{a['prefix']}:{a['queue']}:meta", "paused"))
+    if paused != bool(a["paused"]):
+        return f"queue {a['queue']} was {'paused' if paused else 'resumed'} since the plan was made"
+    return None
+
+
+def _step_ok(ctx: CheckContext, a: dict[str, Any]) -> str | None:
+    result = ctx.results.get(int(a["step"]))
+    if result is None or result.status != "done":
+        return f"step {a['step']} did not complete"
+    key = a.get("output_key")
+    if key and not result.output.get(key):
+        return f"step {a['step']} did not confirm ({key} is false)"
+    return None
+
+
+_ASYNC = {
+    "entry_unchanged": _entry_unchanged,
+    "pending_owner": _pending_owner,
+    "consumer_live": _consumer_live,
+    "key_unchanged": _key_unchanged,
+    "zset_member": _zset_member,
+    "row_matches": _row_matches,
+    "bull_job_failed": _bull_job_failed,
+    "queue_paused": _queue_paused,
+}
+
+
+async def evaluate(check: Check, ctx: CheckContext, *, dynamic: bool) -> str | None:
+    """None when the check holds; else what drifted. ``dynamic=False`` skips run-time-only checks."""
+    if check.kind == "step_ok":
+        return _step_ok(ctx, check.args) if dynamic else None
+    return await _ASYNC[check.kind](ctx, check.args)
+
+
+async def first_drift(checks: Sequence[Check], ctx: CheckContext, *, dynamic: bool) -> str | None:
+    for check in checks:
+        problem = await evaluate(check, ctx, dynamic=dynamic)
+        if problem is not None:
+            return problem
+    return None
