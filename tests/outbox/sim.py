@@ -123,7 +123,8 @@ def worker_complete(conn: psycopg.Connection, r: redis.Redis, job_id: str, queue
 def worker_fail(conn: psycopg.Connection, r: redis.Redis, job_id: str, queue: str, error: str) -> None:
     """The handler threw on its last attempt: job_audit FAILED, BullMQ job in ``failed``."""
     conn.execute("UPDATE job_audit SET status = 'FAILED', error_message = %s, error_stack = %s, "
-                 "finished_at = now(), updated_at = now() WHERE job_id = %s", (error, f"Error: {error}\n  at x", job_id))
+                 "finished_at = now(), updated_at = now() WHERE job_id = %s",
+                 (error, f"Error: {error}\n  at x", job_id))
     key = f"{CONV.bullmq_prefix}:{queue}:{job_id}"
     r.lrem(f"{CONV.bullmq_prefix}:{queue}:active", 1, job_id)
     r.hset(key, mapping={"failedReason": error, "attemptsMade": CONV.job_attempts,

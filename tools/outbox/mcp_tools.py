@@ -4,8 +4,6 @@ Thin wrappers: flat validated arguments, one call into the plain modules, a pyda
 result plus a short text. All four only read (READ_ONLY_REMOTE).
 """
 
-from __future__ import annotations
-
 from typing import Annotated, Literal
 
 from mcp.server.mcpserver import MCPServer
