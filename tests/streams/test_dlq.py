@@ -1,0 +1,181 @@
+"""dlq_list: parsed dead letters joined with retry keys, locks and the original's whereabouts."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+import pytest
+
+from server.config import Settings
+from server.connections import Connections
+from server.errors import InvalidArgument, NotFound
+from tests.helpers import in_process_client
+from tests.streams import scenario as sc_mod
+from tests.streams.conftest import Backend
+from tests.streams.scenario import MAIN, STREAM, USER_EVENT_TYPE, USER_STREAM
+from tools.streams.dlq import list_dead_letters, read_dead_letters
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_one_stream_dead_letters_joined(backend: Backend, settings_for: Callable[..., Settings]) -> None:
+    settings = settings_for(backend)
+    sc = sc_mod.build_streams(backend.client, settings.conventions, age=False)
+    async with in_process_client(settings) as client:
+        result = await client.call_tool("dlq_list", {"stream": STREAM})
+    assert not result.is_error, result.content
+    page = result.structured_content
+    assert page["dlq_streams"] == [STREAM + "-dlq"] and page["next_cursor"] is None
+    retried, trimmed, not_json = page["entries"]
+    assert [e["dlq_id"] for e in page["entries"]] == sc.dlq_ids
+
+    assert retried["message_id"] == sc.ids[12] and retried["source_stream"] == STREAM
+    assert retried["event_type"] == sc_mod.EVENT_TYPE and retried["event_id"] == "ev-12"
+    assert retried["payload"]["id"] == "ev-12" and retried["payload_valid_json"]
+    assert retried["error"].startswith("EntityNotFound") and retried["dead_at_ms"] > 1_700_000_000_000
+    assert retried["original"] == {"source_exists": True, "in_stream": True, "pending_in": [],
+                                   "groups_checked": ["pp-lag", "pp-main", "pp-ok"]}
+    (book,) = retried["bookkeeping"]
+    assert book["group"] == MAIN
+    assert book["retry"]["attempt"] == 5 and book["retry"]["exists"]
+    assert book["retry"]["last_error"] == "EntityNotFound: event 12 has no organiser"
+    assert book["retry"]["key"] == f"retry:post-processor:{MAIN}:{sc.ids[12]}"
+    assert book["idempotency"]["exists"] is False
+
+    # its message was trimmed, but pp-dead still holds it in the PEL
+    assert trimmed["original"]["in_stream"] is False
+    assert [(p["group"], p["consumer"]) for p in trimmed["original"]["pending_in"]] == [(MAIN, "pp-dead")]
+    assert trimmed["bookkeeping"] == []
+
+    assert not_json["payload"] is None and not_json["payload_valid_json"] is False
+    assert not_json["payload_preview"] == "not json {" and not_json["event_type"] is None
+    assert "EntityNotFound" in result.content[0].text
+
+
+async def test_retry_queue_and_lock_join(machine: Backend, settings_for: Callable[..., Settings]) -> None:
+    settings = settings_for(machine)
+    conv = settings.conventions
+    sc = sc_mod.build_streams(machine.client, conv, age=False)
+    machine.client.xadd(STREAM + "-dlq", sc_mod.dead_letter(sc.locked_retrying, "ev-11", sc_mod.EVENT_TYPE, "boom"))
+    conns = Connections(settings)
+    try:
+        page = await list_dead_letters(conns, settings, stream=STREAM + "-dlq", contains="BOOM")
+    finally:
+        await conns.aclose()
+    (entry,) = page.entries
+    (book,) = entry.bookkeeping
+    assert book.retry.next_retry_at_ms is not None and book.retry.next_retry_at_ms > 1_700_000_000_000
+    assert book.idempotency.exists and 0 < (book.idempotency.ttl_s or 0) <= 86400
+
+
+async def test_all_dead_letter_streams_paged_across_streams(
+    backend: Backend, settings_for: Callable[..., Settings]
+) -> None:
+    settings = settings_for(backend)
+    sc = sc_mod.build_streams(backend.client, settings.conventions, age=False)
+    backend.client.set("looks-like-a-dlq-but-is-a-string-dlq", "x")
+    conns = Connections(settings)
+    seen = []
+    cursor = None
+    try:
+        while True:
+            page = await list_dead_letters(conns, settings, count=2, cursor=cursor)
+            assert page.dlq_streams == [STREAM + "-dlq", USER_STREAM + "-dlq"] and page.scan_complete
+            seen.extend((e.dlq_stream, e.dlq_id) for e in page.entries)
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+    finally:
+        await conns.aclose()
+    expected = [(STREAM + "-dlq", i) for i in sc.dlq_ids] + [(USER_STREAM + "-dlq", i) for i in sc.user_dlq_ids]
+    assert seen == expected
+
+
+async def test_filters_by_event_type_and_error_text(backend: Backend, settings_for: Callable[..., Settings]) -> None:
+    settings = settings_for(backend)
+    sc = sc_mod.build_streams(backend.client, settings.conventions, age=False)
+    conns = Connections(settings)
+    try:
+        users = await list_dead_letters(conns, settings, type=USER_EVENT_TYPE)
+        fk = await list_dead_letters(conns, settings, contains="fk VIOLATION")
+        none = await list_dead_letters(conns, settings, stream=USER_STREAM, contains="FK violation")
+    finally:
+        await conns.aclose()
+    assert [e.dlq_id for e in users.entries] == sc.user_dlq_ids
+    assert all(e.event_type == USER_EVENT_TYPE for e in users.entries)
+    assert [e.dlq_id for e in fk.entries] == [sc.dlq_ids[1]]
+    assert none.entries == [] and none.examined == 2
+
+
+async def test_filtered_listing_stops_at_its_read_budget_and_resumes(
+    machine: Backend, settings_for: Callable[..., Settings]
+) -> None:
+    for n in range(30):
+        error = "needle here" if n in (3, 27) else "other"
+        machine.client.xadd("stream:x-dlq", sc_mod.dead_letter(f"{n + 1}-0", f"e{n}", "t", error))
+    settings = settings_for(machine, limits={"max_count": 5, "scan_max_iterations": 2})
+    conns = Connections(settings)
+    found, rounds, cursor = [], 0, None
+    try:
+        while True:
+            page = await list_dead_letters(conns, settings, stream="stream:x", contains="needle", count=5,
+                                           cursor=cursor)
+            rounds += 1
+            assert page.examined <= 10
+            found.extend(e.message_id for e in page.entries)
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+    finally:
+        await conns.aclose()
+    assert found == ["4-0", "28-0"]
+    assert rounds >= 3
+
+
+async def test_payload_and_error_are_cut_at_the_byte_cap(
+    machine: Backend, settings_for: Callable[..., Settings]
+) -> None:
+    big = {"id": "e1", "type": "big.event", "payload": {"text": "x" * 1000}}
+    machine.client.xadd("stream:b-dlq", {"messageId": "1-0", "error": "E" * 500, "payload": json.dumps(big),
+                                         "timestamp": "2026-11-30T02:00:00Z", "group": "pp-b"})
+    settings = settings_for(machine, limits={"payload_max_bytes": 100})
+    conns = Connections(settings)
+    try:
+        page = await list_dead_letters(conns, settings, stream="stream:b", type="big.event")
+        async with conns.redis_errors():
+            full = await read_dead_letters(conns.redis(), settings.conventions, "stream:b-dlq")
+    finally:
+        await conns.aclose()
+    (entry,) = page.entries
+    assert entry.error == "E" * 100 and entry.error_truncated
+    assert entry.payload is None and entry.payload_truncated and entry.payload_valid_json
+    assert entry.payload_preview is not None and len(entry.payload_preview) == 100
+    assert entry.event_type == "big.event" and entry.payload_bytes == len(json.dumps(big))
+    assert entry.dead_at_ms == int(datetime(2026, 11, 30, 2, 0, tzinfo=UTC).timestamp() * 1000)
+    assert entry.extra_fields == {"group": "pp-b"}
+    assert entry.original is not None and entry.original.source_exists is False
+    (whole,) = full  # read_dead_letters without a cap: what a replay needs
+    assert whole.payload == big and whole.error == "E" * 500
+
+
+async def test_missing_streams_and_bad_arguments(machine: Backend, settings_for: Callable[..., Settings]) -> None:
+    settings = settings_for(machine)
+    machine.client.xadd("stream:no-dead-letters", {"a": "1"})
+    machine.client.set("stream:weird-dlq", "x")
+    machine.client.xadd("stream:weird", {"a": "1"})
+    conns = Connections(settings)
+    try:
+        empty = await list_dead_letters(conns, settings, stream="stream:no-dead-letters")
+        assert empty.entries == [] and empty.dlq_streams == [] and empty.next_cursor is None
+        with pytest.raises(NotFound, match="neither stream"):
+            await list_dead_letters(conns, settings, stream="stream:ghost")
+        with pytest.raises(InvalidArgument, match="is a Redis string"):
+            await list_dead_letters(conns, settings, stream="stream:weird")
+        with pytest.raises(InvalidArgument, match="count must be"):
+            await list_dead_letters(conns, settings, count=0)
+        with pytest.raises(InvalidArgument, match="cursor is not one"):
+            await list_dead_letters(conns, settings, cursor="c1.!!!")
+    finally:
+        await conns.aclose()
