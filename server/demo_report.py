@@ -308,6 +308,11 @@ async def diagnose(settings: Settings, scn: Scenario, services: dict[str, str]) 
     )
 
 
+def _cut(line: str, width: int = 150) -> str:
+    """One line of a command, cut for the terminal (the JSON report keeps it whole)."""
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
 def _indent(text: str, prefix: str = "    ") -> str:
     return "\n".join(prefix + line if line else line for line in text.splitlines())
 
@@ -340,7 +345,9 @@ def render_text(report: DemoReport) -> str:
             if finding.plan.plan_id:
                 out.append(f"       plan:     {finding.plan.symptom} -> plan {finding.plan.plan_id}")
                 for step in finding.plan.steps:
-                    out.append(f"                 - {step}")
+                    first, *rest = step.splitlines() or [""]
+                    out.append(f"                 - {_cut(first)}")
+                    out.extend(f"                     {_cut(line)}" for line in rest)
             else:
                 out.append(f"       plan:     {finding.plan.symptom}: not proposed ({finding.plan.error})")
     out += ["", "4. The plan to fix it, in the runbook's order"]

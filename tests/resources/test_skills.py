@@ -67,7 +67,7 @@ def test_parse_rejects_malformed(text: str, message: str) -> None:
 
 
 def test_name_must_match_file_name() -> None:
-    with pytest.raises(SkillError, match="differs from the file name 'other.md'"):
+    with pytest.raises(SkillError, match=r"differs from the file name 'other\.md'"):
         parse_skill(GOOD, origin="other.md", expected_name="other")
 
 
