@@ -11,7 +11,8 @@ canonical JSON (sorted keys, no whitespace) of :class:`Claims`: mode, plan id,
 - ``signature`` mode: an Ed25519 signature of ``DOMAIN + claims`` by an approver whose public
   key is listed in ``[approval] approvers``. The private key sits in a passphrase-protected
   file (PKCS8, ``BestAvailableEncryption``) whose password is first stretched with scrypt,
-  so nothing the server or an agent can read lets anyone mint a token without the passphrase.
+  so nothing the server or an agent can read lets anyone mint a token without the passphrase
+  (key files: :mod:`server.approver_keys`).
 
 Verification is strict: canonical base64url and canonical JSON only (a token has exactly
 one spelling), the mode must be the configured one, MACs and hashes are compared in
@@ -34,19 +35,18 @@ import json
 import os
 import re
 import secrets
-import stat
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
 from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from server.approver_keys import approver_keys, check_private_file
 from server.config import Settings
-from server.errors import InvalidArgument, MeshError, RemediationRefused
+from server.errors import MeshError, RemediationRefused
 
 TOKEN_VERSION = 1
 DOMAIN = b"mesh-mcp approval token v1\n"
@@ -56,11 +56,6 @@ MAX_TOKEN_CHARS = 4096
 DEFAULT_SECRET_PATH = Path("~/.config/mesh-mcp/approval.key")
 NONCES_FILE_NAME = "used_nonces"
 NONCES_PRUNE_LINES = 5000
-APPROVER_ID_RE = re.compile(r"^[A-Za-z0-9._@-]{1,64}$")
-MIN_PASSPHRASE_CHARS = 12
-KEY_FILE_MAGIC = "mesh-mcp approver key v1"
-DEFAULT_SCRYPT_N = 2**17
-"""scrypt cost of the key file's passphrase stretching: about 0.4 s and 128 MiB per guess."""
 
 _B64U_RE = re.compile(r"^[A-Za-z0-9_-]*$")
 
@@ -133,16 +128,6 @@ def secret_path(settings: Settings) -> Path:
     return Path(raw).expanduser() if raw else DEFAULT_SECRET_PATH.expanduser()
 
 
-def _check_private_file(path: Path, what: str) -> None:
-    info = path.stat()
-    if not stat.S_ISREG(info.st_mode):
-        raise MeshError(f"{what} {path} is not a regular file")
-    if info.st_uid != os.getuid():
-        raise MeshError(f"{what} {path} belongs to another user (uid {info.st_uid}): refusing to use it")
-    if info.st_mode & 0o077:
-        raise MeshError(f"{what} {path} is readable by other users (mode {oct(info.st_mode & 0o777)}): chmod 600 it")
-
-
 def load_secret(settings: Settings, *, create: bool) -> bytes:
     """The local-mode HMAC secret; with ``create`` it is made (0600, 32 random bytes) when missing.
 
@@ -166,7 +151,7 @@ def load_secret(settings: Settings, *, create: bool) -> bytes:
                 fh.write(secrets.token_hex(32) + "\n")
                 fh.flush()
                 os.fsync(fh.fileno())
-    _check_private_file(path, "approval secret")
+    check_private_file(path, "approval secret")
     text = path.read_text(encoding="ascii", errors="replace").strip()
     if not re.fullmatch(r"[0-9a-f]{64}", text):
         raise MeshError(f"approval secret {path} is malformed (expected 64 hex characters): delete it to start over")
@@ -175,126 +160,6 @@ def load_secret(settings: Settings, *, create: bool) -> bytes:
 
 def _mac(secret: bytes, claims_bytes: bytes) -> bytes:
     return hmac.new(secret, DOMAIN + claims_bytes, hashlib.sha256).digest()
-
-
-# -- signature mode: approver keys --------------------------------------------------------
-
-
-def public_key_text(key: Ed25519PublicKey) -> str:
-    """The raw 32-byte public key, base64 (the form written in ``[approval] approvers``)."""
-    raw = key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-    return base64.b64encode(raw).decode("ascii")
-
-
-def fingerprint(key: Ed25519PublicKey) -> str:
-    """``SHA256:<first 16 hex>`` of the raw public key, to tell keys apart on screen."""
-    raw = key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-    return "SHA256:" + hashlib.sha256(raw).hexdigest()[:16]
-
-
-def parse_public_key(text: str) -> Ed25519PublicKey:
-    """An Ed25519 public key from base64 of the 32 raw bytes, or a PEM SubjectPublicKeyInfo."""
-    text = text.strip()
-    if text.startswith("-----BEGIN"):
-        key = serialization.load_pem_public_key(text.encode("ascii"))
-        if not isinstance(key, Ed25519PublicKey):
-            raise ValueError("not an Ed25519 public key")
-        return key
-    try:
-        raw = base64.b64decode(text, validate=True)
-    except (binascii.Error, ValueError):
-        raise ValueError("not base64") from None
-    if len(raw) != 32:
-        raise ValueError(f"an Ed25519 public key is 32 bytes, this one is {len(raw)}")
-    return Ed25519PublicKey.from_public_bytes(raw)
-
-
-def approver_keys(settings: Settings) -> dict[str, Ed25519PublicKey]:
-    """``[approval] approvers`` parsed; a bad entry is a configuration error naming it."""
-    keys: dict[str, Ed25519PublicKey] = {}
-    for approver, text in settings.approval.approvers.items():
-        try:
-            keys[approver] = parse_public_key(text)
-        except ValueError as exc:
-            raise MeshError(
-                f"[approval] approvers.{approver}: {exc}; paste the line printed by `mesh-mcp approver init`"
-            ) from None
-    return keys
-
-
-def _stretch(passphrase: str, salt: bytes, n: int, r: int, p: int) -> bytes:
-    derived = hashlib.scrypt(
-        passphrase.encode("utf-8"), salt=salt, n=n, r=r, p=p, maxmem=256 * 1024 * 1024 + 128 * r * n, dklen=32
-    )
-    return derived.hex().encode("ascii")
-
-
-def create_approver_key(path: Path, approver: str, passphrase: str, *, scrypt_n: int = DEFAULT_SCRYPT_N) -> str:
-    """Write a new passphrase-protected Ed25519 key to ``path`` (0600, never overwritten).
-
-    Returns the public key text for ``[approval] approvers``. The file is a short header
-    (approver id, scrypt parameters and salt) followed by a standard encrypted PKCS8 PEM
-    whose password is the scrypt-stretched passphrase.
-    """
-    if not APPROVER_ID_RE.match(approver):
-        raise InvalidArgument("approver id: 1-64 characters among letters, digits and . _ @ -")
-    if len(passphrase) < MIN_PASSPHRASE_CHARS:
-        raise InvalidArgument(f"the passphrase must have at least {MIN_PASSPHRASE_CHARS} characters")
-    if scrypt_n < 2**10 or scrypt_n & (scrypt_n - 1):
-        raise InvalidArgument("scrypt n must be a power of two >= 1024")
-    key = Ed25519PrivateKey.generate()
-    salt = secrets.token_bytes(16)
-    r, p = 8, 1
-    pem = key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.BestAvailableEncryption(_stretch(passphrase, salt, scrypt_n, r, p)),
-    ).decode("ascii")
-    header = (
-        f"{KEY_FILE_MAGIC}\napprover: {approver}\n"
-        f"kdf: scrypt n={scrypt_n} r={r} p={p} salt={b64u_encode(salt)}\n"
-    )
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        raise InvalidArgument(f"{path} already exists: choose another --out or remove it first") from None
-    with os.fdopen(fd, "w") as fh:
-        fh.write(header + pem)
-        fh.flush()
-        os.fsync(fh.fileno())
-    return public_key_text(key.public_key())
-
-
-_KDF_RE = re.compile(r"^kdf: scrypt n=(\d+) r=(\d+) p=(\d+) salt=([A-Za-z0-9_-]+)$")
-
-
-def load_approver_key(path: Path, passphrase: str) -> tuple[str, Ed25519PrivateKey]:
-    """``(approver id, private key)`` from a key file written by :func:`create_approver_key`."""
-    try:
-        _check_private_file(path, "approver key")
-        text = path.read_text(encoding="ascii")
-    except FileNotFoundError:
-        raise MeshError(f"approver key {path} not found: create one with `mesh-mcp approver init`") from None
-    except UnicodeDecodeError:
-        raise MeshError(f"{path} is not a mesh-mcp approver key") from None
-    lines = text.split("\n", 3)
-    if len(lines) < 4 or lines[0] != KEY_FILE_MAGIC or not lines[1].startswith("approver: "):
-        raise MeshError(f"{path} is not a mesh-mcp approver key (made by `mesh-mcp approver init`)")
-    match = _KDF_RE.match(lines[2])
-    if match is None:
-        raise MeshError(f"{path}: unreadable kdf line")
-    n, r, p = (int(match.group(i)) for i in (1, 2, 3))
-    if not (2**10 <= n <= 2**22 and n & (n - 1) == 0 and 1 <= r <= 32 and 1 <= p <= 16):
-        raise MeshError(f"{path}: kdf parameters out of range")
-    password = _stretch(passphrase, b64u_decode(match.group(4)), n, r, p)
-    try:
-        key = serialization.load_pem_private_key(lines[3].encode("ascii"), password=password)
-    except (ValueError, TypeError):
-        raise MeshError("wrong passphrase (or damaged key file)") from None
-    if not isinstance(key, Ed25519PrivateKey):
-        raise MeshError(f"{path} does not hold an Ed25519 key")
-    return lines[1].removeprefix("approver: ").strip(), key
 
 
 # -- minting and verifying ----------------------------------------------------------------

@@ -25,14 +25,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import TextIO
 
-from server.approval import (
+from server.approval import describe_mode, mint_token
+from server.approver_keys import (
     MIN_PASSPHRASE_CHARS,
     approver_keys,
     create_approver_key,
-    describe_mode,
     fingerprint,
     load_approver_key,
-    mint_token,
     public_key_text,
 )
 from server.audit import audit_log

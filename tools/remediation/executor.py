@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 
-from server.approval import TokenRefused, consume_nonce, verify_token
+from server.approval import TokenRefused, consume_nonce, nonce_used, verify_token
 from server.audit import AuditLog, audit_log, audit_path
 from server.config import Settings
 from server.connections import Connections
@@ -55,15 +55,16 @@ def _admit(settings: Settings, plan_id: str, token: str, dry_run: bool, audit: A
         claims = verify_token(settings, token, plan_id=plan.plan_id, plan_sha256=plan.plan_sha256)
         if store.is_expired(plan):
             raise RemediationRefused(f"plan {plan_id} expired at {plan.expires_at}: propose the remediation again")
-        previous = store.application_record(settings, plan_id)
-        if previous is not None:
-            raise RemediationRefused(
-                f"plan {plan_id} was already applied ({previous.get('status')}): a plan runs once; "
-                "propose the remediation again to see the current state"
-            )
-        if not dry_run:
-            consume_nonce(settings, claims)
-            store.claim_application(settings, plan_id, claims.approver)
+        if dry_run:
+            if nonce_used(settings, claims.nonce):
+                raise TokenRefused("reused", "this approval token was already used: tokens are single-use")
+            previous = store.application_record(settings, plan_id)
+            if previous is not None:
+                raise RemediationRefused(f"plan {plan_id} was already applied ({previous.get('status')}): "
+                                         "a plan runs once; propose the remediation again")
+        else:
+            consume_nonce(settings, claims)  # atomic: a second use of the token is refused here
+            store.claim_application(settings, plan_id, claims.approver)  # atomic: a plan runs once
     except MeshError as exc:
         _refuse(audit, plan_id, plan, exc)
         raise
@@ -126,9 +127,6 @@ async def apply_plan(
         step = plan.steps[index]
         steps = _not_run(plan, 0, "not run: a precondition no longer holds")
         steps[index] = StepResult(number=step.number, action=step.action, status="drift", detail=problem)
-        for s in steps[:index] + steps[index + 1 :]:
-            audit.record("step", plan_id=plan_id, plan_sha256=plan.plan_sha256, approver=approver, step=s.number,
-                         action=s.action, result="not_run")
         audit.record("step", plan_id=plan_id, plan_sha256=plan.plan_sha256, approver=approver,
                      step=step.number, action=step.action, result="drift", detail=problem)
         return report("dry_run_drift" if dry_run else "stopped", steps,

@@ -4,7 +4,7 @@ One builder per symptom, in the runbook's order (export and back up, claim or ac
 clear stale locks, replay, confirm, delete from the DLQ, clean the retry bookkeeping,
 reconcile SQL with guarded UPDATEs, retry a failed BullMQ job):
 
-- ``dlq_replay`` / ``claim_dead_consumer`` / ``clear_stale_lock``: :mod:`plan_streams`;
+- ``dlq_replay``: :mod:`plan_dlq`; ``claim_dead_consumer`` / ``clear_stale_lock``: :mod:`plan_streams`;
 - ``reconcile_outbox`` / ``requeue_stuck_job``: :mod:`plan_outbox`;
 - ``retry_failed_job``: :mod:`plan_queues`.
 
@@ -175,10 +175,10 @@ def approval_note(settings: Settings) -> str:
 
 
 async def _build(builder: PlanBuilder, connections: Connections, request: Request) -> None:
-    from tools.remediation import plan_outbox, plan_queues, plan_streams
+    from tools.remediation import plan_dlq, plan_outbox, plan_queues, plan_streams
 
     builders: dict[str, Any] = {
-        "dlq_replay": plan_streams.build_dlq_replay,
+        "dlq_replay": plan_dlq.build_dlq_replay,
         "claim_dead_consumer": plan_streams.build_claim_dead_consumer,
         "clear_stale_lock": plan_streams.build_clear_stale_lock,
         "reconcile_outbox": plan_outbox.build_reconcile_outbox,
