@@ -13,30 +13,19 @@ from collections.abc import Callable
 from tools.mesh_index.model import Site
 from tools.verify.checks_job import check_declared
 from tools.verify.facts_producers import transaction_context
-from tools.verify.inputs import FlowInputs, at, describe, evidence, site_class
+from tools.verify.inputs import ConsumerView, FlowInputs, at, describe, evidence, producer_note
 from tools.verify.model import Check, Evidence
 
 SQL_KINDS = frozenset({"sql_trigger", "sql_insert"})
-TYPE_LIST_KEYS = ("accepts", "accepted_types", "types", "handled_types", "event_types")
-FILTER_KEYS = ("filter", "accepts_all")
+INDIRECT_KINDS = frozenset({"sql_trigger", "sql_insert", "mapping"})
 
 
 def _check(check_id: str, status: str, detail: str, ev: list[Evidence], hint: str | None = None) -> Check:
     return Check(id=check_id, status=status, detail=detail, evidence=ev, hint=hint if status != "pass" else None)
 
 
-def accepted_types(site: Site) -> set[str] | None:
-    """The event types a post-processor lets through: a set, ``{"*"}`` for all, ``None`` when not visible."""
-    detail = site.detail
-    mode = (detail.get("filter") or "").lower()
-    if mode in ("all", "none", "*") or (detail.get("accepts_all") or "").lower() in ("true", "1", "yes"):
-        return {"*"}
-    if mode in ("dynamic", "unknown", "unresolved"):
-        return None
-    for key in TYPE_LIST_KEYS:
-        if key in detail:
-            return {t.strip() for t in detail[key].split(",") if t.strip()}
-    return None
+def _consumer_evidence(c: ConsumerView, note: str) -> Evidence:
+    return evidence(c.site, f"{c.cls} on {c.stream} group {c.group or '?'}: {note}")
 
 
 def _streams(inp: FlowInputs) -> tuple[set[str], list[Site]]:
@@ -64,11 +53,11 @@ def check_has_producer(inp: FlowInputs) -> Check:
     )
     sites = inp.event_producers()
     prod = inp.production(sites)
-    exact = [p for p in prod if p.confidence == "exact"]
+    exact = [p for p in prod if p.confidence == "exact" or p.kind in INDIRECT_KINDS]
     if exact:
         return _check(
             "has_producer", "pass", f"{len(exact)} production producer(s), first at {describe(exact[0])}",
-            [evidence(p, f"{p.kind} producer") for p in exact],
+            [evidence(p, producer_note(p)) for p in exact],
         )
     if prod:
         return _check(
@@ -130,18 +119,14 @@ def check_producer_in_transaction(inp: FlowInputs) -> Check:
     return _check("producer_in_transaction", "pass", "every producer writes the event inside a transaction", passes)
 
 
-def _consumers_on(inp: FlowInputs, streams: set[str]) -> list[Site]:
-    out: list[Site] = []
-    for stream in sorted(streams):
-        out.extend(s for s in inp.stream_consumers.get(stream, []) if not s.test_only)
-    return out
+def _consumers_on(inp: FlowInputs, streams: set[str]) -> list[ConsumerView]:
+    return [c for stream in sorted(streams) for c in inp.stream_consumers.get(stream, [])]
 
 
 def check_stream_has_consumer(inp: FlowInputs) -> Check:
     streams, blind = _streams(inp)
-    accepting = [p for p in inp.post_processors() if _accepts(p, inp.match.value) is True]
     if streams:
-        empty = sorted(s for s in streams if not [c for c in inp.stream_consumers.get(s, []) if not c.test_only])
+        empty = sorted(s for s in streams if not inp.stream_consumers.get(s))
         if empty:
             ev = [evidence(p, "producer") for p in inp.production(inp.event_producers())][:5]
             if empty[0] in inp.declared_streams:
@@ -156,61 +141,65 @@ def check_stream_has_consumer(inp: FlowInputs) -> Check:
         consumers = _consumers_on(inp, streams)
         return _check(
             "stream_has_consumer", "pass",
-            f"{', '.join(sorted(streams))} read by {site_class(consumers[0], 'class')} and {len(consumers) - 1} more",
-            [evidence(c, f"consumer on {c.detail.get('stream', '?')} group {c.detail.get('group', '?')}")
-             for c in consumers],
+            f"{', '.join(sorted(streams))} read by " + ", ".join(sorted({f"{c.cls} ({c.group})" for c in consumers})),
+            [_consumer_evidence(c, "reads the stream") for c in consumers],
         )
-    if accepting:
+    if inp.type_consumers:
+        first = inp.type_consumers[0]
         return _check(
             "stream_has_consumer", "pass",
-            f"{site_class(accepting[0], 'class')} consumes it on {accepting[0].detail.get('stream', '?')} "
-            "(the producers' target streams are not visible)",
-            [evidence(c, f"accepts the type on {c.detail.get('stream', '?')}") for c in accepting],
+            f"{first.cls} consumes it on {first.stream} (the producers' target streams are not visible)",
+            [_consumer_evidence(c, "accepts the type") for c in inp.type_consumers],
         )
     ev = [evidence(p, "producer: target streams not visible") for p in blind][:5]
-    if any(accepted_types(p) is None for p in inp.post_processors()):
-        return _check("stream_has_consumer", "unknown", "target streams not visible, consumers' filters dynamic", ev)
+    if inp.dynamic_consumers:
+        ev += [_consumer_evidence(c, "filter not visible statically") for c in inp.dynamic_consumers][:5]
+        return _check(
+            "stream_has_consumer", "unknown",
+            "the producers' target streams are not visible and some post-processors' filters are dynamic", ev,
+        )
     return _check(
         "stream_has_consumer", "fail", "no post-processor consumes this event type", ev,
         f"Add a post-processor on the event's stream whose filter accepts {_member(inp)}.",
     )
 
 
-def _accepts(site: Site, value: str) -> bool | None:
-    types = accepted_types(site)
-    if types is None:
-        return None
-    return "*" in types or value in types
-
-
 def check_consumer_accepts_type(inp: FlowInputs) -> Check:
     streams, _ = _streams(inp)
     value = inp.match.value
-    candidates = _consumers_on(inp, streams) if streams else inp.post_processors()
-    accepting = [c for c in candidates if _accepts(c, value) is True]
+    if not streams:
+        if inp.type_consumers:
+            return _check(
+                "consumer_accepts_type", "pass", f"{inp.type_consumers[0].cls} lets '{value}' through",
+                [_consumer_evidence(c, "filter accepts the type") for c in inp.type_consumers],
+            )
+        return _check(
+            "consumer_accepts_type", "unknown", "the streams the event is sent to are not visible", [],
+        )
+    candidates = _consumers_on(inp, streams)
+    if not candidates:
+        return _check("consumer_accepts_type", "unknown", "no consumer on the event's streams to inspect", [])
+    accepting = [c for c in candidates if c.accepts == "yes"]
     if accepting:
         return _check(
-            "consumer_accepts_type", "pass",
-            f"{site_class(accepting[0], 'class')} lets '{value}' through",
-            [evidence(c, "filter accepts the type") for c in accepting],
+            "consumer_accepts_type", "pass", f"{accepting[0].cls} lets '{value}' through",
+            [_consumer_evidence(c, "filter accepts the type") for c in accepting],
         )
-    if not candidates:
-        return _check("consumer_accepts_type", "unknown", "no consumer to inspect", [])
-    dynamic = [c for c in candidates if _accepts(c, value) is None]
+    dynamic = [c for c in candidates if c.accepts == "unknown"]
     if dynamic:
         return _check(
             "consumer_accepts_type", "unknown",
-            f"the filter of {site_class(dynamic[0], 'class')} ({describe(dynamic[0])}) is not a static list",
-            [evidence(c, "filter not visible statically") for c in dynamic],
+            f"the filter of {dynamic[0].cls} ({describe(dynamic[0].site)}) is not a static list",
+            [_consumer_evidence(c, "filter not visible statically") for c in dynamic],
         )
     first = candidates[0]
-    shown = ", ".join(sorted(accepted_types(first) or []))[:200]
+    shown = ", ".join(first.accepted)[:200] or "nothing"
     return _check(
         "consumer_accepts_type", "fail",
-        f"{site_class(first, 'class')} on {first.detail.get('stream', '?')} drops '{value}' (accepts only {shown})",
-        [evidence(c, f"filter accepts: {', '.join(sorted(accepted_types(c) or []))[:200]}") for c in candidates],
-        f"Add {_member(inp)} to the types {site_class(first, 'class')} accepts (its shouldProcess filter or "
-        "handled-types list), or send the event to a stream whose consumer handles it.",
+        f"{first.cls} on {first.stream} drops '{value}' (its filter accepts only {shown})",
+        [_consumer_evidence(c, "accepts only " + (", ".join(c.accepted)[:200] or "nothing")) for c in candidates],
+        f"Add {_member(inp)} to the types {first.cls} accepts (its shouldProcess filter or handled-types list), "
+        "or send the event to a stream whose consumer handles it.",
     )
 
 

@@ -12,7 +12,16 @@ from collections.abc import Callable
 
 from tools.mesh_index.model import Site
 from tools.verify.facts import bare_throws, handler_facts
-from tools.verify.inputs import DIRECT_KINDS, OUTBOX_JOB_KINDS, FlowInputs, at, describe, evidence, site_class
+from tools.verify.inputs import (
+    DIRECT_KINDS,
+    OUTBOX_JOB_KINDS,
+    FlowInputs,
+    at,
+    describe,
+    evidence,
+    producer_note,
+    site_class,
+)
 from tools.verify.model import Check, Evidence
 
 
@@ -78,24 +87,30 @@ def check_in_registry(inp: FlowInputs) -> Check:
     registries = "/".join(inp.conv.job_registry)
     if inp.registry is None:
         return _unknown("in_registry", f"no interface named {registries} found in the contracts package", [])
-    names = {m.name, *m.aliases}
-    hits = [
-        (rel, e)
-        for rel, e in inp.registry
-        if (e.key_is_string and e.key == m.value) or (not e.key_is_string and e.key in names)
-    ]
+    hits = [k for k in inp.registry if k.value == m.value]
     if hits:
-        rel, entry = hits[0]
-        ev = [Evidence(file=rel, line=entry.line, symbol=entry.registry, note=f"[{entry.key}]: {entry.payload_type}")]
-        return _pass("in_registry", f"registered in {entry.registry} with payload {entry.payload_type}", ev)
-    rel, entry = inp.registry[0] if inp.registry else ("", None)
-    ev = [Evidence(file=rel, line=entry.line, symbol=entry.registry, note="registry")] if entry else []
+        k = hits[0]
+        ev = [Evidence(file=k.file, line=k.entry.line, symbol=k.entry.registry, note=f"[{k.entry.key}]: "
+                       f"{k.entry.payload_type}")]
+        return _pass("in_registry", f"registered in {k.entry.registry} with payload {k.entry.payload_type}", ev)
+    unresolved = [k for k in inp.registry if k.value is None]
+    if unresolved:
+        ev = [Evidence(file=k.file, line=k.entry.line, symbol=k.entry.registry, note=f"key [{k.entry.key}] unresolved")
+              for k in unresolved]
+        return _unknown(
+            "in_registry", f"{len(unresolved)} {registries} key(s) could not be resolved; one may be this job", ev,
+            f"Key {registries} entries by job-type members (`[{_member(inp)}]: IPayload;`).",
+        )
+    first = inp.registry[0] if inp.registry else None
+    ev = []
+    if first is not None:
+        ev = [Evidence(file=first.file, line=first.entry.line, symbol=first.entry.registry, note="registry")]
     return _fail(
         "in_registry",
         f"no {registries} entry maps '{m.value}' to its payload interface",
         ev,
         f"Add `[{_member(inp)}]: I<Name>Payload;` to the {registries} interface"
-        + (f" in {rel}." if rel else "."),
+        + (f" in {first.file}." if first else "."),
     )
 
 
@@ -153,9 +168,9 @@ def check_has_producer(inp: FlowInputs) -> Check:
     )
     all_sites = inp.job_producers()
     prod = inp.production(all_sites)
-    exact = [p for p in prod if p.confidence == "exact"]
+    exact = [p for p in prod if p.confidence == "exact" or p.kind == "mapping"]
     if exact:
-        ev = [evidence(p, f"{p.kind} producer") for p in exact]
+        ev = [evidence(p, producer_note(p)) for p in exact]
         return _pass("has_producer", f"{len(exact)} production producer(s), first at {describe(exact[0])}", ev)
     if prod:
         ev = [evidence(p, f"{p.kind} producer (heuristic)") for p in prod]
@@ -391,7 +406,8 @@ def check_provided_in_module(inp: FlowInputs) -> Check:
     unknowns: list[Evidence] = []
     passes: list[Evidence] = []
     missing: list[tuple[str, str]] = []
-    for site, cls in dict.fromkeys(classes):
+    unique = {(site.file, cls): (site, cls) for site, cls in classes}
+    for site, cls in unique.values():
         package = inp.package_dir(site.file)
         modules = inp.modules.modules_in(package)
         hit = next(((rel, m) for rel, m in modules if cls in m.providers), None)

@@ -23,7 +23,7 @@ SHORT_LABELS: dict[str, str] = {
     "producer_uses_outbox": "outbox",
     "has_handler": "handler",
     "handler_routed": "routed",
-    "queue_matches_target": "q=target",
+    "queue_matches_target": "q-match",
     "returns_original_payload": "returns",
     "reads_envelope": "envelope",
     "typed_errors": "errors",
@@ -51,11 +51,14 @@ def render_flow(report: FlowReport) -> str:
         "",
         f"{s.verdict}: {s.passed} pass, {s.failed} fail, {s.unknown} unknown of {s.total}",
     ]
-    fixes = [c for c in report.checks if c.status != "pass" and c.hint]
-    if fixes:
+    for check in (c for c in report.checks if c.status != "pass"):
         lines.append("")
-        lines.append("fixes:")
-        lines.extend(f"  {c.id}: {c.hint}" for c in fixes)
+        lines.append(f"{CELL[check.status]} {check.id}: {check.detail}")
+        lines.extend(f"  at {ev.file}:{ev.line}  {ev.note}" for ev in check.evidence[:8])
+        if len(check.evidence) > 8:
+            lines.append(f"  ... and {len(check.evidence) - 8} more (--json has them all)")
+        if check.hint:
+            lines.append(f"  fix: {check.hint}")
     return "\n".join(lines)
 
 

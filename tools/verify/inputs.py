@@ -25,6 +25,28 @@ OUTBOX_JOB_KINDS = frozenset({"create_job", "fallback"})
 DIRECT_KINDS = frozenset({"direct_queue"})
 
 
+@dataclass(frozen=True)
+class RegistryKey:
+    """A registry entry with the job-type value the index resolves its key to (None: not resolved)."""
+
+    file: str
+    entry: RegistryEntry
+    value: str | None
+
+
+@dataclass(frozen=True)
+class ConsumerView:
+    """A post-processor as an event check sees it: where it reads and whether it lets the type through."""
+
+    site: Site
+    cls: str
+    stream: str
+    group: str
+    accepts: str  # yes | no | unknown
+    accepted: tuple[str, ...] = ()
+    """What its filter accepts (values and patterns), for the evidence of a drop."""
+
+
 @dataclass
 class FlowInputs:
     """The resolved facts about one job or event type."""
@@ -38,11 +60,16 @@ class FlowInputs:
     unresolved: list[Site] = field(default_factory=list)
     declared_queues: dict[str, Site] = field(default_factory=dict)
     declared_streams: dict[str, Site] = field(default_factory=dict)
-    stream_consumers: dict[str, list[Site]] = field(default_factory=dict)
+    stream_consumers: dict[str, list[ConsumerView]] = field(default_factory=dict)
+    """Post-processors reading each stream the event is sent to (production code only)."""
+    type_consumers: list[ConsumerView] = field(default_factory=list)
+    """Post-processors, on any stream, whose filter lets this event type through."""
+    dynamic_consumers: list[ConsumerView] = field(default_factory=list)
+    """Post-processors whose filter cannot be read statically."""
     package_dir_of: Callable[[str], str] | None = None
     modules: ModuleScanner | None = None
-    registry: list[tuple[str, RegistryEntry]] | None = None
-    """Every registry key found in the contracts package (file, entry); None when no registry exists."""
+    registry: list[RegistryKey] | None = None
+    """Every registry key found in the contracts package; None when no registry interface exists."""
 
     # --- site selections ---------------------------------------------------------------
 
@@ -60,9 +87,6 @@ class FlowInputs:
 
     def workers(self) -> list[Site]:
         return [s for s in self.consumers if s.kind == "worker" and not s.test_only]
-
-    def post_processors(self) -> list[Site]:
-        return [s for s in self.consumers if s.kind == "post_processor" and not s.test_only]
 
     # --- files -------------------------------------------------------------------------
 
@@ -98,3 +122,12 @@ def at(site: Site, line: int, note: str, symbol: str | None = None) -> Evidence:
 
 def describe(site: Site) -> str:
     return f"{site.file}:{site.line}"
+
+
+def producer_note(site: Site) -> str:
+    """``create_job producer``, with how the index found it when that was a heuristic."""
+    note = f"{site.kind} producer"
+    if site.confidence != "exact":
+        how = site.detail.get("via") or site.detail.get("reason") or "inferred"
+        note += f" (heuristic: {how})"
+    return note

@@ -2,10 +2,13 @@
 
 :func:`verify_flow` resolves the target through the index (``analyze_impact``: same
 target syntax, same matching by string value), gathers the facts the checks read into a
-:class:`~tools.verify.inputs.FlowInputs`, runs the job or event checklist and returns a
+:class:`~tools.verify.inputs.FlowInputs` (sites from ``analyze_impact``, declared queues
+and streams from the catalogue, post-processors, qualified names and package folders from
+the index's resolved facts), runs the job or event checklist and returns a
 :class:`~tools.verify.model.FlowReport`. :func:`verify_all` does it for every job and
-event type of the catalogue, sharing parsed files and lookups between flows;
-:func:`failing_checks` is the short form ``list_catalogue`` uses.
+event type of the catalogue, sharing lookups and parsed files between flows;
+:func:`failing_checks` / :func:`failing_checks_by_type` are the short forms for
+``list_catalogue``.
 
 Everything here is synchronous and CPU-bound: MCP adapters call it in a worker thread.
 """
@@ -22,8 +25,9 @@ from server.errors import InvalidArgument, NotFound
 from tools.mesh_index.model import Catalogue, ImpactResult, Match, Site
 from tools.verify.checks_event import run_event_checks
 from tools.verify.checks_job import run_job_checks
-from tools.verify.facts import RegistryEntry, registry_entries
-from tools.verify.inputs import FlowInputs, evidence
+from tools.verify.facts import norm_expr, registry_entries
+from tools.verify.facts_producers import direct_queue_calls
+from tools.verify.inputs import ConsumerView, FlowInputs, RegistryKey, evidence
 from tools.verify.model import FlowReport, ResolvedTarget, VerifyAllReport
 from tools.verify.modules import ModuleScanner
 from tools.verify.tsparse import parse_file
@@ -32,6 +36,7 @@ log = logging.getLogger("mesh.verify")
 
 VERIFIABLE_KINDS = ("job", "event")
 MAX_REGISTRY_FILES = 5_000
+MAX_TARGET = 300
 
 
 class IndexServiceLike(Protocol):
@@ -44,19 +49,24 @@ class IndexServiceLike(Protocol):
 
     def catalogue(self, kind: str | None = None, orphans_only: bool = False) -> Catalogue: ...
 
+    def linked(self) -> Any: ...
+
+    def package_dir_of(self, rel: str) -> str: ...
+
 
 class _Session:
-    """Lookups shared by the flows of one run: catalogue, registry, modules, stream consumers."""
+    """Lookups shared by the flows of one run: catalogue, registry, modules, post-processors."""
 
     def __init__(self, index: IndexServiceLike) -> None:
         self.index = index
         self.workspace = Path(index.workspace)
         self.conv: StaticConventions = index.conventions
+        self.linked = index.linked()
         self.modules = ModuleScanner(self.workspace, self.conv)
         self._catalogue: Catalogue | None = None
+        self._declared: dict[str, dict[str, Site]] = {}
         self._registry_scanned = False
-        self._registry: list[tuple[str, RegistryEntry]] | None = None
-        self._stream_consumers: dict[str, list[Site]] = {}
+        self._registry: list[RegistryKey] | None = None
 
     # --- shared lookups ----------------------------------------------------------------
 
@@ -66,21 +76,30 @@ class _Session:
         return self._catalogue
 
     def declared(self, kind: str) -> dict[str, Site]:
-        return {e.value: e.defined_at for e in self.catalogue().entries if e.kind == kind and e.defined_at is not None}
+        if kind not in self._declared:
+            self._declared[kind] = {
+                e.value: e.defined_at for e in self.catalogue().entries if e.kind == kind and e.defined_at is not None
+            }
+        return self._declared[kind]
 
-    def registry(self) -> list[tuple[str, RegistryEntry]] | None:
-        """Registry keys of the contracts package; None when no registry interface is declared there."""
+    def resolve_qual(self, text: str) -> tuple[str, str] | None:
+        """(kind, value) of a qualified member name the index resolved, e.g. ``ShopQueue.SHOP``."""
+        key = self.linked.by_qual.get(norm_expr(text))
+        return tuple(key) if key else None
+
+    def registry(self) -> list[RegistryKey] | None:
+        """Registry keys of the contracts package with their resolved values; None when no registry exists."""
         if not self._registry_scanned:
             self._registry = self._scan_registry()
             self._registry_scanned = True
         return self._registry
 
-    def _scan_registry(self) -> list[tuple[str, RegistryEntry]] | None:
+    def _scan_registry(self) -> list[RegistryKey] | None:
         root = self.workspace / self.conv.messaging_package
         markers = [name.encode() for name in self.conv.job_registry]
         skip = set(self.conv.skip_dirs)
-        found: list[tuple[str, RegistryEntry]] = []
-        any_registry = False
+        found: list[RegistryKey] = []
+        declared = False
         seen = 0
         for dirpath, dirnames, filenames in os.walk(root):
             dirnames[:] = sorted(d for d in dirnames if d not in skip and not d.startswith("."))
@@ -97,26 +116,42 @@ class _Session:
                 except OSError:
                     continue
                 parsed = parse_file(path)
-                entries = registry_entries(parsed, self.conv) if parsed is not None else []
-                declares = parsed is not None and any(
-                    f"interface {r}".encode() in parsed.source or f"type {r}".encode() in parsed.source
+                if parsed is None:
+                    continue
+                entries = registry_entries(parsed, self.conv)
+                declared = declared or bool(entries) or any(
+                    f"interface {r}".encode() in parsed.source or f"type {r} ".encode() in parsed.source
                     for r in self.conv.job_registry
                 )
-                any_registry = any_registry or declares or bool(entries)
                 rel = path.relative_to(self.workspace).as_posix()
-                found.extend((rel, e) for e in entries)
-        return found if any_registry else None
+                for entry in entries:
+                    if entry.key_is_string:
+                        value: str | None = entry.key
+                    else:
+                        key = self.resolve_qual(entry.key)
+                        value = key[1] if key and key[0] == "job" else None
+                    found.append(RegistryKey(rel, entry, value))
+        return found if declared else None
 
-    def stream_consumers(self, streams: set[str]) -> dict[str, list[Site]]:
-        for stream in streams:
-            if stream not in self._stream_consumers:
-                try:
-                    impact = self.index.analyze_impact(stream, depth=1, include_tests=True)
-                except NotFound:
-                    self._stream_consumers[stream] = []
-                    continue
-                self._stream_consumers[stream] = [c for c in impact.consumers if c.kind == "post_processor"]
-        return {s: self._stream_consumers[s] for s in streams}
+    def consumer_views(self, value: str) -> list[ConsumerView]:
+        """Every production post-processor, per stream it reads, with whether it accepts ``value``."""
+        views = []
+        for rec in self.linked.post_processors.values():
+            site = rec.site.model()
+            if site.test_only:
+                continue
+            if rec.accept_all or rec.accepts_value(value):
+                accepts = "yes"
+            elif rec.filter_unknown:
+                accepts = "unknown"
+            else:
+                accepts = "no"
+            accepted = tuple(sorted(rec.accepts)) + tuple(f"{op}('{text}')" for op, text in rec.patterns)
+            cls = site.detail.get("post_processor_class") or (site.symbol or "").split(".")[0]
+            group = ", ".join(rec.groups)
+            for stream in rec.streams or [""]:
+                views.append(ConsumerView(site, cls, stream, group, accepts, accepted))
+        return views
 
     # --- one flow ----------------------------------------------------------------------
 
@@ -129,12 +164,14 @@ class _Session:
             if impact.matches:
                 kinds = ", ".join(sorted({f"{m.kind} {m.name}" for m in impact.matches}))
                 raise InvalidArgument(
-                    f"'{target}' is not a job or event type ({kinds}); verify_flow checks job and event types: "
-                    "pass one of those (analyze_impact shows what travels on a queue or stream)"
+                    f"'{target}' is not a job or event type ({kinds}); verify_flow checks job and event types "
+                    "(analyze_impact shows what travels on a queue or stream)"
                 )
             near = f" Closest names: {', '.join(impact.suggestions[:8])}." if impact.suggestions else ""
-            raise NotFound(f"no job or event type matches '{target}'.{near} Pass a member name, a qualified name "
-                           "(JobMessagingType.X) or the string value.")
+            raise NotFound(
+                f"no job or event type matches '{target}'.{near} Pass a member name, a qualified name "
+                "(JobMessagingType.X) or the string value."
+            )
         distinct = {(m.kind, m.value): m for m in candidates}
         if len(distinct) > 1:
             options = "; ".join(f"{m.kind} {m.name} = '{m.value}'" for m in distinct.values())
@@ -143,31 +180,59 @@ class _Session:
             )
         return next(iter(distinct.values())), impact
 
+    def confirm_direct_push(self, site: Site, value: str) -> Site:
+        """A ``direct_queue`` site re-read: exact, with its queue, when the receiver is provably a BullMQ queue."""
+        parsed = parse_file(self.workspace / site.file)
+        calls = direct_queue_calls(parsed, self.conv) if parsed is not None else []
+        for call in calls:
+            if call.line != site.line:
+                continue
+            name = call.name_expr.strip("'\"`")
+            resolved = self.resolve_qual(call.name_expr)
+            if name != value and (resolved is None or resolved[1] != value):
+                continue
+            detail = dict(site.detail)
+            queue = self.resolve_qual(call.queue_expr) if call.queue_expr else None
+            if queue is not None and queue[0] == "queue":
+                detail["queue"] = queue[1]
+            elif call.queue_expr and call.queue_expr[:1] in "'\"`" and "${" not in call.queue_expr:
+                detail["queue"] = call.queue_expr.strip("'\"`")
+            elif call.queue_expr:
+                detail["raw"] = call.queue_expr
+            detail["via"] = f"{call.method}() on a BullMQ queue"
+            return site.model_copy(update={"confidence": "exact", "detail": detail})
+        return site
+
     def inputs(self, match: Match, impact: ImpactResult) -> FlowInputs:
         def about(site: Site) -> bool:
             return site.value is None or site.value == match.value
 
         producers = [s for s in impact.producers if about(s)]
-        consumers = [s for s in impact.consumers if about(s)]
+        producers = [
+            self.confirm_direct_push(s, match.value) if s.kind == "direct_queue" and s.confidence != "exact" else s
+            for s in producers
+        ]
         inp = FlowInputs(
             workspace=self.workspace,
             conv=self.conv,
             match=match,
             producers=producers,
-            consumers=consumers,
+            consumers=[s for s in impact.consumers if about(s)],
             routes=list(impact.routes),
             unresolved=list(impact.unresolved),
-            declared_queues=self.declared("queue") if match.kind == "job" else {},
-            declared_streams=self.declared("stream") if match.kind == "event" else {},
-            package_dir_of=_package_dir_function(self.index),
+            package_dir_of=self.index.package_dir_of,
             modules=self.modules,
-            registry=self.registry() if match.kind == "job" else None,
         )
-        if match.kind == "event":
-            streams = {r.name for r in impact.routes if r.kind == "stream"}
-            for site in producers:
-                streams.update(s.strip() for s in (site.detail.get("stream") or "").split(",") if s.strip())
-            inp.stream_consumers = self.stream_consumers(streams)
+        if match.kind == "job":
+            inp.declared_queues = self.declared("queue")
+            inp.registry = self.registry()
+        else:
+            inp.declared_streams = self.declared("stream")
+            views = self.consumer_views(match.value)
+            for view in views:
+                inp.stream_consumers.setdefault(view.stream, []).append(view)
+            inp.type_consumers = [v for v in views if v.accepts == "yes"]
+            inp.dynamic_consumers = [v for v in views if v.accepts == "unknown"]
         return inp
 
     def verify(self, target: str, kind: str | None = None, value: str | None = None) -> FlowReport:
@@ -178,45 +243,35 @@ class _Session:
             kind=match.kind,  # type: ignore[arg-type]
             name=match.name,
             value=match.value,
-            defined_at=_evidence_of(match.defined_at),
+            defined_at=evidence(match.defined_at, "declaration") if match.defined_at is not None else None,
             aliases=list(match.aliases),
         )
         return FlowReport.build(resolved, checks)
-
-
-def _evidence_of(site: Site | None) -> Any:
-    return evidence(site, "declaration") if site is not None else None
-
-
-def _package_dir_function(index: Any) -> Any:
-    """The index's ``package_dir_of`` when it exposes its workspace layout, else None (walk up instead)."""
-    layout = getattr(index, "layout", None)
-    fn = getattr(layout, "package_dir_of", None) if layout is not None else None
-    return fn if callable(fn) else None
 
 
 def _validate_target(target: str) -> str:
     target = (target or "").strip()
     if not target:
         raise InvalidArgument("target is empty: pass a job or event type (member name, qualified name or value)")
-    if len(target) > 300:
-        raise InvalidArgument("target is longer than 300 characters: pass a job or event type name or value")
+    if len(target) > MAX_TARGET:
+        raise InvalidArgument(f"target is longer than {MAX_TARGET} characters: pass a job or event type name or value")
     return target
 
 
 def verify_flow(index_service: IndexServiceLike, target: str) -> FlowReport:
     """The checklist of one job or event type (see docs/verify-flow.md for each check)."""
-    return _Session(index_service).verify(_validate_target(target))
+    target = _validate_target(target)
+    return _Session(index_service).verify(target)
 
 
 def verify_all(index_service: IndexServiceLike, kinds: tuple[str, ...] = VERIFIABLE_KINDS) -> VerifyAllReport:
-    """Every job and event type of the catalogue, each with its checklist (sorted by kind then name)."""
+    """Every declared job and event type of the catalogue, each with its checklist (by kind, then name)."""
     session = _Session(index_service)
-    flows = []
     entries = sorted(
         (e for e in session.catalogue().entries if e.kind in kinds),
         key=lambda e: (VERIFIABLE_KINDS.index(e.kind), e.name),
     )
+    flows = []
     seen: set[tuple[str, str]] = set()
     for entry in entries:
         if (entry.kind, entry.value) in seen:
@@ -232,7 +287,7 @@ def verify_all(index_service: IndexServiceLike, kinds: tuple[str, ...] = VERIFIA
 def failing_checks(index_service: IndexServiceLike, value: str, kind: str | None = None) -> list[str]:
     """Ids of the failing checks of the job or event type ``value`` ([] when it cannot be verified).
 
-    For ``list_catalogue``: call it per job/event entry with the entry's value and kind.
+    For one entry; to annotate a whole catalogue use :func:`failing_checks_by_type` (one pass).
     """
     try:
         return _Session(index_service).verify(value, kind=kind, value=value if kind else None).failing
@@ -241,5 +296,5 @@ def failing_checks(index_service: IndexServiceLike, value: str, kind: str | None
 
 
 def failing_checks_by_type(index_service: IndexServiceLike) -> dict[tuple[str, str], list[str]]:
-    """(kind, value) -> failing check ids, for every job and event type in one pass (cheaper than per entry)."""
+    """(kind, value) -> failing check ids, for every job and event type in one pass."""
     return {(f.target.kind, f.target.value): f.failing for f in verify_all(index_service).flows}
