@@ -181,3 +181,26 @@ async def test_resources_and_prompts_over_stdio(mesh_config: Callable[..., Path]
             await client.read_resource("skill://nope")
         prompt = await client.get_prompt("remediate_dlq", {"stream": "stream:event:created"})
         assert 'dlq_list(stream="stream:event:created")' in prompt.messages[0].content.text
+
+
+async def test_catalogue_of_the_sample_workspace(make_settings: Callable[..., Settings], tmp_path: Path) -> None:
+    """mesh://catalogue is the static index's catalogue; the sample workspace shows each orphan kind once."""
+    import json
+    import shutil
+
+    from server.demo import sample_workspace_dir
+
+    workspace = tmp_path / "workspace"
+    shutil.copytree(sample_workspace_dir(), workspace)
+    async with in_process_client(make_settings(workspace=str(workspace))) as client:
+        result = await client.read_resource("mesh://catalogue")
+    (content,) = result.contents
+    assert content.mime_type == "application/json"
+    entries = {(e["kind"], e["value"]): e for e in json.loads(content.text)["entries"]}
+    geocode = entries[("job", "events.geocode_event")]
+    assert geocode["producers"] >= 1 and geocode["consumers"] >= 1 and not geocode["orphan"]
+    assert any("not routed" in r for r in entries[("job", "events.notify_followers")]["reasons"])
+    assert any("test" in r for r in entries[("job", "users.send_welcome_email")]["reasons"])
+    assert entries[("job", "events.sync_external_calendar")]["orphan"]
+    assert not entries[("stream", "stream:event:created")]["orphan"]
+    assert not entries[("event", "event.created_by_fallback")]["orphan"]  # produced through the mapping table
