@@ -118,7 +118,8 @@ async def find_dead_letters(
     """DLQ entries of ``stream`` whose ``messageId`` is one of ``message_ids``.
 
     Reads ``<stream><dlq_suffix>`` from the oldest candidate's millisecond onwards, in pages
-    of ``limits.max_count`` entries, at most ``limits.scan_max_iterations`` pages.
+    of 50, 100, 200, ... entries (at most ``limits.max_count``), at most
+    ``limits.scan_max_iterations`` pages.
     """
     if not message_ids:
         return []
@@ -127,8 +128,9 @@ async def find_dead_letters(
     dlq = dlq_stream_of(conventions, stream)
     found: list[DeadLetter] = []
     start: str = f"{start_ms}-0"
+    count = min(50, limits.max_count)  # dead letters follow their message closely: start small, then double
     for _ in range(limits.scan_max_iterations):
-        page = await redis.xrange(dlq, min=start, max="+", count=limits.max_count)
+        page = await redis.xrange(dlq, min=start, max="+", count=count)
         for raw_id, fields in page:
             message_id = _text(fields.get(b"messageId", b""))
             if message_id in wanted:
@@ -142,9 +144,10 @@ async def find_dead_letters(
                         group=_text(fields[b"group"]) if b"group" in fields else None,
                     )
                 )
-        if len(page) < limits.max_count:
+        if len(page) < count:
             break
         start = "(" + _text(page[-1][0])
+        count = min(count * 2, limits.max_count)
     return found
 
 

@@ -209,7 +209,7 @@ class Tracer:
                 hops.append(self._redis_unknown(f"{label}stream_entry", stream))
                 continue
             result = await self._redis(stream_hops, self.connections.redis(), self.settings, stream, row.id,
-                                       around, now_ms, label)
+                                       around, now_ms, label, found.times.processed_ms or found.times.updated_ms)
             if result is None:
                 hops.append(self._redis_unknown(f"{label}stream_entry", stream))
                 continue

@@ -25,36 +25,64 @@ def _text(value: Any) -> str:
     return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else str(value)
 
 
+FIRST_PAGE = 50
+"""Entries read by the first page in each direction; pages then double up to ``[limits] max_count``."""
+
+
+def _keep(ref: StreamEntryRef, raw_id: Any, fields: dict[bytes, bytes], max_bytes: int) -> None:
+    ref.entry_id = _text(raw_id)
+    for key, value in fields.items():
+        text, was_cut = cut(_text(value), max_bytes)
+        ref.fields[_text(key)] = text or ""
+        ref.truncated = ref.truncated or was_cut
+
+
 async def locate_entry(
-    redis: Any, settings: Settings, stream: str, event_id: str, around_ms: list[int]
+    redis: Any, settings: Settings, stream: str, event_id: str, around_ms: list[int], expected_ms: int | None = None
 ) -> tuple[StreamEntryRef, bool]:
-    """The entry of ``stream`` whose ``id`` field is ``event_id``; second value: the stream exists."""
+    """The entry of ``stream`` whose ``id`` field is ``event_id``; second value: the stream exists.
+
+    The search is bounded to ``[min(around_ms) - window, max(around_ms) + window]`` and starts
+    where the entry most likely is: at ``expected_ms`` (the push time, i.e. ``processed_at``;
+    the runner XADDs, then marks the row), reading backwards then forwards in alternating
+    pages of 50, 100, 200, ... entries (at most ``max_count`` each, ``scan_max_iterations``
+    pages in all). Parsing entries is the cost, so the usual case reads one small page.
+    """
     limits = settings.limits
     window = limits.stream_window_ms
     start_ms = max(0, min(around_ms) - window)
     end_ms = max(around_ms) + window
+    center = min(max(expected_ms if expected_ms is not None else max(around_ms), start_ms), end_ms)
     ref = StreamEntryRef(stream=stream, searched_from_ms=start_ms, searched_to_ms=end_ms)
     first = await redis.xrange(stream, min="-", max="+", count=1)
     if not first:
-        exists = bool(await redis.exists(stream))
-        return ref, exists
+        return ref, bool(await redis.exists(stream))
     ref.first_entry_id = _text(first[0][0])
-    cursor = f"{start_ms}-0"
     wanted = event_id.encode()
+    back: str | None = str(center)  # XREVRANGE max (inclusive of every entry of that millisecond)
+    forward: str | None = f"{center + 1}-0"  # XRANGE min
+    size = {"back": FIRST_PAGE, "forward": FIRST_PAGE}
     for _ in range(limits.scan_max_iterations):
-        page = await redis.xrange(stream, min=cursor, max=str(end_ms), count=limits.max_count)
+        if back is None and forward is None:
+            break
+        direction = "back" if back is not None and (forward is None or size["back"] <= size["forward"]) else "forward"
+        count = min(size[direction], limits.max_count)
+        if direction == "back":
+            page = await redis.xrevrange(stream, max=back, min=f"{start_ms}-0", count=count)
+        else:
+            page = await redis.xrange(stream, min=forward, max=str(end_ms), count=count)
         ref.scanned += len(page)
         for raw_id, fields in page:
             if fields.get(b"id") == wanted:
-                ref.entry_id = _text(raw_id)
-                for key, value in fields.items():
-                    text, was_cut = cut(_text(value), limits.payload_max_bytes)
-                    ref.fields[_text(key)] = text or ""
-                    ref.truncated = ref.truncated or was_cut
+                _keep(ref, raw_id, fields, limits.payload_max_bytes)
                 return ref, True
-        if len(page) < limits.max_count:
-            break
-        cursor = "(" + _text(page[-1][0])
+        size[direction] = count * 2
+        more = len(page) == count
+        next_bound = "(" + _text(page[-1][0]) if page and more else None
+        if direction == "back":
+            back = next_bound
+        else:
+            forward = next_bound
     return ref, True
 
 
@@ -62,7 +90,7 @@ async def _trimmed(redis: Any, settings: Settings, ref: StreamEntryRef) -> bool:
     """Whether MAXLEN trimming explains a missing entry.
 
     True when the stream is empty, when its oldest entry is newer than the whole search
-    window, or when it is newer than the searched window, the stream was trimmed and the stream is at its MAXLEN.
+    window, or when it is newer than the window start and the stream is at its MAXLEN.
     """
     if ref.first_entry_id is None:
         return True
@@ -149,10 +177,11 @@ def _delivery_state_text(d: GroupDelivery) -> str:
 
 
 async def stream_hops(
-    redis: Any, settings: Settings, stream: str, event_id: str, around_ms: list[int], now_ms: int, label: str
+    redis: Any, settings: Settings, stream: str, event_id: str, around_ms: list[int], now_ms: int, label: str,
+    expected_ms: int | None = None,
 ) -> tuple[list[Hop], list[Verdict]]:
     """Hops and findings for one target stream of an event (entry, then one hop per group)."""
-    ref, exists = await locate_entry(redis, settings, stream, event_id, around_ms)
+    ref, exists = await locate_entry(redis, settings, stream, event_id, around_ms, expected_ms)
     entry_hop = f"{label}stream_entry"
     if ref.entry_id is None:
         if not exists:
