@@ -156,6 +156,11 @@ class StaticConventions(_Strict):
         ".e2e-spec.",
     ]
     known_emitters: list[str] = []
+    # field names inside the object passed to createJob / createEvent (added by issue 3)
+    type_fields: list[str] = ["type"]
+    job_target_fields: list[str] = ["target"]
+    target_services_fields: list[str] = ["targetServices", "target_services"]
+    emitter_fields: list[str] = ["emitter"]
     # verify_flow (issue 8): shapes of handlers, workers, Nest modules and transactions
     job_data_field: str = "data"
     job_payload_field: str = "payload"

@@ -1,11 +1,96 @@
-"""MCP adapters of tools.mesh_index (placeholder until the capability lands)."""
+"""MCP adapters of the static index: ``analyze_impact`` and ``list_catalogue``.
+
+Both refresh the index first (only changed files are re-parsed), in a worker thread, and
+send MCP progress notifications while files are being parsed; the query itself runs in a
+worker thread too. They need only the workspace (no database, no Redis).
+"""
 
 from __future__ import annotations
 
-from mcp.server.mcpserver import MCPServer
+import contextlib
+import time
+from typing import Annotated, Literal
+
+import anyio
+import anyio.from_thread
+import anyio.to_thread
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import CallToolResult
+from pydantic import Field
 
 from server.runtime import Runtime
+from server.toolkit import READ_ONLY_LOCAL, mesh_tool, tool_result
+from tools.mesh_index.model import Catalogue, ImpactResult
+from tools.mesh_index.service import IndexService, get_index_service
+
+PROGRESS_EVERY_S = 0.25
+
+
+async def refresh_with_progress(service: IndexService, ctx: Context | None) -> None:
+    """Refresh the index in a worker thread, relaying its progress as MCP notifications."""
+    last = [0.0]
+
+    def progress(done: int, total: int, path: str) -> None:
+        now = time.monotonic()
+        if ctx is None or (done < total and now - last[0] < PROGRESS_EVERY_S):
+            return
+        last[0] = now
+        with contextlib.suppress(Exception):  # a client without progress support must not break indexing
+            anyio.from_thread.run(ctx.report_progress, float(done), float(total), f"indexed {done}/{total} files")
+
+    await anyio.to_thread.run_sync(lambda: service.refresh(progress))
 
 
 def register(server: MCPServer, runtime: Runtime) -> None:
-    """Register this capability's tools on ``server``."""
+    """Register analyze_impact and list_catalogue on ``server``."""
+
+    @server.tool(name="analyze_impact", annotations=READ_ONLY_LOCAL)
+    @mesh_tool
+    async def analyze_impact(
+        target: Annotated[str, Field(
+            min_length=1, max_length=512,
+            description="a member name (GEOCODE_EVENT), a qualified name (JobMessagingType.GEOCODE_EVENT), "
+            "a string value (events.geocode_event), a queue name or a stream key")],
+        ctx: Context,
+        depth: Annotated[int, Field(ge=0, le=5, description="follow-up levels to follow (0-5)")] = 1,
+        include_tests: Annotated[bool, Field(
+            description="also list producers and consumers that exist only in tests")] = False,
+    ) -> Annotated[CallToolResult, ImpactResult]:
+        """Who produces and who consumes a job, event, websocket message, queue or stream, from the code.
+
+        Returns the matches (an ambiguous member name lists every job/event/websocket type it
+        names, each with its string value and declaration), producer sites (createJob, the
+        fallback helper, createEvent, SQL triggers, mapping tables), consumer sites (handlers,
+        the workers routing them, post-processors with stream, group and filter), the queues
+        and streams it travels on, what happens next up to `depth` (handler emissions,
+        job-outcome events of the audit trigger, mapping tables), unresolved references and
+        the index state. Every site has repo, file, line, symbol, kind, confidence
+        (exact|heuristic) and test_only. Call it first, before looking at runtime data. An
+        unknown target returns the closest known names in `suggestions`.
+        """
+        service = get_index_service(runtime)
+        await refresh_with_progress(service, ctx)
+        result = await anyio.to_thread.run_sync(lambda: service.analyze_impact(target, depth, include_tests))
+        return tool_result(result, result.summary_text())
+
+    @server.tool(name="list_catalogue", annotations=READ_ONLY_LOCAL)
+    @mesh_tool
+    async def list_catalogue(
+        ctx: Context,
+        kind: Annotated[Literal["job", "event", "ws_event", "queue", "stream"] | None, Field(
+            description="only this kind (job, event, ws_event, queue or stream); all kinds when omitted")] = None,
+        orphans_only: Annotated[bool, Field(
+            description="only entries with a problem: no producer, no handler, handler not routed, queue without "
+            "worker, event without consumer, ...")] = False,
+    ) -> Annotated[CallToolResult, Catalogue]:
+        """Every job, event, websocket type, queue and stream of the workspace with producer and consumer counts.
+
+        For orphans, `reasons` says what is missing: no (production) producer, no handler, a
+        handler no worker routes, producers and worker on different queues, a queue no worker
+        listens to, an event no post-processor accepts, a stream nobody reads. Counts exclude
+        test-only sites (`test_producers` counts those).
+        """
+        service = get_index_service(runtime)
+        await refresh_with_progress(service, ctx)
+        result = await anyio.to_thread.run_sync(lambda: service.catalogue(kind, orphans_only))
+        return tool_result(result, result.summary_text())

@@ -1,0 +1,134 @@
+"""The on-disk cache of per-file facts: SQLite, keyed by path and content hash.
+
+One row per indexed file: size, mtime, SHA-1 of the content and the facts as JSON (never
+pickle: the cache lives in the workspace and must not be able to run code). A ``meta``
+row holds the signature (facts format + the convention names extraction used); a cache
+written with another signature is emptied on open. A cache that cannot be opened or
+written (read-only workspace, corrupt file) is reported through :attr:`FactCache.error`
+and the index simply works from memory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import sqlite3
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("mesh.index.cache")
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS files (
+    path TEXT PRIMARY KEY,
+    size INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    sha1 TEXT NOT NULL,
+    facts TEXT NOT NULL
+);
+"""
+FILE_NAME = "static-index.sqlite"
+
+
+class FactCache:
+    def __init__(self, directory: Path, signature: str):
+        self.path = directory / FILE_NAME
+        self.error: str | None = None
+        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(self.path, timeout=10, check_same_thread=False)
+            conn.executescript(SCHEMA)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            row = conn.execute("SELECT value FROM meta WHERE key='signature'").fetchone()
+            if row is None or row[0] != signature:
+                with conn:
+                    conn.execute("DELETE FROM files")
+                    conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('signature', ?)", (signature,))
+            self._conn = conn
+        except (OSError, sqlite3.Error) as exc:
+            self.error = f"cache disabled ({self.path}: {exc})"
+            log.warning("%s", self.error)
+
+    @property
+    def enabled(self) -> bool:
+        return self._conn is not None
+
+    def load(self) -> dict[str, tuple[int, int, str, dict[str, Any]]]:
+        """Every cached file: path -> (size, mtime_ns, sha1, facts)."""
+        if self._conn is None:
+            return {}
+        out: dict[str, tuple[int, int, str, dict[str, Any]]] = {}
+        try:
+            with self._lock:
+                rows = self._conn.execute("SELECT path, size, mtime_ns, sha1, facts FROM files").fetchall()
+        except sqlite3.Error as exc:
+            self._fail(exc)
+            return {}
+        loads = json.loads
+        for path, size, mtime, sha, facts in rows:
+            try:
+                out[path] = (size, mtime, sha, loads(facts))
+            except ValueError:
+                continue
+        return out
+
+    def store(self, rows: Iterable[tuple[str, int, int, str, dict[str, Any]]]) -> None:
+        if self._conn is None:
+            return
+        dumps = json.dumps
+        data = [(p, size, mtime, sha, dumps(facts, separators=(",", ":"))) for p, size, mtime, sha, facts in rows]
+        if not data:
+            return
+        try:
+            with self._lock, self._conn:
+                self._conn.executemany(
+                    "INSERT OR REPLACE INTO files(path, size, mtime_ns, sha1, facts) VALUES (?, ?, ?, ?, ?)", data)
+        except sqlite3.Error as exc:
+            self._fail(exc)
+
+    def touch(self, rows: Iterable[tuple[str, int, int]]) -> None:
+        """Record a new size/mtime for files whose content hash did not change."""
+        if self._conn is None:
+            return
+        try:
+            with self._lock, self._conn:
+                self._conn.executemany("UPDATE files SET size=?, mtime_ns=? WHERE path=?",
+                                       [(s, m, p) for p, s, m in rows])
+        except sqlite3.Error as exc:
+            self._fail(exc)
+
+    def delete(self, paths: Iterable[str]) -> None:
+        if self._conn is None:
+            return
+        try:
+            with self._lock, self._conn:
+                self._conn.executemany("DELETE FROM files WHERE path=?", [(p,) for p in paths])
+        except sqlite3.Error as exc:
+            self._fail(exc)
+
+    def clear(self) -> None:
+        if self._conn is None:
+            return
+        try:
+            with self._lock, self._conn:
+                self._conn.execute("DELETE FROM files")
+        except sqlite3.Error as exc:
+            self._fail(exc)
+
+    def _fail(self, exc: Exception) -> None:
+        self.error = f"cache disabled after an error ({self.path}: {exc})"
+        log.warning("%s", self.error)
+        self.close()
+
+    def close(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.close()
+            self._conn = None

@@ -1,0 +1,133 @@
+"""Facts of a class: bases, decorators, fields, filter methods, names it mentions, switch cases.
+
+A mixin of the file extractor (:mod:`tools.mesh_index.parser`); see there for the format.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tree_sitter import Node
+
+from tools.mesh_index.expressions import line_of, string_value, text, to_expr, type_exprs
+from tools.mesh_index.ts_queries import ExtractConfig, captures
+
+
+class ClassFacts:
+    src: bytes
+    cfg: ExtractConfig
+    f: dict[str, Any]
+    q: dict[str, Any]
+
+    def class_declaration(self, node: Node, outer_decorators: list[Node]) -> str:
+        name = text(node.child_by_field_name("name"))
+        info: dict[str, Any] = {"line": line_of(node), "end": node.end_point[0] + 1}
+        if node.type == "abstract_class_declaration":
+            info["abstract"] = True
+        decorators = outer_decorators + [c for c in node.named_children if c.type == "decorator"]
+        decos = []
+        for d in decorators:
+            inner = d.named_children[0] if d.named_child_count else None
+            if inner is None:
+                continue
+            if inner.type == "call_expression":
+                fn = inner.child_by_field_name("function")
+                args = inner.child_by_field_name("arguments")
+                arg_exprs = [to_expr(a, 0, False) for a in args.named_children] if args else []
+                decos.append([text(fn).split(".")[-1], arg_exprs])
+            else:
+                decos.append([text(inner).split(".")[-1], []])
+        if decos:
+            info["decorators"] = decos
+        heritage = next((c for c in node.named_children if c.type == "class_heritage"), None)
+        if heritage is not None:
+            for clause in heritage.named_children:
+                if clause.type == "extends_clause":
+                    value = clause.child_by_field_name("value")
+                    if value is not None:
+                        info["extends"] = text(value).split("<", 1)[0]
+                    targs = clause.child_by_field_name("type_arguments")
+                    if targs is not None:
+                        info["extends_args"] = type_exprs(targs)
+                elif clause.type == "implements_clause":
+                    info["implements"] = [text(c).split("<", 1)[0] for c in clause.named_children]
+        body = node.child_by_field_name("body")
+        if body is not None:
+            self.class_body(body, info)
+            is_worker = any(d[0] in self.cfg.processor_decorators for d in decos)
+            if is_worker or "extends" in info:
+                info["refs"] = sorted({text(n) for n in captures(self.q["refs"], body).get("id", [])})
+                cases = captures(self.q["cases"], body).get("v", [])
+                if cases:
+                    info["cases"] = [[to_expr(c), line_of(c)] for c in cases]
+        self.f.setdefault("classes", {})[name] = info
+        return name
+
+    def class_body(self, body: Node, info: dict[str, Any]) -> None:
+        fields: dict[str, Any] = {}
+        for member in body.named_children:
+            if member.type == "public_field_definition":
+                fname = text(member.child_by_field_name("name"))
+                value = member.child_by_field_name("value")
+                if value is not None and fname:
+                    fields[fname] = [to_expr(value, 0, False), line_of(member)]
+            elif member.type == "method_definition":
+                mname = text(member.child_by_field_name("name"))
+                mbody = member.child_by_field_name("body")
+                if mbody is None:
+                    continue
+                if mname in self.cfg.filter_methods or mname in self.cfg.handler_type_fields:
+                    info.setdefault("filters", {})[mname] = self.filter_info(mbody, line_of(member))
+                elif mname == "constructor":
+                    supers = captures(self.q["supers"], mbody).get("call", [])
+                    if supers:
+                        args = supers[0].child_by_field_name("arguments")
+                        info["super_args"] = [to_expr(a) for a in args.named_children] if args else []
+                        info["super_line"] = line_of(supers[0])
+        if fields:
+            info["fields"] = fields
+
+    def filter_info(self, body: Node, line: int) -> dict[str, Any]:
+        """What a ``shouldProcess``-like method compares the type with."""
+        out: dict[str, Any] = {"line": line}
+        stmts = body.named_children
+        if len(stmts) == 1 and stmts[0].type == "return_statement" and text(stmts[0]).replace(" ", "") in (
+            "returntrue;", "returntrue"
+        ):
+            out["all"] = True
+            return out
+        members = [n for n in captures(self.q["members"], body).get("m", [])
+                   if n.parent is None or n.parent.type != "member_expression"]
+        refs = []
+        for m in members:
+            e = to_expr(m)
+            if e[0] == "r" and e[1] and e[1][-1] in ("toString", "valueOf"):
+                e = ["r", e[1][:-1]]
+            if e[0] == "r" and len(e[1]) >= 2:
+                refs.append(e)
+        if refs:
+            out["refs"] = refs
+        patterns: dict[str, list[str]] = {}
+        calls = captures(self.q["filter_calls"], body)
+        called: set[str] = set()
+        for call in calls.get("call", []):
+            fn = call.child_by_field_name("function")
+            fname = text(fn).split(".")[-1] if fn is not None else ""
+            args = call.child_by_field_name("arguments")
+            first = args.named_children[0] if args is not None and args.named_child_count else None
+            if fname in ("endsWith", "startsWith", "includes") and first is not None and first.type == "string":
+                patterns.setdefault(fname, []).append(string_value(first))
+            elif fn is not None and fn.type == "identifier":
+                called.add(fname)
+        strings = [string_value(s) for s in captures(self.q["strings"], body).get("s", []) if s.type == "string"]
+        pattern_values = {v for vs in patterns.values() for v in vs}
+        strings = [s for s in strings if s not in pattern_values]
+        if strings:
+            out["strings"] = strings
+        if patterns:
+            out["patterns"] = patterns
+        if called:
+            out["calls"] = sorted(called)
+        return out
+
+    # -- calls, objects, SQL ----------------------------------------------------------------

@@ -1,0 +1,153 @@
+"""``mesh-mcp index``, ``mesh-mcp impact TARGET`` and ``mesh-mcp catalogue [--orphans]``.
+
+Tables for humans on stdout (``--json`` for machines), a progress bar on stderr while
+files are parsed. Exit status: 0 on success; ``impact`` returns 1 when the target matches
+nothing (the closest names are printed); errors print one line and return 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from server.cli_support import print_json, print_table, settings_from_args
+from server.errors import MeshError
+from tools.mesh_index.model import Site
+from tools.mesh_index.render import index_line
+from tools.mesh_index.service import IndexService
+
+
+def make_service(args: argparse.Namespace) -> IndexService:
+    settings = settings_from_args(args)
+    if settings.workspace is None:
+        raise MeshError("no workspace: pass --workspace DIR (a folder of repositories) or set workspace in mesh.toml")
+    emitters = [settings.emitter_of(name) for name in settings.services]
+    return IndexService(settings.workspace, settings.conventions, settings.resolved_state_dir,
+                        known_emitters=emitters)
+
+
+class ProgressBar:
+    """A one-line progress bar on stderr (a line every 10% when stderr is not a terminal)."""
+
+    def __init__(self, stream=None, width: int = 30):
+        self.stream = stream or sys.stderr
+        self.width = width
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.last = 0.0
+        self.last_decile = -1
+        self.shown = False
+
+    def __call__(self, done: int, total: int, path: str) -> None:
+        if total <= 0:
+            return
+        if self.tty:
+            now = time.monotonic()
+            if done < total and now - self.last < 0.1:
+                return
+            self.last = now
+            filled = int(self.width * done / total)
+            bar = "#" * filled + "." * (self.width - filled)
+            self.stream.write(f"\rindexing [{bar}] {done}/{total} files")
+            if done >= total:
+                self.stream.write("\n")
+        else:
+            decile = int(10 * done / total)
+            if decile == self.last_decile and done < total:
+                return
+            self.last_decile = decile
+            self.stream.write(f"indexing: {done}/{total} files\n")
+        self.shown = True
+        self.stream.flush()
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    service = make_service(args)
+    try:
+        info = service.refresh(ProgressBar(), full=bool(getattr(args, "full", False)))
+        catalogue = service.catalogue()
+    finally:
+        service.close()
+    if args.json:
+        print_json({"index": info.model_dump(mode="json"), "counts": catalogue.counts, "orphans": catalogue.orphans})
+        return 0
+    rows = [["workspace", info.workspace], ["files", info.files], ["re-parsed", info.reparsed],
+            ["parse errors", info.parse_errors], ["duration", f"{info.duration_s:.2f} s"],
+            ["cache", info.cache or "(none)"]]
+    rows += [[f"{kind}s", n] for kind, n in sorted(catalogue.counts.items())]
+    rows.append(["orphans", catalogue.orphans])
+    print_table(["index", "value"], rows, max_width=100)
+    for path in info.parse_error_files[:10]:
+        print(f"parse error: {path}")
+    return 0
+
+
+def _site_rows(sites: list[Site]) -> list[list[str]]:
+    rows = []
+    for s in sites:
+        where = s.detail.get("queue") or s.detail.get("stream") or s.detail.get("via") or ""
+        flags = ",".join(f for f, on in (("heuristic", s.confidence == "heuristic"), ("test", s.test_only)) if on)
+        rows.append([s.kind, s.value or "", f"{s.file}:{s.line}", s.symbol or "", where, flags])
+    return rows
+
+
+def cmd_impact(args: argparse.Namespace) -> int:
+    service = make_service(args)
+    try:
+        service.refresh(ProgressBar())
+        result = service.analyze_impact(args.target, depth=args.depth, include_tests=args.include_tests)
+    finally:
+        service.close()
+    if args.json:
+        print_json(result)
+        return 0 if result.matches else 1
+    if not result.matches:
+        print(f"'{args.target}' matches no job, event, websocket type, queue or stream.")
+        if result.suggestions:
+            print("closest names: " + ", ".join(result.suggestions))
+        return 1
+    print_table(["kind", "name", "value", "defined at"],
+                [[m.kind, m.name, m.value, f"{m.defined_at.file}:{m.defined_at.line}" if m.defined_at else "(observed)"]
+                 for m in result.matches], max_width=90)
+    headers = ["kind", "value", "where", "symbol", "queue/stream/via", "flags"]
+    for title, sites in (("producers", result.producers), ("consumers", result.consumers)):
+        print(f"\n{title} ({len(sites)})")
+        if sites:
+            print_table(headers, _site_rows(sites), max_width=80)
+    print(f"\nroutes ({len(result.routes)})")
+    if result.routes:
+        print_table(["kind", "name", "producers", "consumers", "via"],
+                    [[r.kind, r.name, r.producers, r.consumers, "; ".join(r.via)] for r in result.routes])
+    print(f"\nfollow-ups ({len(result.followups)})")
+    if result.followups:
+        print_table(["depth", "from", "next", "via", "confidence", "where"],
+                    [[f.depth, f.from_value, f"{f.kind} {f.value}", f.via, f.confidence, f"{f.site.file}:{f.site.line}"]
+                     for f in result.followups], max_width=70)
+    if result.unresolved:
+        print(f"\nunresolved ({len(result.unresolved)})")
+        print_table(["kind", "where", "symbol", "expression", "reason"],
+                    [[s.kind, f"{s.file}:{s.line}", s.symbol or "", s.detail.get("raw", ""), s.detail.get("reason", "")]
+                     for s in result.unresolved], max_width=70)
+    for note in result.notes:
+        print(f"note: {note}")
+    print(index_line(result.index))
+    return 0
+
+
+def cmd_catalogue(args: argparse.Namespace) -> int:
+    service = make_service(args)
+    try:
+        service.refresh(ProgressBar())
+        catalogue = service.catalogue(kind=args.kind, orphans_only=args.orphans)
+    finally:
+        service.close()
+    if args.json:
+        print_json(catalogue)
+        return 0
+    print_table(["kind", "name", "value", "producers", "consumers", "orphan reasons"],
+                [[e.kind, e.name, e.value, e.producers + 0, e.consumers, "; ".join(e.reasons)]
+                 for e in catalogue.entries], max_width=70)
+    counts = ", ".join(f"{n} {k}" for k, n in sorted(catalogue.counts.items())) or "nothing"
+    print(f"\n{counts}; {catalogue.orphans} orphan(s)")
+    print(index_line(catalogue.index))
+    return 0

@@ -1,0 +1,295 @@
+"""analyze_impact over a linked index: matches, producers, consumers, routes, follow-ups.
+
+A target is a member name (``GEOCODE_EVENT``), a qualified name (``JobMessagingType.X``,
+``EventsJobType.X`` or any alias), a string value, a queue or a stream (with or without the
+``stream:`` prefix). Every declaration or observed value equal to it is a match, so an
+ambiguous member name lists all its jobs, events and websocket types; an unknown target
+gets the closest known names as suggestions.
+
+Follow-ups (to ``depth``): what a job's handler emits, the outcome events the audit trigger
+writes for the job's emitter, what the post-processors accepting an event emit, and the
+entries of mapping tables (job -> event -> websocket message). A value a consumer computes
+through a mapping table is followed only for the job that started the chain.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+from tools.mesh_index.linked import Key, LinkedIndex, PostProcessorRec, SiteRec, norm
+from tools.mesh_index.model import FollowUp, ImpactResult, IndexInfo, Match, Route
+
+KIND_ORDER = {"job": 0, "event": 1, "ws_event": 2, "queue": 3, "stream": 4}
+MAX_UNRESOLVED = 50
+
+
+class ImpactEngine:
+    """Queries over one :class:`LinkedIndex` (cheap lookup tables are built once)."""
+
+    def __init__(self, idx: LinkedIndex):
+        self.idx = idx
+        self.known: set[Key] = idx.known_values()
+        self.queue_producers: dict[str, list[SiteRec]] = {}
+        self.stream_producers: dict[str, list[SiteRec]] = {}
+        for key, sites in idx.producers.items():
+            for s in sites:
+                for q in _split(s.detail.get("queue")) if key[0] == "job" else ():
+                    self.queue_producers.setdefault(q, []).append(s)
+                for st in _split(s.detail.get("stream")) if key[0] != "job" else ():
+                    self.stream_producers.setdefault(st, []).append(s)
+        self.stream_consumers: dict[str, list] = {}
+        for pp in idx.post_processors.values():
+            for st in pp.streams:
+                self.stream_consumers.setdefault(st, []).append(pp)
+        self.by_value: dict[str, list[Key]] = {}
+        for key in self.known:
+            self.by_value.setdefault(key[1], []).append(key)
+        self.by_norm: dict[str, set[Key]] = {}
+        for name, keys in [*idx.by_qual.items(), *((m, k) for m, ks in idx.by_member.items() for k in ks)]:
+            for key in keys if isinstance(keys, set) else [keys]:
+                self.by_norm.setdefault(norm(name), set()).add(key)
+        for key in self.known:
+            self.by_norm.setdefault(norm(key[1]), set()).add(key)
+
+    # -- matching --------------------------------------------------------------------------------------
+    def resolve_target(self, target: str) -> tuple[list[Key], bool]:
+        """Keys the target names, and whether they were found only case/separator-insensitively."""
+        t = target.strip()
+        keys: list[Key] = []
+        if t in self.idx.by_qual:
+            keys.append(self.idx.by_qual[t])
+        keys.extend(sorted(self.idx.by_member.get(t, ()), key=_key_order))
+        keys.extend(sorted(self.by_value.get(t, ()), key=_key_order))
+        prefix = self.idx.stream_prefix
+        if not t.startswith(prefix):
+            keys.extend(k for k in self.by_value.get(prefix + t, ()) if k[0] == "stream")
+        if keys:
+            return list(dict.fromkeys(keys)), False
+        loose = self.by_norm.get(norm(t), set())
+        return sorted(loose, key=_key_order), bool(loose)
+
+    def suggestions(self, target: str, limit: int = 8) -> list[str]:
+        names = set(self.idx.by_qual) | set(self.idx.by_member) | {k[1] for k in self.known}
+        close = difflib.get_close_matches(target, list(names), n=limit, cutoff=0.55)
+        if len(close) < limit:
+            t = norm(target)
+            extra = sorted(n for n in names if t and (t in norm(n) or norm(n) in t) and n not in close)
+            close.extend(extra[: limit - len(close)])
+        return close
+
+    def match_model(self, key: Key) -> Match:
+        info = self.idx.declared.get(key)
+        if info is None:
+            return Match(kind=key[0], name=key[1], value=key[1], defined_at=None, aliases=[])  # type: ignore[arg-type]
+        return Match(kind=key[0], name=info.name, value=key[1],  # type: ignore[arg-type]
+                     defined_at=info.defined_at.model() if info.defined_at else None, aliases=list(info.aliases))
+
+    # -- producers / consumers -------------------------------------------------------------------------
+    def producers(self, key: Key) -> list[SiteRec]:
+        kind, value = key
+        if kind == "queue":
+            return list(self.queue_producers.get(value, ()))
+        if kind == "stream":
+            return list(self.stream_producers.get(value, ()))
+        return list(self.idx.producers.get(key, ()))
+
+    def consumers(self, key: Key) -> list[SiteRec]:
+        kind, value = key
+        idx = self.idx
+        out: list[SiteRec] = []
+        if kind == "job":
+            workers_seen = set()
+            for h in idx.handlers_by_job.get(value, ()):
+                names = ", ".join(sorted(w[1] for w in h.routed_by))
+                out.append(h.site.with_value(value, h.confidence, worker_class=names))
+                for wkey in h.routed_by:
+                    if wkey not in workers_seen:
+                        workers_seen.add(wkey)
+                        out.append(idx.workers[wkey].site.with_value(value, handler_class=h.key[1]))
+            for w in idx.workers.values():
+                if value in w.switch_jobs and w.key not in workers_seen:
+                    out.append(w.site.with_value(value, route="switch"))
+        elif kind == "event":
+            out = [pp.site.with_value(value, conf) for pp, conf in self.event_consumers(key)]
+        elif kind == "queue":
+            out = [w.site.with_value(value) for w in idx.workers_by_queue.get(value, ())]
+        elif kind == "stream":
+            out = [pp.site.with_value(value) for pp in self.stream_consumers.get(value, ())]
+        return out
+
+    def event_consumers(self, key: Key) -> list[tuple[PostProcessorRec, str]]:
+        """Post-processors that accept the event and read a stream it is sent to (or an unknown one)."""
+        value = key[1]
+        routes = {r[1] for r in self.idx.routes_out.get(key, {}) if r[0] == "stream"}
+        out = []
+        for pp in self.idx.post_processors.values():
+            conf = pp.accepts_value(value)
+            if conf is None and pp.accept_all and routes & set(pp.streams):
+                conf = "heuristic"
+            if conf is None:
+                continue
+            if routes and pp.streams and not routes & set(pp.streams):
+                continue
+            out.append((pp, conf if routes and pp.streams else "heuristic"))
+        return out
+
+    def routes(self, key: Key) -> list[Route]:
+        kind = key[0]
+        found: dict[Key, list[str]] = {}
+        if kind in ("queue", "stream"):
+            found[key] = ["is the target"]
+        for route, via in self.idx.routes_out.get(key, {}).items():
+            found.setdefault(route, []).extend(via)
+        if kind == "event":
+            for pp, _conf in self.event_consumers(key):
+                for st in pp.streams:
+                    found.setdefault(("stream", st), []).append(f"read by {pp.key[1]}")
+        out = []
+        for (rkind, name), via in sorted(found.items()):
+            consumers = len(self.idx.workers_by_queue.get(name, ())) if rkind == "queue" else len(
+                self.stream_consumers.get(name, ()))
+            sites = self.queue_producers.get(name, ()) if rkind == "queue" else self.stream_producers.get(name, ())
+            producers = sum(1 for s in sites if not s.test_only)
+            out.append(Route(kind=rkind, name=name, producers=producers, consumers=consumers,  # type: ignore[arg-type]
+                             via=list(dict.fromkeys(via))))
+        return out
+
+    # -- follow-ups -----------------------------------------------------------------------------------
+    def _step(self, key: Key, origin_job: str | None, include_tests: bool) -> Iterable[tuple[Key, str, str, SiteRec]]:
+        idx = self.idx
+        kind, value = key
+        if kind == "job":
+            for h in idx.handlers_by_job.get(value, ()):
+                for k, site in idx.class_producers.get(h.key, ()):
+                    if k != key:
+                        yield k, f"handler {h.key[1]}", site.confidence, site
+            emitters = {s.detail.get("emitter") for s in idx.producers.get(key, ())
+                        if s.detail.get("emitter") and (include_tests or not s.test_only)}
+            for o in idx.outcomes:
+                if o.emitter is None or o.emitter in emitters:
+                    status = f" on status {o.status}" if o.status else ""
+                    conf = "heuristic" if o.heuristic else "exact"
+                    yield ("event", o.value), f"audit trigger {o.site.symbol}{status}", conf, o.site
+        if kind == "event":
+            for pp, _conf in self.event_consumers(key):
+                for k, site in idx.class_producers.get(pp.key, ()):
+                    via_table = site.detail.get("via")
+                    if via_table and origin_job is not None and not self._maps(via_table, origin_job, k[1]):
+                        continue
+                    yield k, f"post-processor {pp.key[1]}", "heuristic", site
+        for rec, to_key, line, heuristic in idx.mapping_from.get(key, ()):
+            conf = "heuristic" if heuristic else "exact"
+            site = SiteRec(rec.site.repo, rec.site.file, line, rec.name, "mapping", conf, rec.site.test_only,
+                           to_key[1], {"via": rec.name})
+            yield to_key, f"mapping {rec.name}", site.confidence, site
+
+    def _maps(self, table: str, job: str, value: str) -> bool:
+        return any(rec.name == table and to_key[1] == value
+                   for rec, to_key, _l, _h in self.idx.mapping_from.get(("job", job), ()))
+
+    def followups(self, starts: list[Key], depth: int, include_tests: bool) -> list[FollowUp]:
+        out: list[FollowUp] = []
+        seen = set(starts)
+        frontier = [(k, 1, k[1] if k[0] == "job" else None) for k in starts]
+        emitted: set[tuple] = set()
+        while frontier:
+            key, d, origin = frontier.pop(0)
+            if d > depth:
+                continue
+            for to_key, via, conf, site in self._step(key, origin, include_tests):
+                if site.test_only and not include_tests:
+                    continue
+                ident = (key, to_key, via, site.file, site.line)
+                if ident in emitted:
+                    continue
+                emitted.add(ident)
+                info = self.idx.declared.get(to_key)
+                out.append(FollowUp(depth=d, from_kind=key[0], from_value=key[1], kind=to_key[0], value=to_key[1],
+                                    name=info.name if info else None, via=via, confidence=conf,  # type: ignore[arg-type]
+                                    site=site.with_value(to_key[1]).model()))
+                if to_key not in seen:
+                    seen.add(to_key)
+                    frontier.append((to_key, d + 1, origin if to_key[0] != "job" else to_key[1]))
+        return out
+
+    # -- the whole answer --------------------------------------------------------------------------------
+    def analyze(self, target: str, depth: int, include_tests: bool, info: IndexInfo) -> ImpactResult:
+        keys, loose = self.resolve_target(target)
+        notes: list[str] = []
+        if loose:
+            notes.append("matched ignoring case and separators")
+        producers: list[SiteRec] = []
+        consumers: list[SiteRec] = []
+        routes: list[Route] = []
+        test_producers = 0
+        for key in keys:
+            for s in self.producers(key):
+                if s.test_only:
+                    test_producers += 1
+                if include_tests or not s.test_only:
+                    producers.append(s)
+            consumers.extend(c for c in self.consumers(key) if include_tests or not c.test_only)
+            routes.extend(self.routes(key))
+        if len(keys) > 1:
+            notes.append(f"'{target}' names {len(keys)} different things: producers and consumers of all are listed "
+                         "(each site's value tells which)")
+        if test_producers and not include_tests:
+            notes.append(f"{test_producers} producer site(s) exist only in tests (test controllers, specs): "
+                         "not counted; pass include_tests=true to list them")
+        kinds = {k[0] for k in keys}
+        related = {"job": ("job", "queue"), "event": ("event", "stream"), "ws_event": ("event",),
+                   "queue": ("queue",), "stream": ("stream",)}
+        unresolved = [s for kind in sorted({r for k in kinds for r in related[k]})
+                      for s in self.idx.unresolved.get(kind, ()) if include_tests or not s.test_only]
+        if unresolved:
+            notes.append(f"{len(unresolved)} reference(s) of this kind could not be resolved statically; "
+                         "one of them may concern the target (see unresolved)")
+            if not producers:
+                notes.append("no producer resolved is not proof of absence: check the unresolved sites")
+        if info.parse_errors:
+            notes.append(f"{info.parse_errors} file(s) have syntax errors; sites in them may be missing")
+        if info.stale_files:
+            notes.append(f"{len(info.stale_files)} file(s) changed since indexing; refresh the index")
+        followups = self.followups(keys, depth, include_tests) if depth > 0 else []
+        return ImpactResult(
+            target=target,
+            matches=[self.match_model(k) for k in keys],
+            producers=[s.model() for s in _dedupe(producers)],
+            consumers=[s.model() for s in _dedupe(consumers)],
+            routes=_merge_routes(routes),
+            followups=followups,
+            unresolved=[s.model() for s in unresolved[:MAX_UNRESOLVED]],
+            index=info,
+            suggestions=[] if keys else self.suggestions(target),
+            notes=notes,
+        )
+
+
+def _split(text: str | None) -> list[str]:
+    return [p.strip() for p in text.split(",") if p.strip()] if text else []
+
+
+def _key_order(key: Key) -> tuple[int, str]:
+    return KIND_ORDER.get(key[0], 9), key[1]
+
+
+def _dedupe(sites: list[SiteRec]) -> list[SiteRec]:
+    seen = set()
+    out = []
+    for s in sites:
+        ident = (s.file, s.line, s.kind, s.value, s.symbol)
+        if ident not in seen:
+            seen.add(ident)
+            out.append(s)
+    return out
+
+
+def _merge_routes(routes: list[Route]) -> list[Route]:
+    merged: dict[tuple[str, str], Route] = {}
+    for r in routes:
+        if (r.kind, r.name) in merged:
+            merged[(r.kind, r.name)].via = list(dict.fromkeys(merged[(r.kind, r.name)].via + r.via))
+        else:
+            merged[(r.kind, r.name)] = r
+    return list(merged.values())

@@ -1,0 +1,248 @@
+"""Per-file facts: parse one file with tree-sitter and keep what the index links later.
+
+:func:`extract` returns a JSON-ready dict (cached by content hash) holding only this file's
+syntax: imports and exports, top-level enums / objects / constants / functions, classes
+(bases, decorators, fields, the filter methods of post-processors, the names a worker
+mentions, its ``switch`` cases), the calls named in the conventions (createJob,
+withFallback, createEvent, queue.add, ...), object literals naming streams, groups or DI
+providers, and SQL held in strings. Nothing here resolves a name across files: that is
+:mod:`tools.mesh_index.symbols`' job, so one changed file never invalidates another's facts.
+
+Extraction relies on tree-sitter queries (run in C) and byte pre-filters, never on a
+Python walk of every node, to stay within a small factor of the parse time.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tree_sitter import Node
+
+from tools.mesh_index.class_facts import ClassFacts
+from tools.mesh_index.expressions import (
+    enclosing_symbol,
+    line_of,
+    object_entries,
+    string_value,
+    text,
+    to_expr,
+    type_exprs,
+)
+from tools.mesh_index.literal_facts import FACTS_VERSION, LiteralFacts, json_facts
+from tools.mesh_index.sql_sites import sql_facts
+from tools.mesh_index.ts_queries import ExtractConfig, captures, parser, queries
+
+__all__ = ["FACTS_VERSION", "ExtractConfig", "extract"]
+
+
+def extract(source: bytes, kind: str, cfg: ExtractConfig) -> dict[str, Any]:
+    """Facts of one file (``kind`` is ts, tsx, sql or json)."""
+    if kind == "sql":
+        return {"v": FACTS_VERSION, "sql": sql_facts(source.decode("utf-8", "replace"), 1, None, cfg.event_table)}
+    if kind == "json":
+        return json_facts(source, cfg)
+    tree = parser(kind).parse(source)
+    root = tree.root_node
+    facts: dict[str, Any] = {"v": FACTS_VERSION}
+    if root.has_error:
+        facts["error"] = True
+    _FileExtractor(source, kind, cfg, facts).run(root)
+    return facts
+
+
+class _FileExtractor(ClassFacts, LiteralFacts):
+    def __init__(self, source: bytes, kind: str, cfg: ExtractConfig, facts: dict[str, Any]):
+        self.src = source
+        self.kind = kind
+        self.cfg = cfg
+        self.f = facts
+        self.q = queries(kind, cfg)
+
+    def run(self, root: Node) -> None:
+        for node in root.named_children:
+            self.top_level(node)
+        if any(name.encode() in self.src for name in self.cfg.call_names):
+            self.calls(root)
+        keys = self.cfg.stream_fields + self.cfg.group_fields + ("provide",)
+        if any(k.encode() in self.src for k in keys):
+            self.objects(root)
+        if any(tok.encode() in self.src.lower() for tok in self.cfg.sql_tokens):
+            self.sql_strings(root)
+
+    # -- top level -------------------------------------------------------------------------
+    def add(self, key: str, item: Any) -> None:
+        self.f.setdefault(key, []).append(item)
+
+    def top_level(self, node: Node, exported: bool = False, decorators: list[Node] | None = None) -> None:
+        t = node.type
+        if t == "import_statement":
+            self.import_statement(node)
+        elif t == "export_statement":
+            self.export_statement(node)
+        elif t == "ambient_declaration":
+            for child in node.named_children:
+                self.top_level(child, exported)
+        elif t in ("enum_declaration", "class_declaration", "abstract_class_declaration",
+                   "function_declaration", "lexical_declaration", "variable_declaration"):
+            for name in self.declaration(node, decorators or []):
+                if exported:
+                    self.add("exports", [name, name])
+        elif t == "expression_statement" and exported is False:
+            return
+
+    def import_statement(self, node: Node) -> None:
+        source = node.child_by_field_name("source")
+        if source is None:
+            return
+        spec = string_value(source)
+        clause = next((c for c in node.named_children if c.type == "import_clause"), None)
+        if clause is None:
+            self.add("side_imports", spec)
+            return
+        for part in clause.named_children:
+            if part.type == "identifier":
+                self.add("imports", [text(part), "default", spec])
+            elif part.type == "namespace_import":
+                ident = next((c for c in part.named_children if c.type == "identifier"), None)
+                if ident is not None:
+                    self.add("imports", [text(ident), "*", spec])
+            elif part.type == "named_imports":
+                for s in part.named_children:
+                    if s.type != "import_specifier":
+                        continue
+                    name = text(s.child_by_field_name("name"))
+                    alias = s.child_by_field_name("alias")
+                    self.add("imports", [text(alias) if alias is not None else name, name, spec])
+
+    def export_statement(self, node: Node) -> None:
+        source = node.child_by_field_name("source")
+        spec = string_value(source) if source is not None else None
+        decl = node.child_by_field_name("declaration")
+        decorators = [c for c in node.named_children if c.type == "decorator"]
+        if decl is not None:
+            is_default = any(c.type == "default" for c in node.children)
+            names = self.declaration(decl, decorators)
+            for name in names:
+                self.add("exports", ["default" if is_default else name, name])
+            return
+        clause = next((c for c in node.named_children if c.type == "export_clause"), None)
+        ns = next((c for c in node.named_children if c.type == "namespace_export"), None)
+        if clause is not None:
+            for s in clause.named_children:
+                if s.type != "export_specifier":
+                    continue
+                name = text(s.child_by_field_name("name"))
+                alias = s.child_by_field_name("alias")
+                exported = text(alias) if alias is not None else name
+                if spec is None:
+                    self.add("exports", [exported, name])
+                else:
+                    self.add("reexports", [exported, name, spec])
+        elif ns is not None and spec is not None:
+            ident = next((c for c in ns.named_children if c.type in ("identifier", "string")), None)
+            if ident is not None:
+                self.add("reexports", [text(ident).strip("'\""), "*", spec])
+        elif spec is not None:
+            self.add("stars", spec)
+        else:
+            value = node.child_by_field_name("value")
+            if value is not None and value.type == "identifier":
+                self.add("exports", ["default", text(value)])
+
+    def declaration(self, node: Node, decorators: list[Node]) -> list[str]:
+        t = node.type
+        if t == "enum_declaration":
+            name = text(node.child_by_field_name("name"))
+            members = []
+            body = node.child_by_field_name("body")
+            for m in body.named_children if body is not None else []:
+                if m.type == "enum_assignment":
+                    key = m.child_by_field_name("name")
+                    key_text = string_value(key) if key is not None and key.type == "string" else text(key)
+                    members.append([key_text, to_expr(m.child_by_field_name("value"), local=False), line_of(m)])
+                elif m.type in ("property_identifier", "string"):
+                    members.append([text(m).strip("'\""), ["?", "auto"], line_of(m)])
+            self.f.setdefault("enums", {})[name] = [line_of(node), members]
+            return [name]
+        if t in ("class_declaration", "abstract_class_declaration"):
+            return [self.class_declaration(node, decorators)]
+        if t == "function_declaration":
+            name = text(node.child_by_field_name("name"))
+            self.function(name, node)
+            return [name]
+        if t in ("lexical_declaration", "variable_declaration"):
+            names = []
+            for d in node.named_children:
+                if d.type != "variable_declarator":
+                    continue
+                name_node = d.child_by_field_name("name")
+                if name_node is None or name_node.type != "identifier":
+                    continue
+                name = text(name_node)
+                names.append(name)
+                self.variable(name, d.child_by_field_name("value"), line_of(d))
+            return names
+        return []
+
+    def variable(self, name: str, value: Node | None, line: int) -> None:
+        if value is None:
+            return
+        as_const = False
+        while value.type in ("as_expression", "satisfies_expression", "parenthesized_expression"):
+            as_const = as_const or text(value).endswith("as const")
+            value = value.named_children[0]
+        if value.type == "object":
+            self.f.setdefault("objects", {})[name] = [line, object_entries(value, 0, False), as_const]
+        elif value.type in ("arrow_function", "function_expression", "function"):
+            self.function(name, value)
+        elif len(value.text or b"") < 4000:
+            self.f.setdefault("consts", {})[name] = [line, to_expr(value, 0, False)]
+
+    def function(self, name: str, node: Node) -> None:
+        params = []
+        p_node = node.child_by_field_name("parameters")
+        single = node.child_by_field_name("parameter")
+        if single is not None:
+            params.append(text(single))
+        for p in p_node.named_children if p_node is not None else []:
+            pat = p.child_by_field_name("pattern") or p
+            params.append(text(pat) if pat.type == "identifier" else "")
+        body = node.child_by_field_name("body")
+        ret = None
+        lookups: list[str] = []
+        if body is not None:
+            if body.type != "statement_block":
+                ret = to_expr(body, 0, False)
+            else:
+                returns = captures(self.q["returns"], body).get("r", [])
+                if len(returns) == 1:
+                    ret = to_expr(returns[0], 0, False)
+            if b"[" in (body.text or b"") or b".get(" in (body.text or b"") or b".has(" in (body.text or b""):
+                lookups = sorted({text(n) for n in captures(self.q["lookups"], body).get("o", [])})
+        self.f.setdefault("functions", {})[name] = [line_of(node), params, ret, lookups]
+
+    # -- classes ---------------------------------------------------------------------------
+
+    def calls(self, root: Node) -> None:
+        caps = captures(self.q["calls"], root)
+        for call in caps.get("call", []):
+            fn = call.child_by_field_name("function")
+            if fn is None:
+                continue
+            if fn.type == "member_expression":
+                name = text(fn.child_by_field_name("property"))
+                receiver = text(fn.child_by_field_name("object"))
+            else:
+                name, receiver = text(fn), ""
+            if name not in self.cfg.call_names:
+                continue
+            args = call.child_by_field_name("arguments")
+            type_args = call.child_by_field_name("type_arguments")
+            self.add("calls", [
+                name,
+                receiver[:80],
+                [to_expr(a) for a in args.named_children] if args is not None else [],
+                type_exprs(type_args) if type_args is not None else [],
+                line_of(call),
+                enclosing_symbol(call),
+            ])

@@ -1,0 +1,275 @@
+"""IndexService: the static index of one workspace, built lazily, refreshed incrementally.
+
+:meth:`IndexService.refresh` discovers the files, reuses the facts of every file whose
+size and mtime (or, failing that, content hash) did not change — from memory, or from the
+SQLite cache (``<workspace>/.mesh/static-index.sqlite`` or ``cache_dir``) on the first
+refresh of a process — parses the others (in parallel when many), and relinks the index
+when anything changed. Queries (:meth:`analyze_impact`, :meth:`catalogue`) use the last
+built index and report the files changed since as ``stale_files`` (checked at most every
+``stale_check_interval_s``). All methods are thread-safe (one lock); the MCP adapters call
+them from a worker thread.
+
+Other capabilities use :func:`get_index_service` and the resolved facts through
+:meth:`IndexService.linked` (declarations, handlers, workers, post-processors, mappings,
+fallback wrappers) and :meth:`IndexService.package_dir_of`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from server.config import Conventions, StaticConventions
+from server.errors import InvalidArgument, MeshError
+from tools.mesh_index.cache import FactCache
+from tools.mesh_index.catalogue import build_catalogue
+from tools.mesh_index.impact import ImpactEngine
+from tools.mesh_index.indexer import parse_files
+from tools.mesh_index.linked import LinkedIndex
+from tools.mesh_index.model import Catalogue, ImpactResult, IndexInfo
+from tools.mesh_index.parser import FACTS_VERSION, ExtractConfig
+from tools.mesh_index.sites import KINDS, link
+from tools.mesh_index.workspace import Layout, Package, SourceFile, discover, read_package
+
+log = logging.getLogger("mesh.index")
+
+Progress = Callable[[int, int, str], None]
+MAX_TARGET = 512
+MAX_DEPTH = 5
+
+
+def extract_config(conv: Conventions) -> ExtractConfig:
+    sc = conv.static
+    calls = sc.create_job_calls + sc.fallback_calls + sc.create_event_calls + sc.direct_queue_calls
+    sql_tokens = [conv.tables.event_queue, conv.audit_trigger, *sc.sql_event_functions, "create trigger"]
+    return ExtractConfig(
+        call_names=tuple(dict.fromkeys(calls)),
+        processor_decorators=tuple(sc.processor_decorators),
+        handler_type_fields=tuple(sc.handler_type_fields),
+        filter_methods=tuple(sc.post_processor_filter_methods),
+        stream_fields=tuple(sc.post_processor_stream_fields),
+        group_fields=tuple(sc.post_processor_group_fields),
+        sql_tokens=tuple(t.lower() for t in sql_tokens),
+        fallback_calls=tuple(sc.fallback_calls),
+        event_table=conv.tables.event_queue,
+    )
+
+
+class IndexService:
+    """The static index of ``workspace`` (see the module docstring)."""
+
+    def __init__(self, workspace: Path, conventions: Conventions | StaticConventions,
+                 cache_dir: Path | None = None, *, known_emitters: list[str] | None = None,
+                 workers: int | None = None, stale_check_interval_s: float = 2.0, use_cache: bool = True):
+        self.workspace = Path(workspace).resolve()
+        self.full_conventions = conventions if isinstance(conventions, Conventions) else Conventions(static=conventions)
+        self.conventions: StaticConventions = self.full_conventions.static
+        self.known_emitters = list(known_emitters or [])
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else self.workspace / ".mesh"
+        self.workers = workers
+        self.stale_check_interval_s = stale_check_interval_s
+        self._cfg = extract_config(self.full_conventions)
+        self._signature = hashlib.sha1(json.dumps([FACTS_VERSION, repr(self._cfg)]).encode()).hexdigest()
+        self._use_cache = use_cache
+        self._cache: FactCache | None = None
+        self._lock = threading.RLock()
+        self._files: dict[str, tuple[int, int, str]] = {}  # rel -> (size, mtime_ns, sha1)
+        self._facts: dict[str, dict[str, Any]] = {}
+        self._packages: dict[str, tuple[int, Package | None]] = {}
+        self._layout: Layout | None = None
+        self._index: LinkedIndex | None = None
+        self._engine: ImpactEngine | None = None
+        self._info: IndexInfo | None = None
+        self._cache_loaded = False
+        self._stale: list[str] = []
+        self._stale_checked = 0.0
+
+    # -- building ------------------------------------------------------------------------------
+    def _open_cache(self) -> FactCache | None:
+        if self._use_cache and self._cache is None:
+            self._cache = FactCache(self.cache_dir, self._signature)
+        return self._cache if self._cache is not None and self._cache.enabled else None
+
+    def refresh(self, progress: Progress | None = None, full: bool = False) -> IndexInfo:
+        """Bring the index up to date with the files on disk; returns its state."""
+        with self._lock:
+            started = time.perf_counter()
+            if not self.workspace.is_dir():
+                raise MeshError(f"workspace {self.workspace} is not a directory (check --workspace or mesh.toml)")
+            files, package_files, git_roots = discover(self.workspace, self.conventions.skip_dirs)
+            cache = self._open_cache()
+            if full:
+                self._files.clear()
+                self._facts.clear()
+                if cache is not None:
+                    cache.clear()
+            elif not self._cache_loaded and cache is not None:
+                for rel, (size, mtime, sha, facts) in cache.load().items():
+                    if facts.get("v") == FACTS_VERSION:
+                        self._files[rel] = (size, mtime, sha)
+                        self._facts[rel] = facts
+            self._cache_loaded = True
+            to_parse, touched = self._changed(files)
+            current = {f.rel for f in files}
+            removed = [rel for rel in self._files if rel not in current]
+            for rel in removed:
+                self._files.pop(rel, None)
+                self._facts.pop(rel, None)
+            results = parse_files(str(self.workspace), to_parse, self._cfg, progress, self.workers)
+            for rel, size, mtime, sha, facts in results:
+                self._files[rel] = (size, mtime, sha)
+                self._facts[rel] = facts
+            if cache is not None:
+                cache.store(results)
+                cache.touch(touched)
+                cache.delete(removed)
+            packages_changed = self._read_packages(package_files)
+            changed = bool(results or removed or packages_changed or self._index is None)
+            if changed:
+                self._layout = Layout(self.workspace, self._facts.keys(), [p for _m, p in self._packages.values() if p],
+                                      git_roots)
+                self._index = link(self._facts, self._layout, self.full_conventions, self.known_emitters)
+                self._engine = ImpactEngine(self._index)
+            errors = sorted(rel for rel, f in self._facts.items() if f.get("error"))
+            self._stale, self._stale_checked = [], time.monotonic()
+            self._info = IndexInfo(
+                workspace=str(self.workspace), files=len(self._facts), parse_errors=len(errors),
+                parse_error_files=errors[:50], indexed_at=datetime.now(UTC).isoformat(timespec="seconds"),
+                stale_files=[], reparsed=len(results), duration_s=round(time.perf_counter() - started, 3),
+                cache=str(cache.path) if cache is not None else (self._cache.error if self._cache else None),
+            )
+            return self._info
+
+    def _changed(self, files: list[SourceFile]) -> tuple[list[tuple[str, str]], list[tuple[str, int, int]]]:
+        """Files to parse, and files whose mtime changed but content did not (rel, size, mtime)."""
+        to_parse: list[tuple[str, str]] = []
+        touched: list[tuple[str, int, int]] = []
+        for f in files:
+            known = self._files.get(f.rel)
+            if known is None:
+                to_parse.append((f.rel, f.kind))
+                continue
+            if known[0] == f.size and known[1] == f.mtime_ns:
+                continue
+            try:
+                data = (self.workspace / f.rel).read_bytes()
+            except OSError:
+                continue
+            if hashlib.sha1(data, usedforsecurity=False).hexdigest() == known[2]:
+                self._files[f.rel] = (f.size, f.mtime_ns, known[2])
+                touched.append((f.rel, f.size, f.mtime_ns))
+            else:
+                to_parse.append((f.rel, f.kind))
+        return to_parse, touched
+
+    def _read_packages(self, package_files: list[str]) -> bool:
+        changed = False
+        seen = set(package_files)
+        for rel in list(self._packages):
+            if rel not in seen:
+                del self._packages[rel]
+                changed = True
+        for rel in package_files:
+            try:
+                mtime = os.stat(self.workspace / rel).st_mtime_ns
+            except OSError:
+                continue
+            known = self._packages.get(rel)
+            if known is None or known[0] != mtime:
+                self._packages[rel] = (mtime, read_package(self.workspace, rel))
+                changed = True
+        return changed
+
+    def _ensure(self) -> ImpactEngine:
+        if self._engine is None:
+            self.refresh()
+        assert self._engine is not None
+        return self._engine
+
+    def _current_info(self) -> IndexInfo:
+        assert self._info is not None
+        now = time.monotonic()
+        if now - self._stale_checked >= self.stale_check_interval_s:
+            self._stale_checked = now
+            files, _p, _g = discover(self.workspace, self.conventions.skip_dirs)
+            seen = set()
+            stale = []
+            for f in files:
+                seen.add(f.rel)
+                known = self._files.get(f.rel)
+                if known is None or known[0] != f.size or known[1] != f.mtime_ns:
+                    stale.append(f.rel)
+            stale.extend(rel for rel in self._files if rel not in seen)
+            self._stale = sorted(stale)
+        return self._info.model_copy(update={"stale_files": self._stale[:200]})
+
+    # -- queries -------------------------------------------------------------------------------
+    def analyze_impact(self, target: str, depth: int = 1, include_tests: bool = False) -> ImpactResult:
+        """Producers, consumers, routes and follow-ups of ``target`` (see :mod:`tools.mesh_index.impact`)."""
+        if not isinstance(target, str) or not target.strip():
+            raise InvalidArgument("target is empty: give a member name, qualified name, string value, queue or stream")
+        if len(target) > MAX_TARGET:
+            raise InvalidArgument(f"target is {len(target)} characters long (max {MAX_TARGET})")
+        if not isinstance(depth, int) or depth < 0 or depth > MAX_DEPTH:
+            raise InvalidArgument(f"depth must be between 0 and {MAX_DEPTH} (got {depth!r})")
+        with self._lock:
+            engine = self._ensure()
+            return engine.analyze(target.strip(), depth, bool(include_tests), self._current_info())
+
+    def catalogue(self, kind: str | None = None, orphans_only: bool = False) -> Catalogue:
+        """Every job/event/ws_event/queue/stream with counts and orphan reasons."""
+        if kind is not None and kind not in KINDS:
+            raise InvalidArgument(f"kind must be one of {', '.join(KINDS)} (got {kind!r})")
+        with self._lock:
+            engine = self._ensure()
+            return build_catalogue(engine, self._current_info(), kind, bool(orphans_only))
+
+    def info(self) -> IndexInfo:
+        with self._lock:
+            self._ensure()
+            return self._current_info()
+
+    # -- resolved facts for other capabilities ------------------------------------------------------
+    def linked(self) -> LinkedIndex:
+        """The resolved facts (declared types, sites by value, handlers, workers, post-processors, ...)."""
+        with self._lock:
+            self._ensure()
+            assert self._index is not None
+            return self._index
+
+    def package_dir_of(self, rel: str) -> str:
+        """Folder (relative) of the nearest package.json above ``rel`` ("" when none)."""
+        with self._lock:
+            self._ensure()
+            assert self._layout is not None
+            return self._layout.package_dir_of(rel)
+
+    def facts_of(self, rel: str) -> dict[str, Any] | None:
+        """The raw per-file facts of ``rel`` (see :mod:`tools.mesh_index.parser`)."""
+        with self._lock:
+            self._ensure()
+            return self._facts.get(rel)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._cache is not None:
+                self._cache.close()
+
+
+def get_index_service(runtime: Any) -> IndexService:
+    """The runtime's shared IndexService; raises MeshError when no workspace is configured."""
+    settings = runtime.settings
+    if settings.workspace is None:
+        raise MeshError("no workspace is configured: start the server with --workspace DIR (a folder of "
+                        "repositories) or set workspace = \"...\" in mesh.toml")
+    emitters = [settings.emitter_of(name) for name in settings.services]
+    return runtime.service("mesh_index", lambda: IndexService(
+        settings.workspace, settings.conventions, settings.resolved_state_dir, known_emitters=emitters))

@@ -1,0 +1,333 @@
+"""Linking: every file's facts -> the resolved :class:`~tools.mesh_index.linked.LinkedIndex`.
+
+:func:`link` classifies declarations (job / event / websocket types, queues, streams, by
+the names in ``[conventions.static]`` and the messaging package), then turns facts into
+sites: producers (``createJob``, the fallback helper, ``createEvent``/``createFollowUp``,
+direct queue pushes), consumers (handlers, the workers routing them, post-processors and
+their stream, group and filter) and, through :mod:`~tools.mesh_index.sql_link`, SQL
+triggers and mapping tables. Values are matched by resolved string, never by member name;
+whatever cannot be resolved becomes an ``unresolved`` site carrying the raw expression.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from typing import Any
+
+from server.config import Conventions
+from tools.mesh_index.class_link import ClassLinker
+from tools.mesh_index.linked import LinkedIndex, SiteRec, TypeInfo
+from tools.mesh_index.sql_link import link_mappings, link_sql
+from tools.mesh_index.symbols import Decl, Resolver, Val
+from tools.mesh_index.workspace import Layout, is_test_path
+
+KINDS = ("job", "event", "ws_event", "queue", "stream")
+
+
+def describe(expr: Any) -> tuple[str, str]:
+    """(raw text, reason) of an expression the resolver could not turn into a string."""
+    if not expr:
+        return "", "missing argument"
+    tag = expr[0]
+    if tag == "r":
+        return ".".join(expr[1]), "reference not resolved (unknown name, external package or non-string member)"
+    if tag == "p":
+        return expr[1], "a function parameter: the value comes from the callers"
+    if tag == "c":
+        callee = ".".join(expr[1][1]) if expr[1][0] == "r" else "?"
+        return f"{callee}(...)", "call whose result could not be evaluated"
+    if tag == "?":
+        return expr[1], "expression not understood"
+    if tag in ("t", "+"):
+        return "template/concatenation", "part of the string could not be resolved"
+    return str(expr)[:120], "expression not understood"
+
+
+class Linker:
+    def __init__(self, facts: dict[str, dict[str, Any]], layout: Layout, conventions: Conventions,
+                 known_emitters: list[str] | None = None):
+        self.facts = facts
+        self.layout = layout
+        self.conv = conventions
+        self.sc = conventions.static
+        self.r = Resolver(facts, layout)
+        self.idx = LinkedIndex(stream_prefix=conventions.stream_prefix)
+        self.known_emitters = list(dict.fromkeys([*self.sc.known_emitters, *(known_emitters or [])]))
+        self._test: dict[str, bool] = {}
+        self._kinds: dict[tuple[str, str], str | None] = {}
+        self.secondary: dict[tuple[str, str], str] = {}
+        msg = self.sc.messaging_package.strip("/")
+        self._msg_probe = "/" + msg + "/"
+        self._msg_tail = "/" + posixpath.basename(msg) if msg else None
+        self.has_messaging = any(self.in_messaging(p) for p in facts)
+
+    # -- helpers ----------------------------------------------------------------------------
+    def test_only(self, path: str) -> bool:
+        v = self._test.get(path)
+        if v is None:
+            v = self._test[path] = is_test_path(path, self.sc.test_path_markers)
+        return v
+
+    def site(self, path: str, line: int, symbol: str | None, kind: str, confidence: str = "exact",
+             value: str | None = None, **detail: str) -> SiteRec:
+        return SiteRec(self.layout.repo_of(path), path, line, symbol, kind, confidence, self.test_only(path), value,
+                       {k: v for k, v in detail.items() if v})
+
+    def unresolved(self, kind: str, path: str, line: int, symbol: str | None, site_kind: str, expr: Any,
+                   **detail: str) -> None:
+        raw, reason = describe(expr)
+        self.idx.unresolved.setdefault(kind, []).append(
+            self.site(path, line, symbol, site_kind, "heuristic", None, raw=raw, reason=reason, **detail))
+
+    def in_messaging(self, path: str) -> bool:
+        probe = "/" + path
+        if self._msg_probe in probe:
+            return True
+        if self._msg_tail:
+            pkg_dir = self.layout.package_dir_of(path)
+            return bool(pkg_dir) and ("/" + pkg_dir).endswith(self._msg_tail)
+        return False
+
+    def classify(self, name: str) -> str | None:
+        sc = self.sc
+        if name in sc.merged_job_object:
+            return "job"
+        if any(name.endswith(s) for s in sc.queue_suffixes):
+            return "queue"
+        if name in sc.stream_enum_names or any(name.endswith(s) for s in sc.stream_enum_names):
+            return "stream"
+        if any(m in name for m in sc.ws_type_markers):
+            return "ws_event"
+        if any(name.endswith(s) for s in sc.job_type_suffixes):
+            return "job"
+        if any(name.endswith(s) for s in sc.event_type_suffixes):
+            return "event"
+        return None
+
+    def decl_kind(self, decl: tuple[str, str] | None) -> str | None:
+        if decl is None:
+            return None
+        if decl not in self._kinds:
+            self._kinds[decl] = None if self.test_only(decl[0]) else self.classify(decl[1])
+        return self._kinds[decl]
+
+    def kind_of(self, val: Val, default: str | None) -> str | None:
+        """The kind of a resolved value: its declaration's, else the only declared kind, else ``default``."""
+        kind = self.decl_kind(val.decl)
+        if kind is not None:
+            self.use_decl(val.decl)
+            return kind
+        found = [k for k in KINDS if (k, val.value) in self.idx.declared]
+        return found[0] if len(found) == 1 else default
+
+    def use_decl(self, decl: tuple[str, str] | None) -> None:
+        """Declare every member of a type enum found outside the messaging package once code uses it."""
+        if decl is None or decl in self.secondary:
+            return
+        kind = self.decl_kind(decl)
+        if kind is not None:
+            self.secondary[decl] = kind
+
+    # -- declarations -------------------------------------------------------------------------
+    def declare(self, path: str, name: str, kind: str, table: str) -> None:
+        decl = Decl(path, name, "enum" if table == "enums" else "object")
+        for member, val in self.r.members(decl).items():
+            if not isinstance(val, Val):
+                continue
+            key = (kind, self.idx.stream_key(val.value) if kind == "stream" else val.value)
+            alias = f"{name}.{member}"
+            info = self.idx.declared.get(key)
+            if info is None:
+                where = self.site(val.path or path, val.line, val.qual.split(".")[0] if val.qual else name,
+                                  "declaration", value=val.value)
+                info = self.idx.declared[key] = TypeInfo(kind, val.value, val.qual or alias, where)
+            if alias != info.name and alias not in info.aliases:
+                info.aliases.append(alias)
+            self.idx.by_qual.setdefault(alias, key)
+            self.idx.by_qual.setdefault(info.name, key)
+            self.idx.by_member.setdefault(member, set()).add(key)
+
+    def declarations(self, only: set[tuple[str, str]] | None = None) -> None:
+        for table in ("enums", "objects"):
+            for path, f in self.facts.items():
+                decls = f.get(table)
+                if not decls or self.test_only(path):
+                    continue
+                primary = not self.has_messaging or self.in_messaging(path)
+                for name, info in decls.items():
+                    if only is not None and (path, name) not in only:
+                        continue
+                    if only is None and not primary:
+                        continue
+                    if table == "objects" and any(e[0] == "k" and not isinstance(e[1], str) for e in info[1]):
+                        continue  # computed keys: a mapping table, not a type declaration
+                    kind = self.classify(name)
+                    if kind is not None:
+                        self.declare(path, name, kind, table)
+
+    # -- calls ----------------------------------------------------------------------------------
+    def field(self, obj: Any, names: list[str]) -> Any:
+        if obj and obj[0] == "o":
+            for entry in obj[1]:
+                if entry[0] == "k" and entry[1] in names:
+                    return entry[2]
+        return None
+
+    def message_object(self, args: list[Any]) -> Any:
+        for a in args:
+            if a and a[0] == "o" and self.field(a, self.sc.type_fields) is not None:
+                return a
+        return None
+
+    def emitter(self, obj: Any, path: str) -> str | None:
+        expr = self.field(obj, self.sc.emitter_fields)
+        vals = self.r.eval(expr, path) if expr is not None else []
+        return vals[0].value if vals else None
+
+    def calls(self, classes: ClassLinker) -> None:
+        sc = self.sc
+        for path, f in self.facts.items():
+            for name, receiver, args, targs, line, symbol in f.get("calls", ()):
+                if name in sc.create_job_calls:
+                    self.create_job(path, receiver, args, targs, line, symbol, classes)
+                elif name in sc.fallback_calls:
+                    self.fallback(path, args, line, symbol, classes)
+                elif name in sc.create_event_calls:
+                    self.create_event(path, receiver, args, targs, line, symbol)
+                elif name in sc.direct_queue_calls:
+                    self.direct_queue(path, receiver, args, line, symbol)
+
+    def _is_entity_call(self, receiver: str) -> bool:
+        last = receiver.split(".")[-1]
+        return last in self.sc.outbox_entities
+
+    def produce(self, key: tuple[str, str], site: SiteRec) -> None:
+        self.idx.add_producer(key, site)
+        if site.symbol:
+            cls = site.symbol.split(".")[0]
+            self.idx.class_producers.setdefault((site.file, cls), []).append((key, site))
+
+    def create_job(self, path: str, receiver: str, args: list[Any], targs: list[Any], line: int,
+                   symbol: str | None, classes: ClassLinker) -> None:
+        obj = self.message_object(args)
+        if obj is None and not self._is_entity_call(receiver):
+            return
+        type_expr = self.field(obj, self.sc.type_fields) if obj is not None else (args[0] if args else None)
+        method = (symbol or "").split(".")[-1]
+        if type_expr is not None and type_expr[0] == "p" and method in self.sc.fallback_calls:
+            return  # the fallback helper itself: its callers are the producers
+        vals = self.r.eval(type_expr, path) if type_expr is not None else []
+        if not vals and targs:
+            vals = self.r.eval(targs[0], path)
+        target_expr = self.field(obj, self.sc.job_target_fields)
+        queues = self.r.eval(target_expr, path) if target_expr is not None else []
+        queue = ", ".join(sorted({q.value for q in queues}))
+        target_raw = describe(target_expr)[0] if target_expr is not None and not queues else ""
+        emitter = self.emitter(obj, path)
+        if not vals:
+            self.unresolved("job", path, line, symbol, "create_job", type_expr, queue=queue)
+            return
+        for v in vals:
+            conf = "heuristic" if v.heuristic else "exact"
+            site = self.site(path, line, symbol, "create_job", conf, v.value, queue=queue, target_raw=target_raw,
+                             emitter=emitter or "", via=v.via or "")
+            self.kind_of(v, "job")
+            self.produce(("job", v.value), site)
+            for q in queues:
+                self.idx.add_route(("job", v.value), ("queue", q.value), "createJob target")
+
+    def fallback(self, path: str, args: list[Any], line: int, symbol: str | None, classes: ClassLinker) -> None:
+        if not args:
+            return
+        vals = self.r.eval(args[0], path)
+        cls = (symbol or "").split(".")[0]
+        wrapper, how = classes.fallback_wrapper(path, cls)
+        queue = wrapper.detail.get("queue", "") if wrapper is not None else ""
+        detail = {"queue": queue, "emitter": wrapper.detail.get("emitter", "") if wrapper else "",
+                  "wrapper": f"{wrapper.file}:{wrapper.line}" if wrapper else "", "wrapper_found": how}
+        if not vals:
+            if args[0][0] == "p":
+                return  # forwarding wrapper of the helper (its callers are seen)
+            self.unresolved("job", path, line, symbol, "fallback", args[0], **detail)
+            return
+        for v in vals:
+            conf = "heuristic" if v.heuristic or how == "same-repo" else "exact"
+            site = self.site(path, line, symbol, "fallback", conf, v.value, via=v.via or "", **detail)
+            self.kind_of(v, "job")
+            self.produce(("job", v.value), site)
+            for q in (queue.split(", ") if queue else []):
+                self.idx.add_route(("job", v.value), ("queue", q), "fallback helper target")
+
+    def create_event(self, path: str, receiver: str, args: list[Any], targs: list[Any], line: int,
+                     symbol: str | None) -> None:
+        obj = self.message_object(args)
+        if obj is None and not self._is_entity_call(receiver):
+            return
+        type_expr = self.field(obj, self.sc.type_fields) if obj is not None else (args[0] if args else None)
+        vals = self.r.eval(type_expr, path) if type_expr is not None else []
+        if not vals and targs:
+            vals = self.r.eval(targs[0], path)
+        targets_expr = self.field(obj, self.sc.target_services_fields)
+        targets = self.r.eval_list(targets_expr, path) if targets_expr is not None else []
+        streams = sorted({self.idx.stream_key(t.value) for t in targets})
+        stream_raw = describe(targets_expr)[0] if targets_expr is not None and not targets else ""
+        emitter = self.emitter(obj, path)
+        if not vals:
+            self.unresolved("event", path, line, symbol, "create_event", type_expr, stream=", ".join(streams))
+            return
+        for v in vals:
+            conf = "heuristic" if v.heuristic else "exact"
+            kind = "ws_event" if self.kind_of(v, "event") == "ws_event" else "event"
+            site = self.site(path, line, symbol, "create_event", conf, v.value, stream=", ".join(streams),
+                             stream_raw=stream_raw, emitter=emitter or "", via=v.via or "")
+            self.produce((kind, v.value), site)
+            for s in streams:
+                self.idx.add_route((kind, v.value), ("stream", s), "targetServices")
+
+    def direct_queue(self, path: str, receiver: str, args: list[Any], line: int, symbol: str | None) -> None:
+        if not args or args[0][0] not in ("r", "s"):
+            return
+        for v in self.r.eval(args[0], path):
+            if self.kind_of(v, None) != "job" and ("job", v.value) not in self.idx.declared:
+                continue
+            site = self.site(path, line, symbol, "direct_queue", "heuristic", v.value, receiver=receiver)
+            self.produce(("job", v.value), site)
+
+    # -- the whole link -------------------------------------------------------------------------
+    def run(self) -> LinkedIndex:
+        self.declarations()
+        classes = ClassLinker(self)
+        classes.handlers_and_wrappers()
+        self.calls(classes)
+        classes.workers()
+        link_sql(self)
+        link_mappings(self)
+        classes.post_processors()
+        if self.secondary:
+            self.declarations(only=set(self.secondary))
+        self.finish()
+        return self.idx
+
+    def finish(self) -> None:
+        idx = self.idx
+        for rec in idx.handlers.values():
+            for job in rec.jobs:
+                idx.handlers_by_job.setdefault(job, []).append(rec)
+        for w in idx.workers.values():
+            for q in w.queues:
+                idx.workers_by_queue.setdefault(q, []).append(w)
+            for h in w.handlers:
+                if h in idx.handlers:
+                    idx.handlers[h].routed_by.append(w.key)
+        emitters = set(self.known_emitters)
+        for sites in idx.producers.values():
+            for s in sites:
+                if s.detail.get("emitter"):
+                    emitters.add(s.detail["emitter"])
+        idx.emitters = sorted(emitters)
+
+
+def link(facts: dict[str, dict[str, Any]], layout: Layout, conventions: Conventions,
+         known_emitters: list[str] | None = None) -> LinkedIndex:
+    """Resolve every file's facts into a :class:`LinkedIndex`."""
+    return Linker(facts, layout, conventions, known_emitters).run()

@@ -1,0 +1,191 @@
+"""Linking SQL and mapping tables into producer sites, routes and job-outcome events.
+
+SQL: every function definition is collected with its migration order (the timestamp a
+migration file name starts with); only the **last definition** of each function counts.
+``CREATE TRIGGER ... EXECUTE FUNCTION f('<type>', '<emitter>')`` becomes one ``sql_trigger``
+site per type the function's ``INSERT INTO event_queue`` writes with those arguments; a
+function whose inserts do not depend on its arguments (the audit trigger) gives sites at
+the insert itself. Names computed from the emitter (``replace(NEW.emitter, 'ms-', '') ||
+':job:outbox:success'``) are expanded for every known emitter and marked ``heuristic``.
+
+Mapping tables: object literals with computed keys (or named ``*_MAPPING``) whose keys and
+values resolve to typed values; each entry is a follow-up edge (job -> event -> websocket
+message), and websocket messages count the entries mapping to them as producers.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import TYPE_CHECKING, Any
+
+from tools.mesh_index.linked import MappingRec, OutcomeRec
+from tools.mesh_index.sql_sites import evaluate, evaluate_list, sql_facts
+from tools.mesh_index.symbols import Decl
+from tools.mesh_index.workspace import migration_order
+
+if TYPE_CHECKING:
+    from tools.mesh_index.sites import Linker
+
+
+def _order(path: str, symbol: str | None) -> int:
+    order = migration_order(path)
+    if not order and symbol:
+        m = re.search(r"(\d{8,})", symbol.split(".")[0])
+        order = int(m.group(1)) if m else 0
+    return order
+
+
+def _uses_argv(expr: Any) -> bool:
+    return "argv" in json.dumps(expr)
+
+
+def _raw(expr: Any) -> str:
+    return json.dumps(expr)[:160]
+
+
+def _render(linker: Linker, expr: Any, path: str) -> str:
+    """Text of a SQL template string, substitutions resolved where possible (else ``${...}``)."""
+    if expr[0] == "s":
+        return expr[1]
+    out = []
+    for part in expr[1] if expr[0] == "t" else []:
+        if isinstance(part, str):
+            out.append(part)
+            continue
+        vals = linker.r.eval(part, path)
+        out.append(vals[0].value if len(vals) == 1 else "${" + (".".join(part[1]) if part[0] in ("r",) else "?") + "}")
+    return "".join(out)
+
+
+def link_sql(linker: Linker) -> None:
+    conv = linker.conv
+    table = conv.tables.event_queue
+    funcs: dict[str, tuple[int, str, int, list[dict[str, Any]]]] = {}
+    triggers: dict[tuple[str, str, str, str], tuple[int, str, int, list[Any]]] = {}
+    plain: list[tuple[str, int, dict[str, Any], str | None]] = []
+    for path, f in linker.facts.items():
+        entries: list[tuple[list[Any], str | None]] = [(item, None) for item in f.get("sql", ())]
+        for expr, line, symbol, parsed in f.get("sql_strings", ()):
+            if parsed is None:
+                parsed = sql_facts(_render(linker, expr, path), line, symbol, table)
+            entries.extend((item, symbol) for item in parsed)
+        for item, symbol in entries:
+            order = (_order(path, symbol), path)
+            if item[0] == "fn":
+                _tag, name, line, inserts = item
+                if name not in funcs or order >= (funcs[name][0], funcs[name][1]):
+                    funcs[name] = (order[0], path, line, inserts)
+            elif item[0] == "trg":
+                _tag, tname, ttable, fn, args, line = item
+                key = (tname, ttable, fn, json.dumps(args))
+                if key not in triggers or order >= (triggers[key][0], triggers[key][1]):
+                    triggers[key] = (order[0], path, line, args)
+            elif item[0] == "ins":
+                plain.append((path, item[1], item[2], symbol))
+    emitters = _emitters(linker)
+    attached: dict[str, list[str]] = {}
+    for (tname, ttable, fn, _a), (_o, path, line, args) in sorted(triggers.items(), key=lambda kv: kv[1][1:3]):
+        attached.setdefault(fn, []).append(ttable)
+        definition = funcs.get(fn)
+        if definition is None:
+            if fn in linker.sc.sql_event_functions and args:
+                _produce_sql(linker, path, line, tname, "sql_trigger", args[0], [], None, emitters,
+                             {"function": fn, "table": ttable, "trigger": tname,
+                              "reason": "function body not found; type taken from its first argument"}, True)
+            continue
+        for ins in definition[3]:
+            if not _uses_argv(ins.get("type")):
+                continue
+            detail = {"function": fn, "table": ttable, "trigger": tname,
+                      "defined_in": f"{definition[1]}:{ins['line']}"}
+            _produce_sql(linker, path, line, tname, "sql_trigger", ins.get("type"), args,
+                         ins.get("target_services"), emitters, detail, False)
+    audit = conv.audit_trigger.lower()
+    for name, (_o, path, _line, inserts) in funcs.items():
+        is_audit = name == audit or conv.tables.job_audit in attached.get(name, [])
+        for ins in inserts:
+            if _uses_argv(ins.get("type")):
+                continue
+            kind = "sql_trigger" if name in attached else "sql_insert"
+            detail = {"function": name, "status": ins.get("status", ""), "table": ",".join(attached.get(name, []))}
+            sites = _produce_sql(linker, path, ins["line"], name, kind, ins.get("type"), [],
+                                 ins.get("target_services"), emitters, detail, False)
+            if is_audit:
+                for site, heuristic, emitter in sites:
+                    outcome = OutcomeRec(site, site.value or "", ins.get("status"), emitter, heuristic)
+                    linker.idx.outcomes.append(outcome)
+    for path, line, ins, symbol in plain:
+        _produce_sql(linker, path, line, symbol, "sql_insert", ins.get("type"), [], ins.get("target_services"),
+                     emitters, {}, False)
+
+
+def _emitters(linker: Linker) -> list[str]:
+    found = set(linker.known_emitters)
+    for key, sites in linker.idx.producers.items():
+        if key[0] != "job":
+            continue
+        for s in sites:
+            if s.detail.get("emitter") and not s.test_only:
+                found.add(s.detail["emitter"])
+    for wrapper in linker.idx.wrappers.values():
+        if wrapper.detail.get("emitter"):
+            found.add(wrapper.detail["emitter"])
+    for path in linker.facts:
+        repo = linker.layout.repo_of(path).split("/")[-1]
+        if repo.startswith("ms-"):
+            found.add(repo)
+    return sorted(found)
+
+
+def _produce_sql(linker: Linker, path: str, line: int, symbol: str | None, kind: str, type_expr: Any,
+                 argv: list[Any], targets_expr: Any, emitters: list[str], detail: dict[str, str],
+                 force_heuristic: bool) -> list[tuple[Any, bool, str | None]]:
+    values = evaluate(type_expr, argv, emitters) if type_expr is not None else []
+    if not values:
+        linker.unresolved("event", path, line, symbol, kind, ["?", _raw(type_expr)], **detail)
+        return []
+    targets = evaluate_list(targets_expr, argv, emitters)
+    out = []
+    seen = set()
+    for value, heuristic, emitter in values:
+        if (value, emitter) in seen:
+            continue
+        seen.add((value, emitter))
+        streams = sorted({linker.idx.stream_key(t) for t, _h, em in targets if em is None or em == emitter})
+        conf = "heuristic" if heuristic or force_heuristic else "exact"
+        trigger_emitter = evaluate(argv[1], [], []) if len(argv) > 1 else []
+        site = linker.site(path, line, symbol, kind, conf, value, stream=", ".join(streams),
+                           emitter=emitter or (trigger_emitter[0][0] if trigger_emitter else ""), **detail)
+        linker.produce(("event", value), site)
+        for s in streams:
+            linker.idx.add_route(("event", value), ("stream", s), f"SQL {kind} target_services")
+        out.append((site, heuristic, emitter))
+    return out
+
+
+def link_mappings(linker: Linker) -> None:
+    suffixes = linker.sc.mapping_table_suffixes
+    for path, f in linker.facts.items():
+        for name, info in f.get("objects", {}).items():
+            computed = any(e[0] == "k" and not isinstance(e[1], str) for e in info[1])
+            if not (computed or any(name.endswith(s) for s in suffixes)):
+                continue
+            entries = []
+            for keys, values, line in linker.r.mapping_entries(Decl(path, name, "object")):
+                for k in keys:
+                    kk = linker.kind_of(k, None)
+                    for v in values:
+                        vk = linker.kind_of(v, None)
+                        if vk is None or vk in ("queue", "stream"):
+                            continue
+                        entries.append(((kk or "key", k.value), (vk, v.value), line, v.heuristic or kk is None))
+            if not entries:
+                continue
+            rec = MappingRec(name, linker.site(path, info[0], name, "mapping"), entries)
+            linker.idx.mappings.append(rec)
+            for from_key, to_key, line, heuristic in entries:
+                linker.idx.mapping_from.setdefault(from_key, []).append((rec, to_key, line, heuristic))
+                if to_key[0] == "ws_event":
+                    linker.produce(to_key, linker.site(path, line, name, "mapping", "heuristic", to_key[1], via=name,
+                                                       from_kind=from_key[0], from_value=from_key[1]))

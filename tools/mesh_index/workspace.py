@@ -1,0 +1,266 @@
+"""File discovery, repositories, npm packages and module resolution of a TypeScript workspace.
+
+A workspace is a folder of git repositories side by side (or a single repository).
+:func:`discover` lists the files the index reads (``.ts``/``.tsx``/``.mts``/``.cts``,
+``.sql``, JSON config files) and the ``package.json`` files; :class:`Layout` answers which
+repository a file belongs to and which file an import specifier names, including npm
+names resolved through each package's ``package.json`` (``types``/``main``/``exports``
+mapped from the built ``dist/`` back to ``src/``, with a ``src/index.ts`` fallback) and
+ESM ``.js`` specifiers that name ``.ts`` files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+TS_EXTENSIONS = (".ts", ".tsx", ".mts", ".cts")
+JSON_CONFIG_SKIP = {"package.json", "package-lock.json", "tsconfig.json", "composer.json", "yarn.lock"}
+MAX_FILE_BYTES = 2_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class SourceFile:
+    """A file the index reads: path relative to the workspace, kind, size and mtime."""
+
+    rel: str
+    kind: str  # ts | tsx | sql | json
+    size: int
+    mtime_ns: int
+
+
+def file_kind(name: str) -> str | None:
+    """``ts``, ``tsx``, ``sql`` or ``json`` (config files only), else None."""
+    if name.endswith(".tsx"):
+        return "tsx"
+    if name.endswith(TS_EXTENSIONS):
+        return "ts"
+    if name.endswith(".sql"):
+        return "sql"
+    if name.endswith(".json") and name not in JSON_CONFIG_SKIP and not name.startswith("tsconfig"):
+        return "json"
+    return None
+
+
+def _json_wanted(rel: str) -> bool:
+    """JSON files read for names: those under a ``config`` folder or named ``*config*.json``."""
+    parts = rel.split("/")
+    return "config" in parts[:-1] or "config" in parts[-1].lower()
+
+
+def discover(workspace: Path, skip_dirs: Iterable[str]) -> tuple[list[SourceFile], list[str], list[str]]:
+    """Walk the workspace: (source files, package.json paths, git roots), all relative, sorted.
+
+    Directories named in ``skip_dirs`` (``node_modules``, ``dist``, ...) are not entered;
+    symlinked directories are not followed; files over 2 MB are skipped.
+    """
+    skip = set(skip_dirs)
+    files: list[SourceFile] = []
+    packages: list[str] = []
+    git_roots: list[str] = []
+    stack = [""]
+    root = str(workspace)
+    while stack:
+        rel_dir = stack.pop()
+        abs_dir = os.path.join(root, rel_dir) if rel_dir else root
+        try:
+            entries = list(os.scandir(abs_dir))
+        except OSError:
+            continue
+        for entry in entries:
+            name = entry.name
+            rel = f"{rel_dir}/{name}" if rel_dir else name
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    if name == ".git":
+                        git_roots.append(rel_dir)
+                    if name in skip:
+                        continue
+                    stack.append(rel)
+                    continue
+                if not entry.is_file(follow_symlinks=False):
+                    continue
+                if name == ".git":  # worktree or submodule marker file
+                    git_roots.append(rel_dir)
+                    continue
+                if name == "package.json":
+                    packages.append(rel)
+                    continue
+                kind = file_kind(name)
+                if kind is None or (kind == "json" and not _json_wanted(rel)):
+                    continue
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if st.st_size > MAX_FILE_BYTES:
+                continue
+            files.append(SourceFile(rel, kind, st.st_size, st.st_mtime_ns))
+    files.sort(key=lambda f: f.rel)
+    packages.sort()
+    return files, packages, sorted(set(git_roots))
+
+
+def is_test_path(rel: str, markers: Iterable[str]) -> bool:
+    """True when the path matches a test marker (``/tests/``, ``.spec.``, ...)."""
+    probe = "/" + rel
+    return any(m in probe for m in markers)
+
+
+def migration_order(rel: str) -> int:
+    """The timestamp a migration file name starts with (``1779115100001-AddX.ts``), else 0."""
+    name = posixpath.basename(rel)
+    digits = ""
+    for ch in name:
+        if ch.isdigit():
+            digits += ch
+        else:
+            break
+    return int(digits) if len(digits) >= 8 else 0
+
+
+@dataclass(slots=True)
+class Package:
+    name: str
+    dir: str  # relative folder holding package.json ("" for the workspace root)
+    entries: list[str]  # candidate entry files (relative to dir), in preference order
+    subpaths: dict[str, list[str]]  # "./sub" -> candidate files
+
+
+def _to_source(path: str) -> list[str]:
+    """``./dist/index.js`` -> ``src/index`` (and the path itself), extension stripped."""
+    path = path.removeprefix("./")
+    for ext in (".d.ts", ".js", ".mjs", ".cjs", ".ts"):
+        if path.endswith(ext):
+            path = path[: -len(ext)]
+            break
+    out = []
+    for built in ("dist/", "build/", "lib/", "out/"):
+        if path.startswith(built):
+            out.append("src/" + path[len(built) :])
+    out.append(path)
+    return out
+
+
+def _export_targets(value: object) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        out: list[str] = []
+        for key in ("types", "import", "default", "require", "node"):
+            if key in value:
+                out.extend(_export_targets(value[key]))
+        return out
+    return []
+
+
+def read_package(workspace: Path, rel: str) -> Package | None:
+    """The npm package described by ``rel`` (a package.json), or None without a name."""
+    try:
+        data = json.loads((workspace / rel).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("name"), str):
+        return None
+    entries: list[str] = []
+    subpaths: dict[str, list[str]] = {}
+    exports = data.get("exports")
+    if isinstance(exports, str):
+        exports = {".": exports}
+    if isinstance(exports, dict):
+        for key, value in exports.items():
+            targets = [c for t in _export_targets(value) for c in _to_source(t)]
+            if key == ".":
+                entries.extend(targets)
+            elif key.startswith("./"):
+                subpaths[key[2:]] = targets
+    for key in ("types", "typings", "module", "main"):
+        if isinstance(data.get(key), str):
+            entries.extend(_to_source(data[key]))
+    entries.extend(["src/index", "index"])
+    return Package(data["name"], posixpath.dirname(rel), list(dict.fromkeys(entries)), subpaths)
+
+
+class Layout:
+    """Repositories, packages and module resolution over the discovered file set."""
+
+    def __init__(self, workspace: Path, files: Iterable[str], packages: Iterable[Package], git_roots: list[str]):
+        self.workspace = workspace
+        self.files = set(files)
+        self.packages: dict[str, Package] = {}
+        for pkg in packages:
+            self.packages.setdefault(pkg.name, pkg)
+        self.package_dirs = sorted((p.dir for p in self.packages.values()), key=len, reverse=True)
+        self.git_roots = sorted((r for r in git_roots if r), key=len, reverse=True)
+        self.root_is_repo = "" in git_roots
+        self._cache: dict[tuple[str, str], str | None] = {}
+
+    def repo_of(self, rel: str) -> str:
+        """The git repository holding ``rel`` (its folder path), else the top-level folder."""
+        for root in self.git_roots:
+            if rel.startswith(root + "/"):
+                return root
+        if self.root_is_repo or "/" not in rel:
+            return self.workspace.name
+        return rel.split("/", 1)[0]
+
+    def package_dir_of(self, rel: str) -> str:
+        """The folder of the nearest package.json above ``rel`` ("" when none)."""
+        for d in self.package_dirs:
+            if not d or rel.startswith(d + "/"):
+                return d
+        return ""
+
+    def _file(self, base: str) -> str | None:
+        base = posixpath.normpath(base)
+        if base.startswith("../"):
+            return None
+        stem = base
+        for ext in (".js", ".mjs", ".cjs", ".jsx"):
+            if base.endswith(ext):
+                stem = base[: -len(ext)]
+                break
+        candidates = [base] if base.endswith(TS_EXTENSIONS) else []
+        for s in dict.fromkeys((stem, base)):
+            candidates += [s + ".ts", s + ".tsx", s + ".mts", s + ".cts", s + ".d.ts"]
+            candidates += [s + "/index.ts", s + "/index.tsx", s + "/index.d.ts"]
+        for cand in candidates:
+            if cand in self.files:
+                return cand
+        return None
+
+    def resolve(self, importer: str, spec: str) -> str | None:
+        """The workspace file an import of ``spec`` from ``importer`` names, or None (external)."""
+        key = (posixpath.dirname(importer) if spec.startswith(".") else "", spec)
+        if key in self._cache:
+            return self._cache[key]
+        found = self._file(posixpath.join(key[0], spec)) if spec.startswith(".") else self._resolve_package(spec)
+        self._cache[key] = found
+        return found
+
+    def _resolve_package(self, spec: str) -> str | None:
+        parts = spec.split("/")
+        cut = 2 if spec.startswith("@") else 1
+        name, sub = "/".join(parts[:cut]), "/".join(parts[cut:])
+        pkg = self.packages.get(name)
+        if pkg is None:
+            return None
+        join = (lambda p: posixpath.join(pkg.dir, p)) if pkg.dir else (lambda p: p)
+        if not sub:
+            for entry in pkg.entries:
+                found = self._file(join(entry))
+                if found:
+                    return found
+            return None
+        for target in pkg.subpaths.get(sub, []):
+            found = self._file(join(target))
+            if found:
+                return found
+        for cand in ("src/" + sub, sub):
+            found = self._file(join(cand))
+            if found:
+                return found
+        return None
