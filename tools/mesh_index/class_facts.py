@@ -9,8 +9,10 @@ from typing import Any
 
 from tree_sitter import Node
 
-from tools.mesh_index.expressions import line_of, string_value, text, to_expr, type_exprs
+from tools.mesh_index.expressions import chain, line_of, string_value, text, to_expr, type_exprs
 from tools.mesh_index.ts_queries import ExtractConfig, captures
+
+SET_METHODS = ("has", "includes", "indexOf", "some", "find")
 
 
 class ClassFacts:
@@ -110,6 +112,7 @@ class ClassFacts:
         patterns: dict[str, list[str]] = {}
         calls = captures(self.q["filter_calls"], body)
         called: set[str] = set()
+        sets: list[list[str]] = []
         for call in calls.get("call", []):
             fn = call.child_by_field_name("function")
             fname = text(fn).split(".")[-1] if fn is not None else ""
@@ -117,6 +120,10 @@ class ClassFacts:
             first = args.named_children[0] if args is not None and args.named_child_count else None
             if fname in ("endsWith", "startsWith", "includes") and first is not None and first.type == "string":
                 patterns.setdefault(fname, []).append(string_value(first))
+            elif fname in SET_METHODS and fn is not None and fn.type == "member_expression":
+                target = chain(fn.child_by_field_name("object"))
+                if target:
+                    sets.append(target)
             elif fn is not None and fn.type == "identifier":
                 called.add(fname)
         strings = [string_value(s) for s in captures(self.q["strings"], body).get("s", []) if s.type == "string"]
@@ -128,6 +135,8 @@ class ClassFacts:
             out["patterns"] = patterns
         if called:
             out["calls"] = sorted(called)
+        if sets:
+            out["sets"] = sets
         return out
 
     # -- calls, objects, SQL ----------------------------------------------------------------

@@ -189,6 +189,17 @@ class ClassLinker:
                 accepts.setdefault(s, "exact")
         for op, texts in fi.get("patterns", {}).items():
             patterns.extend((op, t) for t in texts)
+        for target in fi.get("sets", ()):
+            if target[0] == "this" and len(target) == 2:
+                for p, _n, info in ancestors:
+                    field = (info or {}).get("fields", {}).get(target[1])
+                    if field is not None and p is not None:
+                        for v in self.r.eval_list(field[0], p):
+                            accepts[v.value] = "heuristic" if v.heuristic else "exact"
+                        break
+            elif target[0] != "this" and fp is not None:
+                for v in self.r.eval_list(["r", target], fp):
+                    accepts[v.value] = "heuristic" if v.heuristic else "exact"
         for fn in fi.get("calls", ()):
             decl = self.r.symbol(fp, fn)
             if isinstance(decl, Decl) and decl.kind == "function":
@@ -208,6 +219,8 @@ class ClassLinker:
         by_super: dict[tuple[str, str], list] = {}
         by_token: dict[Any, list] = {}
         json_by_pkg: dict[str, list] = {}
+        providers_by_class: dict[tuple[str, str], list] = {}
+        providers_by_new: dict[str, list] = {}
         for path, f in self.l.facts.items():
             for b in f.get("bindings", ()):
                 if "new" in b:
@@ -219,7 +232,14 @@ class ClassLinker:
             if "json" in f:
                 pkg = self.l.layout.package_dir_of(path)
                 json_by_pkg.setdefault(pkg, []).extend((path, k, v) for k, v in f["json"])
-        return {"new": by_new, "super": by_super, "token": by_token, "json": json_by_pkg}
+            for provide, inject, news, _line in f.get("providers", ()):
+                target = self.r.resolve_decl(provide, path)
+                if isinstance(target, Decl) and target.kind == "class":
+                    providers_by_class.setdefault((target.path, target.name), []).append((path, inject))
+                for name in news:
+                    providers_by_new.setdefault(name, []).append((path, inject))
+        return {"new": by_new, "super": by_super, "token": by_token, "json": json_by_pkg,
+                "providers_class": providers_by_class, "providers_new": providers_by_new}
 
     def token_key(self, expr: Any, path: str) -> Any:
         vals = self.r.eval(expr, path)
@@ -250,14 +270,11 @@ class ClassLinker:
             decl = self.r.symbol(bp, name)
             if decl is None or (isinstance(decl, Decl) and (decl.path, decl.name) == (path, name)):
                 found.append((b["fields"], bp, f"new {name}(...) options"))
-        for pp_path, f in self.l.facts.items():
-            for provide, inject, news, _line in f.get("providers", ()):
-                target = self.r.resolve_decl(provide, pp_path)
-                if not ((isinstance(target, Decl) and (target.path, target.name) == (path, name)) or name in news):
-                    continue
-                for tok in inject:
-                    for bp, b in idx["token"].get(self.token_key(tok, pp_path), ()):
-                        found.append((b["fields"], bp, "DI provider options"))
+        wired = idx["providers_class"].get((path, name), []) + idx["providers_new"].get(name, [])
+        for pp_path, inject in wired:
+            for tok in inject:
+                for bp, b in idx["token"].get(self.token_key(tok, pp_path), ()):
+                    found.append((b["fields"], bp, "DI provider options"))
         streams, groups, raw = [], [], None
         how = found[0][2] if found else "none"
         for fields, bp, _how in found:

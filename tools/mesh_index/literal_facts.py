@@ -89,7 +89,7 @@ class LiteralFacts:
             symbol = enclosing_symbol(node)
             if symbol is not None and symbol.split(".")[-1] == "down":
                 continue
-            expr = to_expr(node, 0, False)
+            expr = to_expr(node, 0, True)
             parsed = sql_facts(expr[1], line_of(node), symbol, self.cfg.event_table) if expr[0] == "s" else None
             self.add("sql_strings", [expr, line_of(node), symbol, parsed])
 

@@ -37,7 +37,7 @@ from tools.mesh_index.linked import LinkedIndex
 from tools.mesh_index.model import Catalogue, ImpactResult, IndexInfo
 from tools.mesh_index.parser import FACTS_VERSION, ExtractConfig
 from tools.mesh_index.sites import KINDS, link
-from tools.mesh_index.workspace import Layout, Package, SourceFile, discover, read_package
+from tools.mesh_index.workspace import Layout, Package, SourceFile, TsConfig, discover, read_package, read_tsconfig
 
 log = logging.getLogger("mesh.index")
 
@@ -49,6 +49,7 @@ MAX_DEPTH = 5
 def extract_config(conv: Conventions) -> ExtractConfig:
     sc = conv.static
     calls = sc.create_job_calls + sc.fallback_calls + sc.create_event_calls + sc.direct_queue_calls
+    calls = calls + sc.migration_query_calls
     sql_tokens = [conv.tables.event_queue, conv.audit_trigger, *sc.sql_event_functions, "create trigger"]
     return ExtractConfig(
         call_names=tuple(dict.fromkeys(calls)),
@@ -83,7 +84,7 @@ class IndexService:
         self._lock = threading.RLock()
         self._files: dict[str, tuple[int, int, str]] = {}  # rel -> (size, mtime_ns, sha1)
         self._facts: dict[str, dict[str, Any]] = {}
-        self._packages: dict[str, tuple[int, Package | None]] = {}
+        self._packages: dict[str, tuple[int, Package | TsConfig | None]] = {}  # package.json, tsconfig.json
         self._layout: Layout | None = None
         self._index: LinkedIndex | None = None
         self._engine: ImpactEngine | None = None
@@ -104,7 +105,8 @@ class IndexService:
             started = time.perf_counter()
             if not self.workspace.is_dir():
                 raise MeshError(f"workspace {self.workspace} is not a directory (check --workspace or mesh.toml)")
-            files, package_files, git_roots = discover(self.workspace, self.conventions.skip_dirs)
+            found = discover(self.workspace, self.conventions.skip_dirs)
+            files = found.files
             cache = self._open_cache()
             if full:
                 self._files.clear()
@@ -131,11 +133,13 @@ class IndexService:
                 cache.store(results)
                 cache.touch(touched)
                 cache.delete(removed)
-            packages_changed = self._read_packages(package_files)
+            packages_changed = self._read_configs(found.packages, found.tsconfigs)
             changed = bool(results or removed or packages_changed or self._index is None)
             if changed:
-                self._layout = Layout(self.workspace, self._facts.keys(), [p for _m, p in self._packages.values() if p],
-                                      git_roots)
+                self._layout = Layout(
+                    self.workspace, self._facts.keys(),
+                    [p for rel, (_m, p) in self._packages.items() if isinstance(p, Package)], found.git_roots,
+                    [t for rel, (_m, t) in self._packages.items() if isinstance(t, TsConfig)])
                 self._index = link(self._facts, self._layout, self.full_conventions, self.known_emitters)
                 self._engine = ImpactEngine(self._index)
             errors = sorted(rel for rel, f in self._facts.items() if f.get("error"))
@@ -170,21 +174,23 @@ class IndexService:
                 to_parse.append((f.rel, f.kind))
         return to_parse, touched
 
-    def _read_packages(self, package_files: list[str]) -> bool:
+    def _read_configs(self, package_files: list[str], tsconfig_files: list[str]) -> bool:
+        """Read package.json and tsconfig.json files that changed; True when any did."""
         changed = False
-        seen = set(package_files)
+        seen = set(package_files) | set(tsconfig_files)
         for rel in list(self._packages):
             if rel not in seen:
                 del self._packages[rel]
                 changed = True
-        for rel in package_files:
+        for rel in [*package_files, *tsconfig_files]:
             try:
                 mtime = os.stat(self.workspace / rel).st_mtime_ns
             except OSError:
                 continue
             known = self._packages.get(rel)
             if known is None or known[0] != mtime:
-                self._packages[rel] = (mtime, read_package(self.workspace, rel))
+                reader = read_package if rel.endswith("package.json") else read_tsconfig
+                self._packages[rel] = (mtime, reader(self.workspace, rel))
                 changed = True
         return changed
 
@@ -199,10 +205,9 @@ class IndexService:
         now = time.monotonic()
         if now - self._stale_checked >= self.stale_check_interval_s:
             self._stale_checked = now
-            files, _p, _g = discover(self.workspace, self.conventions.skip_dirs)
             seen = set()
             stale = []
-            for f in files:
+            for f in discover(self.workspace, self.conventions.skip_dirs).files:
                 seen.add(f.rel)
                 known = self._files.get(f.rel)
                 if known is None or known[0] != f.size or known[1] != f.mtime_ns:

@@ -56,6 +56,7 @@ class Linker:
         self._test: dict[str, bool] = {}
         self._kinds: dict[tuple[str, str], str | None] = {}
         self.secondary: dict[tuple[str, str], str] = {}
+        self.query_calls: list[tuple[str, Any, int, str | None]] = []
         msg = self.sc.messaging_package.strip("/")
         self._msg_probe = "/" + msg + "/"
         self._msg_tail = "/" + posixpath.basename(msg) if msg else None
@@ -196,6 +197,9 @@ class Linker:
                     self.create_event(path, receiver, args, targs, line, symbol)
                 elif name in sc.direct_queue_calls:
                     self.direct_queue(path, receiver, args, line, symbol)
+                elif (name in sc.migration_query_calls and args and args[0][0] in ("c", "r", "+", "x")
+                      and not (symbol or "").endswith(".down")):
+                    self.query_calls.append((path, args[0], line, symbol))
 
     def _is_entity_call(self, receiver: str) -> bool:
         last = receiver.split(".")[-1]

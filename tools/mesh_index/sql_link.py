@@ -44,8 +44,9 @@ def _raw(expr: Any) -> str:
     return json.dumps(expr)[:160]
 
 
-def _render(linker: Linker, expr: Any, path: str) -> str:
-    """Text of a SQL template string, substitutions resolved where possible (else ``${...}``)."""
+def _render(linker: Linker, expr: Any, path: str) -> str | None:
+    """Text of a SQL template string with its substitutions resolved; None when it is built from
+    function parameters (the callers' ``queryRunner.query(f(...))`` are evaluated instead)."""
     if expr[0] == "s":
         return expr[1]
     out = []
@@ -53,56 +54,91 @@ def _render(linker: Linker, expr: Any, path: str) -> str:
         if isinstance(part, str):
             out.append(part)
             continue
+        if part[0] == "p":
+            return None
         vals = linker.r.eval(part, path)
-        out.append(vals[0].value if len(vals) == 1 else "${" + (".".join(part[1]) if part[0] in ("r",) else "?") + "}")
+        out.append(vals[0].value if len(vals) == 1 else "${" + (".".join(part[1]) if part[0] == "r" else "?") + "}")
     return "".join(out)
+
+
+class _Definitions:
+    """The last definition of each SQL function, per repository and over the whole workspace."""
+
+    def __init__(self) -> None:
+        self.by_repo: dict[tuple[str, str], tuple[tuple[int, str], int, list[dict[str, Any]]]] = {}
+        self.latest: dict[str, tuple[tuple[int, str], int, list[dict[str, Any]]]] = {}
+
+    def add(self, repo: str, name: str, order: tuple[int, str], line: int, inserts: list[dict[str, Any]]) -> None:
+        for table, key in ((self.by_repo, (repo, name)), (self.latest, name)):
+            if key not in table or order >= table[key][0]:
+                table[key] = (order, line, inserts)  # type: ignore[index]
+
+    def get(self, repo: str, name: str) -> tuple[tuple[int, str], int, list[dict[str, Any]]] | None:
+        return self.by_repo.get((repo, name)) or self.latest.get(name)
+
+
+def _collect(linker: Linker, table: str):
+    """(repo, path, order, item, symbol) of every SQL fact: .sql files, strings, evaluated query() calls."""
+    tokens = ("insert", "trigger", "function")
+    for path, f in linker.facts.items():
+        repo = linker.layout.repo_of(path)
+        for item in f.get("sql", ()):
+            yield repo, path, (_order(path, None), path), item, None
+        for expr, line, symbol, parsed in f.get("sql_strings", ()):
+            if parsed is None:
+                text = _render(linker, expr, path)
+                if text is None:
+                    continue
+                parsed = sql_facts(text, line, symbol, table)
+            for item in parsed:
+                yield repo, path, (_order(path, symbol), path), item, symbol
+    for path, arg, line, symbol in linker.query_calls:
+        for v in linker.r.eval(arg, path):
+            if any(t in v.value.lower() for t in tokens):
+                for item in sql_facts(v.value, line, symbol, table):
+                    yield linker.layout.repo_of(path), path, (_order(path, symbol), path), item, symbol
 
 
 def link_sql(linker: Linker) -> None:
     conv = linker.conv
     table = conv.tables.event_queue
-    funcs: dict[str, tuple[int, str, int, list[dict[str, Any]]]] = {}
-    triggers: dict[tuple[str, str, str, str], tuple[int, str, int, list[Any]]] = {}
+    defs = _Definitions()
+    def_paths: dict[tuple[str, str], str] = {}
+    triggers: dict[tuple[str, str, str, str], tuple[tuple[int, str], str, str, int, list[Any]]] = {}
     plain: list[tuple[str, int, dict[str, Any], str | None]] = []
-    for path, f in linker.facts.items():
-        entries: list[tuple[list[Any], str | None]] = [(item, None) for item in f.get("sql", ())]
-        for expr, line, symbol, parsed in f.get("sql_strings", ()):
-            if parsed is None:
-                parsed = sql_facts(_render(linker, expr, path), line, symbol, table)
-            entries.extend((item, symbol) for item in parsed)
-        for item, symbol in entries:
-            order = (_order(path, symbol), path)
-            if item[0] == "fn":
-                _tag, name, line, inserts = item
-                if name not in funcs or order >= (funcs[name][0], funcs[name][1]):
-                    funcs[name] = (order[0], path, line, inserts)
-            elif item[0] == "trg":
-                _tag, tname, ttable, fn, args, line = item
-                key = (tname, ttable, fn, json.dumps(args))
-                if key not in triggers or order >= (triggers[key][0], triggers[key][1]):
-                    triggers[key] = (order[0], path, line, args)
-            elif item[0] == "ins":
-                plain.append((path, item[1], item[2], symbol))
+    for repo, path, order, item, symbol in _collect(linker, table):
+        if item[0] == "fn":
+            _tag, name, line, inserts = item
+            defs.add(repo, name, order, line, inserts)
+            def_paths[(path, name)] = path
+        elif item[0] == "trg":
+            _tag, tname, ttable, fn, args, line = item
+            key = (repo, tname, ttable, json.dumps(args))
+            if key not in triggers or order >= triggers[key][0]:
+                triggers[key] = (order, path, fn, line, args)
+        elif item[0] == "ins":
+            plain.append((path, item[1], item[2], symbol))
     emitters = _emitters(linker)
     attached: dict[str, list[str]] = {}
-    for (tname, ttable, fn, _a), (_o, path, line, args) in sorted(triggers.items(), key=lambda kv: kv[1][1:3]):
+    for (repo, tname, ttable, _a), (_o, path, fn, line, args) in sorted(triggers.items(), key=lambda kv: kv[1][1:]):
         attached.setdefault(fn, []).append(ttable)
-        definition = funcs.get(fn)
+        definition = defs.get(repo, fn)
         if definition is None:
             if fn in linker.sc.sql_event_functions and args:
                 _produce_sql(linker, path, line, tname, "sql_trigger", args[0], [], None, emitters,
                              {"function": fn, "table": ttable, "trigger": tname,
                               "reason": "function body not found; type taken from its first argument"}, True)
             continue
-        for ins in definition[3]:
+        for ins in definition[2]:
             if not _uses_argv(ins.get("type")):
                 continue
             detail = {"function": fn, "table": ttable, "trigger": tname,
-                      "defined_in": f"{definition[1]}:{ins['line']}"}
+                      "defined_in": f"{definition[0][1]}:{ins['line']}"}
             _produce_sql(linker, path, line, tname, "sql_trigger", ins.get("type"), args,
                          ins.get("target_services"), emitters, detail, False)
     audit = conv.audit_trigger.lower()
-    for name, (_o, path, _line, inserts) in funcs.items():
+    finals = {(order[1], line, name): inserts for (_repo, name), (order, line, inserts) in defs.by_repo.items()}
+    for (path, _line, name), inserts in sorted(finals.items()):
         is_audit = name == audit or conv.tables.job_audit in attached.get(name, [])
         for ins in inserts:
             if _uses_argv(ins.get("type")):
@@ -142,6 +178,7 @@ def _produce_sql(linker: Linker, path: str, line: int, symbol: str | None, kind:
                  argv: list[Any], targets_expr: Any, emitters: list[str], detail: dict[str, str],
                  force_heuristic: bool) -> list[tuple[Any, bool, str | None]]:
     values = evaluate(type_expr, argv, emitters) if type_expr is not None else []
+    values = [v for v in values if "${" not in v[0]]
     if not values:
         linker.unresolved("event", path, line, symbol, kind, ["?", _raw(type_expr)], **detail)
         return []

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import posixpath
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,8 +53,16 @@ def _json_wanted(rel: str) -> bool:
     return "config" in parts[:-1] or "config" in parts[-1].lower()
 
 
-def discover(workspace: Path, skip_dirs: Iterable[str]) -> tuple[list[SourceFile], list[str], list[str]]:
-    """Walk the workspace: (source files, package.json paths, git roots), all relative, sorted.
+@dataclass(slots=True)
+class Discovery:
+    files: list[SourceFile]
+    packages: list[str]  # package.json files
+    tsconfigs: list[str]  # tsconfig.json files
+    git_roots: list[str]
+
+
+def discover(workspace: Path, skip_dirs: Iterable[str]) -> Discovery:
+    """Walk the workspace: source files, package.json and tsconfig.json paths, git roots (relative, sorted).
 
     Directories named in ``skip_dirs`` (``node_modules``, ``dist``, ...) are not entered;
     symlinked directories are not followed; files over 2 MB are skipped.
@@ -61,6 +70,7 @@ def discover(workspace: Path, skip_dirs: Iterable[str]) -> tuple[list[SourceFile
     skip = set(skip_dirs)
     files: list[SourceFile] = []
     packages: list[str] = []
+    tsconfigs: list[str] = []
     git_roots: list[str] = []
     stack = [""]
     root = str(workspace)
@@ -90,6 +100,9 @@ def discover(workspace: Path, skip_dirs: Iterable[str]) -> tuple[list[SourceFile
                 if name == "package.json":
                     packages.append(rel)
                     continue
+                if name == "tsconfig.json":
+                    tsconfigs.append(rel)
+                    continue
                 kind = file_kind(name)
                 if kind is None or (kind == "json" and not _json_wanted(rel)):
                     continue
@@ -100,8 +113,7 @@ def discover(workspace: Path, skip_dirs: Iterable[str]) -> tuple[list[SourceFile
                 continue
             files.append(SourceFile(rel, kind, st.st_size, st.st_mtime_ns))
     files.sort(key=lambda f: f.rel)
-    packages.sort()
-    return files, packages, sorted(set(git_roots))
+    return Discovery(files, sorted(packages), sorted(tsconfigs), sorted(set(git_roots)))
 
 
 def is_test_path(rel: str, markers: Iterable[str]) -> bool:
@@ -184,11 +196,101 @@ def read_package(workspace: Path, rel: str) -> Package | None:
     return Package(data["name"], posixpath.dirname(rel), list(dict.fromkeys(entries)), subpaths)
 
 
+@dataclass(slots=True)
+class TsConfig:
+    dir: str  # folder of the tsconfig.json
+    base: str  # baseUrl folder (relative to the workspace)
+    paths: list[tuple[str, str, list[str]]]  # (prefix, suffix, targets) of "prefix*suffix" patterns
+    exact: dict[str, list[str]]
+    has_base_url: bool
+
+
+def _strip_jsonc(text: str) -> str:
+    """JSON with comments and trailing commas (tsconfig) -> JSON."""
+    out, i, n, in_str = [], 0, len(text), False
+    while i < n:
+        ch = text[i]
+        if in_str:
+            out.append(ch)
+            if ch == "\\" and i + 1 < n:
+                out.append(text[i + 1])
+                i += 2
+                continue
+            if ch == '"':
+                in_str = False
+        elif ch == '"':
+            in_str = True
+            out.append(ch)
+        elif text.startswith("//", i):
+            j = text.find("\n", i)
+            i = n if j < 0 else j
+            continue
+        elif text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            i = n if j < 0 else j + 2
+            continue
+        else:
+            out.append(ch)
+        i += 1
+    return re.sub(r",(\s*[}\]])", r"\1", "".join(out))
+
+
+def _compiler_options(workspace: Path, rel: str, depth: int = 0) -> tuple[dict, str]:
+    """compilerOptions of a tsconfig (following relative ``extends``) and the folder baseUrl is relative to."""
+    try:
+        data = json.loads(_strip_jsonc((workspace / rel).read_text(encoding="utf-8")))
+    except (OSError, ValueError):
+        return {}, posixpath.dirname(rel)
+    if not isinstance(data, dict):
+        return {}, posixpath.dirname(rel)
+    options: dict = {}
+    origin = posixpath.dirname(rel)
+    parent = data.get("extends")
+    if isinstance(parent, str) and parent.startswith(".") and depth < 4:
+        target = posixpath.normpath(posixpath.join(posixpath.dirname(rel), parent))
+        if not target.endswith(".json"):
+            target += ".json"
+        options, origin = _compiler_options(workspace, target, depth + 1)
+        options = dict(options)
+    own = data.get("compilerOptions")
+    if isinstance(own, dict):
+        if "baseUrl" in own or "paths" in own:
+            origin = posixpath.dirname(rel)
+        options.update(own)
+    return options, origin
+
+
+def read_tsconfig(workspace: Path, rel: str) -> TsConfig | None:
+    """The ``baseUrl``/``paths`` aliases of a tsconfig.json, or None when it declares none."""
+    options, origin = _compiler_options(workspace, rel)
+    base_url = options.get("baseUrl")
+    paths = options.get("paths")
+    if not isinstance(paths, dict) and not isinstance(base_url, str):
+        return None
+    base = posixpath.normpath(posixpath.join(origin, base_url)) if isinstance(base_url, str) else origin
+    base = "" if base == "." else base
+    patterns: list[tuple[str, str, list[str]]] = []
+    exact: dict[str, list[str]] = {}
+    for pattern, targets in (paths or {}).items():
+        if not isinstance(targets, list):
+            continue
+        targets = [t for t in targets if isinstance(t, str)]
+        if "*" in pattern:
+            prefix, suffix = pattern.split("*", 1)
+            patterns.append((prefix, suffix, targets))
+        else:
+            exact[pattern] = targets
+    patterns.sort(key=lambda p: len(p[0]), reverse=True)
+    return TsConfig(posixpath.dirname(rel), base, patterns, exact, isinstance(base_url, str))
+
+
 class Layout:
     """Repositories, packages and module resolution over the discovered file set."""
 
-    def __init__(self, workspace: Path, files: Iterable[str], packages: Iterable[Package], git_roots: list[str]):
+    def __init__(self, workspace: Path, files: Iterable[str], packages: Iterable[Package], git_roots: list[str],
+                 tsconfigs: Iterable[TsConfig] = ()):
         self.workspace = workspace
+        self.tsconfigs = sorted(tsconfigs, key=lambda t: len(t.dir), reverse=True)
         self.files = set(files)
         self.packages: dict[str, Package] = {}
         for pkg in packages:
@@ -234,12 +336,48 @@ class Layout:
 
     def resolve(self, importer: str, spec: str) -> str | None:
         """The workspace file an import of ``spec`` from ``importer`` names, or None (external)."""
-        key = (posixpath.dirname(importer) if spec.startswith(".") else "", spec)
+        if spec.startswith("."):
+            key = (posixpath.dirname(importer), spec)
+        else:
+            ts = self._tsconfig_of(importer) if self.tsconfigs else None
+            key = ("\0" + (ts.dir if ts else ""), spec)
         if key in self._cache:
             return self._cache[key]
-        found = self._file(posixpath.join(key[0], spec)) if spec.startswith(".") else self._resolve_package(spec)
+        if spec.startswith("."):
+            found = self._file(posixpath.join(key[0], spec))
+        else:
+            found = self._resolve_alias(importer, spec) if self.tsconfigs else None
+            if found is None:
+                found = self._resolve_package(spec)
         self._cache[key] = found
         return found
+
+    def _tsconfig_of(self, rel: str) -> TsConfig | None:
+        for ts in self.tsconfigs:
+            if not ts.dir or rel.startswith(ts.dir + "/"):
+                return ts
+        return None
+
+    def _resolve_alias(self, importer: str, spec: str) -> str | None:
+        """``spec`` through the ``paths``/``baseUrl`` of the tsconfig nearest ``importer``."""
+        ts = self._tsconfig_of(importer)
+        if ts is None:
+            return None
+        join = (lambda p: posixpath.join(ts.base, p)) if ts.base else (lambda p: p)
+        for target in ts.exact.get(spec, ()):
+            found = self._file(join(target))
+            if found:
+                return found
+        for prefix, suffix, targets in ts.paths:
+            if spec.startswith(prefix) and spec.endswith(suffix) and len(spec) >= len(prefix) + len(suffix):
+                star = spec[len(prefix):len(spec) - len(suffix)]
+                for target in targets:
+                    found = self._file(join(target.replace("*", star, 1)))
+                    if found:
+                        return found
+        if ts.has_base_url:
+            return self._file(join(spec))
+        return None
 
     def _resolve_package(self, spec: str) -> str | None:
         parts = spec.split("/")
