@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -14,7 +15,7 @@ import redis
 
 from server.demo import DEMO_POSTGRES_ENV, DEMO_REDIS_ENV, diagnose_run, prepare, run_demo
 from server.demo_report import DemoReport, render_text
-from server.embedded import free_port, port_answers
+from server.embedded import EmbeddedServices, free_port, port_answers
 from server.errors import InvalidArgument
 from tests.helpers import REPO_ROOT
 
@@ -37,6 +38,16 @@ EXPECTED_EVIDENCE = {
     "trimmed_pending": "inspect_stream: trimmed_pending",
     "stale_idempotency_lock": "inspect_stream: stale_idempotency_lock",
 }
+
+
+@pytest.fixture(scope="module")
+def private_redis_url() -> Iterator[str]:
+    """A Redis of this module only: other test runs sharing the local server cannot race on it."""
+    services = EmbeddedServices()
+    try:
+        yield services.start_redis().rsplit("/", 1)[0] + "/9"
+    finally:
+        services.stop()
 
 
 def clean_env() -> dict[str, str]:
@@ -76,7 +87,8 @@ def test_demo_json_end_to_end_on_embedded_services() -> None:
     assert report.ok
 
 
-def test_demo_text_report_on_external_services(pg_admin_url: str, redis_url: str, tmp_path: Path) -> None:
+def test_demo_text_report_on_external_services(pg_admin_url: str, private_redis_url: str, tmp_path: Path) -> None:
+    redis_url = private_redis_url
     env = {DEMO_POSTGRES_ENV: pg_admin_url, DEMO_REDIS_ENV: redis_url}
     run = prepare(tmp_path / "demo", env, remediation=False)
     try:
@@ -103,14 +115,16 @@ def test_demo_text_report_on_external_services(pg_admin_url: str, redis_url: str
         assert conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (scratch,)).fetchone() is None
 
 
-def test_demo_refuses_a_redis_database_in_use(pg_admin_url: str, redis_url: str) -> None:
+def test_demo_refuses_a_redis_database_in_use(pg_admin_url: str, private_redis_url: str) -> None:
+    redis_url = private_redis_url.rsplit("/", 1)[0] + "/8"
     client = redis.Redis.from_url(redis_url)
     try:
         client.set("someone:else", "1")
-        with pytest.raises(InvalidArgument, match=r"holds \d+ keys; the demo needs an empty one"):
+        with pytest.raises(InvalidArgument, match="holds 1 keys; the demo needs an empty one"):
             run_demo(environ={DEMO_POSTGRES_ENV: pg_admin_url, DEMO_REDIS_ENV: redis_url})
         assert client.get("someone:else") == b"1"
     finally:
+        client.delete("someone:else")
         client.close()
 
 
