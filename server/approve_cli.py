@@ -165,10 +165,18 @@ def approve_plan(
     return token
 
 
+def _ask_on_stderr(prompt: str) -> str:
+    """Like ``input`` but the prompt goes to stderr: stdout carries the token only."""
+    sys.stderr.write(prompt)
+    sys.stderr.flush()
+    return sys.stdin.readline()
+
+
 def cmd_approve(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     token = approve_plan(
-        settings, args.plan_id, is_tty=sys.stdin.isatty(), ask=input, ask_secret=getpass.getpass, out=sys.stderr,
+        settings, args.plan_id, is_tty=sys.stdin.isatty(), ask=_ask_on_stderr, ask_secret=getpass.getpass,
+        out=sys.stderr,
         approver=args.approver, key_path=args.key, plan_file=getattr(args, "plan_file", None),
     )
     print(token)

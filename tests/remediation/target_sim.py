@@ -110,6 +110,15 @@ class PostProcessor:
             self._process(message_id, {k.decode(): v.decode() for k, v in fields.items()})
         return len(entries)
 
+    def restart(self) -> int:
+        """What a restarting consumer does first: re-read and process its own pending entries."""
+        entries = []
+        for _, rows in self.r.xreadgroup(self.group, self.consumer, {self.stream: "0"}, count=100) or []:
+            entries += [(i.decode(), f) for i, f in rows if f]
+        for message_id, fields in entries:
+            self._process(message_id, {k.decode(): v.decode() for k, v in fields.items()})
+        return len(entries)
+
     def _process(self, message_id: str, fields: dict[str, str]) -> None:
         if "event" not in fields:
             self.r.xack(self.stream, self.group, message_id)

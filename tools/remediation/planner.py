@@ -192,7 +192,8 @@ async def propose(settings: Settings, connections: Connections, request: Request
     """Build, seal, save and audit a plan for ``request``; ``NotFound`` when there is nothing to do."""
     request = validate_request(settings, request)
     builder = PlanBuilder(settings)
-    await _build(builder, connections, request)
+    async with connections.redis_errors():
+        await _build(builder, connections, request)
     if not builder.steps:
         extra = "; ".join(builder.warnings + builder.notes)
         raise NotFound(builder.nothing_to_do + (f" ({extra})" if extra else ""))

@@ -1,0 +1,152 @@
+"""``mesh-mcp approve`` and ``mesh-mcp approver init``: the human side, and its honest limits."""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from server.approval import verify_token
+from server.approve_cli import approve_plan, init_approver
+from server.audit import audit_log
+from server.config import load_settings
+from server.connections import Connections
+from server.errors import RemediationRefused
+from tests.helpers import REPO_ROOT
+from tests.remediation.conftest import STREAM, Poison, approve
+from tools.remediation import store
+from tools.remediation.planner import Request, propose
+
+
+def _config(mesh_config, tmp_path: Path, outbox_db: str, redis_url: str, **approval) -> Path:
+    approval.setdefault("secret_file", str(tmp_path / "secret" / "approval.key"))
+    return mesh_config({
+        "state_dir": str(tmp_path / "state"),
+        "redis": {"url": redis_url},
+        "services": {"event": {"postgres": outbox_db}},
+        "approval": approval,
+    })
+
+
+async def _plan(settings):
+    connections = Connections(settings)
+    try:
+        return await propose(settings, connections, Request("dlq_replay", STREAM, None, None, None, None))
+    finally:
+        await connections.aclose()
+
+
+def _cli(*args: str, **kw) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    return subprocess.run([sys.executable, "-m", "server.cli", *args], capture_output=True, text=True, env=env,
+                          cwd=REPO_ROOT, timeout=60, **kw)
+
+
+@pytest.mark.anyio
+async def test_approve_with_piped_stdin_is_refused(tmp_path, mesh_config, outbox_db, redis_url, redis_client):
+    config = _config(mesh_config, tmp_path, outbox_db, redis_url)
+    settings = load_settings(config_file=config, environ={})
+    Poison(redis_client, outbox_db, settings)
+    plan = await _plan(settings)
+    assert plan.approve_command == f"mesh-mcp approve {plan.plan_id} --config {config.resolve()}"
+    result = _cli("approve", plan.plan_id, "--config", str(config), input="ABCDEF\n")
+    assert result.returncode == 2
+    assert "not an interactive terminal" in result.stderr
+    assert result.stdout == ""
+    assert audit_log(settings).read()[-1]["result"] == "not_a_terminal"
+    assert not (tmp_path / "secret" / "approval.key").exists()  # not even the secret was created
+    result = _cli("approver", "init", "--id", "eve", "--out", str(tmp_path / "eve.key"), input="x" * 20 + "\n")
+    assert result.returncode == 2 and "not an interactive terminal" in result.stderr
+    assert not (tmp_path / "eve.key").exists()
+
+
+@pytest.mark.anyio
+async def test_wrong_code_and_unusable_plans_are_refused(settings, poison, redis_client):
+    plan = await _plan(settings)
+    out = io.StringIO()
+    with pytest.raises(RemediationRefused, match="code did not match"):
+        approve_plan(settings, plan.plan_id, is_tty=True, ask=lambda p: "AAAAAA", ask_secret=lambda p: "", out=out)
+    shown = out.getvalue()
+    for step in plan.steps:  # the human saw every exact command
+        assert all(line in shown for line in step.command.splitlines())
+    assert plan.plan_sha256 in shown and "local mode" in shown
+    path = store.plan_path(settings, plan.plan_id)
+    path.write_text(path.read_text().replace(plan.summary, "something else"))
+    with pytest.raises(RemediationRefused, match="edited"):
+        approve(settings, plan.plan_id)
+    results = [r["result"] for r in audit_log(settings).read() if r["event"] == "approval_refused"]
+    assert results == ["wrong_code", "plan_unusable"]
+
+
+@pytest.mark.anyio
+async def test_approver_init_then_signature_approval(tmp_path, mesh_config, outbox_db, redis_url, redis_client):
+    out = io.StringIO()
+    answers = iter(["a long passphrase here", "a long passphrase here"])
+    line = init_approver("alice", tmp_path / "keys" / "alice.key", is_tty=True, ask_secret=lambda p: next(answers),
+                         out=out, scrypt_n=2**10)
+    assert re.fullmatch(r'alice = "[A-Za-z0-9+/]{43}="', line)
+    with pytest.raises(Exception, match="differ"):
+        answers = iter(["a long passphrase here", "another passphrase!!"])
+        init_approver("bob", tmp_path / "keys" / "bob.key", is_tty=True, ask_secret=lambda p: next(answers),
+                      out=out, scrypt_n=2**10)
+    assert not (tmp_path / "keys" / "bob.key").exists()
+    config = _config(mesh_config, tmp_path, outbox_db, redis_url, mode="signature",
+                     approvers={"alice": line.split('"')[1]})
+    settings = load_settings(config_file=config, environ={})
+    Poison(redis_client, outbox_db, settings)
+    plan = await _plan(settings)
+    assert "signature mode" in plan.approval_note and "writable" in plan.approval_note
+    with pytest.raises(RemediationRefused, match="wrong passphrase"):
+        approve(settings, plan.plan_id, key_path=tmp_path / "keys" / "alice.key", ask_secret=lambda p: "guess")
+    copy = tmp_path / "elsewhere" / "plan.json"  # approved from a copy of the plan, e.g. on another machine
+    copy.parent.mkdir()
+    shutil.copy(store.plan_path(settings, plan.plan_id), copy)
+    token = approve(settings, plan.plan_id, key_path=tmp_path / "keys" / "alice.key", plan_file=copy,
+                    ask_secret=lambda p: "a long passphrase here")
+    claims = verify_token(settings, token, plan_id=plan.plan_id, plan_sha256=plan.plan_sha256)
+    assert claims.approver == "alice" and claims.mode == "signature"
+    approved = [r for r in audit_log(settings).read() if r["event"] == "approved"]
+    assert approved[-1]["approver"] == "alice" and token not in str(approved)
+
+
+@pytest.mark.anyio
+@pytest.mark.skipif(sys.platform != "linux", reason="uses a Linux pseudo-terminal")
+async def test_an_agent_driving_a_pty_gets_a_local_token(tmp_path, mesh_config, outbox_db, redis_url, redis_client):
+    """The documented limit of local mode: a program that reads the screen can type the code back.
+
+    (In signature mode it would then be asked for a passphrase it does not have.)
+    """
+    config = _config(mesh_config, tmp_path, outbox_db, redis_url)
+    settings = load_settings(config_file=config, environ={})
+    Poison(redis_client, outbox_db, settings)
+    plan = await _plan(settings)
+    master, slave = os.openpty()
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "server.cli", "approve", plan.plan_id, "--config", str(config)],
+                            stdin=slave, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            cwd=REPO_ROOT)
+    os.close(slave)
+    try:
+        code = None
+        for line in proc.stderr:  # type: ignore[union-attr]
+            found = re.search(r"type the code (\w+)", line)
+            if found:
+                code = found.group(1)
+                break
+        assert code is not None
+        os.write(master, f"{code}\n".encode())
+        stdout, _ = proc.communicate(timeout=60)
+    finally:
+        os.close(master)
+        if proc.poll() is None:
+            proc.kill()
+    token = stdout.strip()
+    assert proc.returncode == 0 and "\n" not in token  # the token is the only thing on stdout
+    assert verify_token(settings, token, plan_id=plan.plan_id, plan_sha256=plan.plan_sha256).approver.startswith(
+        "local:")
