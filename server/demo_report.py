@@ -65,7 +65,7 @@ class Finding(BaseModel):
 
 
 class DemoReport(BaseModel):
-    ok: bool = Field(description="every seeded fault was found by a tool, and no tool was missing")
+    ok: bool = Field(description="every seeded fault was found by a tool, and no tool was missing or failed")
     services: dict[str, str]
     workspace: str
     seconds: dict[str, float] = Field(default_factory=dict)
@@ -73,6 +73,7 @@ class DemoReport(BaseModel):
     health: str = ""
     findings: list[Finding]
     missing_tools: list[str] = Field(default_factory=list)
+    failed_tools: list[str] = Field(default_factory=list, description="tools that returned an error")
     notes: list[str] = Field(default_factory=list)
     calls: list[ToolCall] = Field(default_factory=list)
 
@@ -297,14 +298,16 @@ async def diagnose(settings: Settings, scn: Scenario, services: dict[str, str]) 
                 steps=[RemedyStep(stage=stage, text=text) for stage, text in steps], plan=plan))
     calls = list(caller.calls.values())
     missing = sorted({c.tool for c in calls if not c.available})
+    failed = sorted({c.tool for c in calls if c.available and not c.ok})
     notes = []
     if not scn.consumer_aged:
         notes.append("the dead consumer's last-seen time could not be moved into the past on this Redis; "
                      "it looks recently active, so inspect_stream may not call it dead")
     return DemoReport(
-        ok=all(f.found for f in findings) and not missing, services=services, workspace=str(settings.workspace),
+        ok=all(f.found for f in findings) and not missing and not failed,
+        services=services, workspace=str(settings.workspace),
         static_map=static_map_of(impact.structured) if impact.ok else {"error": [impact.text]},
-        health=health.text, findings=findings, missing_tools=missing, notes=notes, calls=calls,
+        health=health.text, findings=findings, missing_tools=missing, failed_tools=failed, notes=notes, calls=calls,
     )
 
 
@@ -372,6 +375,8 @@ def render_text(report: DemoReport) -> str:
     ]
     if report.missing_tools:
         out.append(f"Tools missing from this build: {', '.join(report.missing_tools)}.")
+    if report.failed_tools:
+        out.append(f"Tools that returned an error: {', '.join(report.failed_tools)} (see 'not run' above).")
     for note in report.notes:
         out.append(f"Note: {note}.")
     return "\n".join(out)

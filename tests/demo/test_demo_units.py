@@ -12,8 +12,8 @@ import redis
 
 from server.config import RedisSettings
 from server.demo import DEMO_POSTGRES_ENV, DEMO_REDIS_ENV, diagnose_run, prepare
+from server.demo_dump import age_consumer_in_dump, crc64
 from server.demo_report import Probe, match_probe, render_text
-from server.demo_seed import age_consumer_in_dump, crc64
 from server.embedded import EmbeddedServices, free_port
 
 
