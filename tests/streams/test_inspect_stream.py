@@ -125,7 +125,7 @@ async def test_lag_beyond_the_count_cap_is_estimated(backend: Backend, settings_
         client.xadd("stream:big", {"n": str(n)})
     client.xgroup_create("stream:big", "slow", id="0")
     client.xreadgroup("slow", "c", {"stream:big": ">"}, count=20)
-    settings = settings_for(backend, limits={"max_count": 10})
+    settings = settings_for(backend, limits={"stream_sample": 10})
     conns = Connections(settings)
     try:
         report = await inspect_stream(conns, settings, "stream:big")

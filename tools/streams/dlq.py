@@ -245,7 +245,8 @@ async def _fill_page(
 ) -> tuple[list[DeadLetter], int, tuple[str, str] | None]:
     """Read dead-letter streams in name order from the cursor; returns (page, examined, resume position).
 
-    Filters run on the full entry; the page holds entries parsed under the byte cap. At
+    Filters run on the full entry (the event type is read from the whole payload even when
+    it is over the cap); the page holds entries parsed under the byte cap. At
     most ``[limits] scan_max_iterations`` reads happen per call; when they run out the
     resume position is the last entry read, so the next page continues from there.
     """
@@ -270,10 +271,15 @@ async def _fill_page(
                     return page, examined, (page[-1].dlq_stream, page[-1].dlq_id)
                 examined += 1
                 position = StreamId.parse(entry_id)
-                full = parse_dlq_entry(fields, dlq_stream=key, dlq_id=entry_id, conventions=conv)
-                if _matches(full, event_type, needle):
-                    page.append(parse_dlq_entry(fields, dlq_stream=key, dlq_id=entry_id, conventions=conv,
-                                                max_bytes=limits.payload_max_bytes))
+                shown = parse_dlq_entry(fields, dlq_stream=key, dlq_id=entry_id, conventions=conv,
+                                        max_bytes=limits.payload_max_bytes)
+                if filtering and shown.error_truncated:  # the error filter needs the whole text
+                    full = parse_dlq_entry(fields, dlq_stream=key, dlq_id=entry_id, conventions=conv)
+                    keep = _matches(full, event_type, needle)
+                else:
+                    keep = _matches(shown, event_type, needle)
+                if keep:
+                    page.append(shown)
             if len(rows) < batch:
                 break
     return page, examined, None

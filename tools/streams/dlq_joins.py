@@ -1,4 +1,4 @@
-"""What else Redis knows about a dead-lettered message: one pipelined round per page.
+"""What else Redis knows about a dead-lettered message: three pipelined rounds per page.
 
 For each dead letter whose ``messageId`` is a stream id, and each consumer group of its
 source stream (``XINFO GROUPS``):
@@ -9,12 +9,17 @@ source stream (``XINFO GROUPS``):
   ``retry_last_error_suffix``) and the score in ``retry_queue_key``;
 - the idempotency lock ``idempotency_key`` and its TTL.
 
+Per group, one ``MGET`` reads every attempt counter and one every lock of the page, and
+one ``ZMSCORE`` every retry-queue score; the last error (``GETRANGE``, byte-capped) and
+the lock TTLs are read only where something exists.
+
 The models are those of :mod:`tools.outbox.delivery` so every tool describes retry
 bookkeeping and locks the same way. A key of an unexpected type reads as absent.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
@@ -63,10 +68,10 @@ def _value(reply: Any) -> Any:
 
 
 async def join_dead_letters(redis: Any, settings: Settings, letters: list[DeadLetter]) -> None:
-    """Fill ``original`` and ``bookkeeping`` of each letter in place (two pipelined rounds)."""
+    """Fill ``original`` and ``bookkeeping`` of each letter in place (three pipelined rounds at most)."""
     if not letters:
         return
-    conv, max_bytes = settings.conventions, settings.limits.payload_max_bytes
+    conv = settings.conventions
     sources = sorted({d.source_stream for d in letters})
     pipe = redis.pipeline(transaction=False)
     for source in sources:
@@ -81,32 +86,29 @@ async def join_dead_letters(redis: Any, settings: Settings, letters: list[DeadLe
         groups_of[source] = [text(g["name"]) or "" for g in groups or []][: settings.limits.max_count]
 
     pipe = redis.pipeline(transaction=False)
-    plan: list[tuple[DeadLetter, bool]] = []
-    for letter in letters:
-        mid = letter.message_id or ""
-        groups = groups_of[letter.source_stream]
-        is_id = try_parse(mid) is not None and exists[letter.source_stream]
+    located = [(d, try_parse(d.message_id or "") is not None and exists[d.source_stream]) for d in letters]
+    for letter, is_id in located:
         if is_id:
+            mid = letter.message_id or ""
             pipe.xrange(letter.source_stream, mid, mid, count=1)
-            for group in groups:
+            for group in groups_of[letter.source_stream]:
                 pipe.xpending_range(letter.source_stream, group, mid, mid, 1)
-        for group in groups:
-            base = retry_key(conv, group, mid)
-            pipe.exists(base)
-            pipe.get(retry_attempt_key(conv, group, mid))
-            pipe.getrange(retry_last_error_key(conv, group, mid), 0, max_bytes)
-            pipe.zscore(retry_queue_key(conv, group), mid)
-            pipe.pttl(idempotency_key(conv, group, mid))
-        plan.append((letter, is_id))
+    pairs = sorted({(d.source_stream, g) for d in letters for g in groups_of[d.source_stream]})
+    members = {pair: [d for d in letters if d.source_stream == pair[0]] for pair in pairs}
+    for (_, group), batch in members.items():
+        mids = [d.message_id or "" for d in batch]
+        pipe.mget([retry_attempt_key(conv, group, m) for m in mids])
+        pipe.mget([idempotency_key(conv, group, m) for m in mids])
+        pipe.zmscore(retry_queue_key(conv, group), mids)
+        pipe.exists(*[retry_key(conv, group, m) for m in mids])
     answers = iter(await pipe.execute(raise_on_error=False))
 
-    for letter, is_id in plan:
-        groups = groups_of[letter.source_stream]
-        mid = letter.message_id or ""
-        original = OriginalState(source_exists=exists[letter.source_stream], in_stream=False, groups_checked=groups)
+    for letter, is_id in located:
+        original = OriginalState(source_exists=exists[letter.source_stream], in_stream=False,
+                                 groups_checked=groups_of[letter.source_stream])
         if is_id:
             original.in_stream = bool(_value(next(answers)))
-            for group in groups:
+            for group in groups_of[letter.source_stream]:
                 rows = _value(next(answers)) or []
                 if rows:
                     row = rows[0]
@@ -114,22 +116,57 @@ async def join_dead_letters(redis: Any, settings: Settings, letters: list[DeadLe
                         group=group, consumer=text(row["consumer"]) or "",
                         idle_ms=int(row["time_since_delivered"]), deliveries=int(row["times_delivered"])))
         letter.original = original
-        for group in groups:
-            base_exists, attempt, last_error, score, pttl = (_value(next(answers)) for _ in range(5))
-            error_text, _ = capped(last_error or None, max_bytes)
-            retry = RetryState(
-                key=retry_key(conv, group, mid),
-                exists=bool(base_exists) or attempt is not None or bool(last_error) or score is not None,
-                attempt=as_int(attempt),
-                last_error=error_text if last_error else None,
-                next_retry_at_ms=int(score) if score is not None else None,
-                retry_queue_key=retry_queue_key(conv, group),
-            )
-            ttl = as_int(pttl)
-            lock = IdempotencyLock(
-                key=idempotency_key(conv, group, mid),
-                exists=ttl is not None and ttl != -2,
-                ttl_s=ttl // 1000 if ttl is not None and ttl >= 0 else None,
-            )
-            if retry.exists or lock.exists:
-                letter.bookkeeping.append(GroupBookkeeping(group=group, retry=retry, idempotency=lock))
+
+    # per (letter, group): attempt, lock and retry-queue score; base keys are only counted per group
+    pairs_found: list[_Pair] = []
+    for (_, group), batch in members.items():
+        attempts = _value(next(answers)) or [None] * len(batch)
+        locks = _value(next(answers)) or [None] * len(batch)
+        scores = _value(next(answers)) or [None] * len(batch)
+        any_base = bool(_value(next(answers)))
+        for letter, attempt, lock, score in zip(batch, attempts, locks, scores, strict=True):
+            if any_base or attempt is not None or lock is not None or score is not None:
+                pairs_found.append(_Pair(letter, group, attempt, score))
+    await _bookkeeping(redis, settings, pairs_found)
+
+
+@dataclass
+class _Pair:
+    letter: DeadLetter
+    group: str
+    attempt: Any
+    score: Any
+
+
+async def _bookkeeping(redis: Any, settings: Settings, pairs: list[_Pair]) -> None:
+    """Round 3: base key, last error (byte-capped) and lock TTL of the (letter, group) pairs with anything."""
+    if not pairs:
+        return
+    conv, max_bytes = settings.conventions, settings.limits.payload_max_bytes
+    pipe = redis.pipeline(transaction=False)
+    for pair in pairs:
+        mid = pair.letter.message_id or ""
+        pipe.exists(retry_key(conv, pair.group, mid))
+        pipe.getrange(retry_last_error_key(conv, pair.group, mid), 0, max_bytes)
+        pipe.pttl(idempotency_key(conv, pair.group, mid))
+    answers = iter(await pipe.execute(raise_on_error=False))
+    for pair in pairs:
+        base_exists, last_error, pttl = (_value(next(answers)) for _ in range(3))
+        mid = pair.letter.message_id or ""
+        error_text, _ = capped(last_error or None, max_bytes)
+        retry = RetryState(
+            key=retry_key(conv, pair.group, mid),
+            exists=bool(base_exists) or pair.attempt is not None or bool(last_error) or pair.score is not None,
+            attempt=as_int(pair.attempt),
+            last_error=error_text if last_error else None,
+            next_retry_at_ms=int(pair.score) if pair.score is not None else None,
+            retry_queue_key=retry_queue_key(conv, pair.group),
+        )
+        ttl = as_int(pttl)
+        lock = IdempotencyLock(
+            key=idempotency_key(conv, pair.group, mid),
+            exists=ttl is not None and ttl != -2,
+            ttl_s=ttl // 1000 if ttl is not None and ttl >= 0 else None,
+        )
+        if retry.exists or lock.exists:
+            pair.letter.bookkeeping.append(GroupBookkeeping(group=pair.group, retry=retry, idempotency=lock))

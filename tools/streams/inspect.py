@@ -7,13 +7,15 @@ Four pipelined round trips, read commands only, each bounded:
 2. ``XINFO STREAM`` (never ``FULL``), ``XINFO GROUPS``, ``XLEN`` and the newest entry of
    the dead-letter stream;
 3. per group (at most ``[limits] max_count`` groups): ``XINFO CONSUMERS`` (skipped above
-   ``max_count`` consumers), the ``XPENDING`` summary, the oldest pending entry, the
-   pending ids older than the first entry (at most ``max_count + 1``), the oldest
-   undelivered entry (``XRANGE`` from after last-delivered-id: one entry when Redis 7
-   reports the lag, else at most ``max_count + 1`` to count it), a sample of at most
-   ``max_count`` entries idle beyond the thresholds (``XPENDING ... IDLE``) and the first
-   ``max_count`` members of the group's retry queue;
-4. ``PTTL`` of the idempotency lock of each sampled message.
+   ``max_count`` consumers), the ``XPENDING`` summary, the oldest pending entry, and, with
+   ``S = [limits] stream_sample``: the pending ids older than the first entry (at most
+   ``S + 1``: a count above ``S`` is a lower bound), the oldest undelivered entry (``XRANGE``
+   from after last-delivered-id: one entry when Redis 7 reports the lag, else at most
+   ``S + 1`` to count it, estimated beyond), a sample of at most ``S`` entries idle beyond
+   the thresholds (``XPENDING ... IDLE``) and the first ``S`` members of the group's retry
+   queue;
+4. one ``MGET`` per group of the idempotency locks of the sampled messages, then ``PTTL``
+   of the locks found.
 
 Anomaly rules live in :mod:`tools.streams.anomalies`.
 """
@@ -133,7 +135,7 @@ async def inspect_stream(connections: Connections, settings: Settings, stream: s
             dead_consumer_idle_ms=limits.dead_consumer_idle_ms,
             claim_interval_ms=conv.claim_interval_ms,
             lag_max_age_ms=limits.lag_max_age_ms,
-            sample_size=cap,
+            sample_size=limits.stream_sample,
         ),
     )
     report.anomalies = _anomalies(settings, report, probes)
@@ -162,6 +164,7 @@ async def _probe_groups(
 ) -> list[_GroupProbe]:
     limits, conv = settings.limits, settings.conventions
     cap = limits.max_count
+    sample = limits.stream_sample
     first = sinfo.get("first-entry")
     first_id = try_parse(first[0]) if first else None
     last = sinfo.get("last-entry")
@@ -182,16 +185,16 @@ async def _probe_groups(
         pipe.xpending_range(stream, name, "-", "+", 1)
         before_first = first_id.predecessor() if first_id is not None else None
         if first_id is None:
-            pipe.xpending_range(stream, name, "-", "+", cap + 1)
+            pipe.xpending_range(stream, name, "-", "+", sample + 1)
         elif before_first is not None:
-            pipe.xpending_range(stream, name, "-", str(before_first), cap + 1)
+            pipe.xpending_range(stream, name, "-", str(before_first), sample + 1)
         lag, source, to_read = _lag_plan(ginfo, last_generated)
         delivered = try_parse(ginfo.get("last-delivered-id")) or StreamId(0, 0)
         if to_read:
-            pipe.xrange(stream, str(delivered.successor()), "+", count=1 if to_read > 0 else cap + 1)
+            pipe.xrange(stream, str(delivered.successor()), "+", count=1 if to_read > 0 else sample + 1)
         if server.has_pending_idle_filter:
-            pipe.xpending_range(stream, name, "-", "+", cap, idle=idle_floor)
-        pipe.zrange(retry_queue_key(conv, name), 0, cap - 1)
+            pipe.xpending_range(stream, name, "-", "+", sample, idle=idle_floor)
+        pipe.zrange(retry_queue_key(conv, name), 0, sample - 1)
         plans.append((ginfo, name, consumers, list_consumers, first_id is None or before_first is not None,
                       lag, source, to_read))
     replies = iter(await pipe.execute(raise_on_error=False))
@@ -203,16 +206,16 @@ async def _probe_groups(
         oldest_rows = _ok(next(replies))
         trimmed = [text(r["message_id"]) or "" for r in _ok(next(replies))] if probe_trimmed else []
         undelivered = _ok(next(replies)) if to_read else []
-        sample = _ok(next(replies)) if server.has_pending_idle_filter else []
+        idle_rows = _ok(next(replies)) if server.has_pending_idle_filter else []
         retry_reply = next(replies)
         retry_members = [] if isinstance(retry_reply, Exception) else [text(m) or "" for m in retry_reply]
 
         oldest_undelivered = text(undelivered[0][0]) if undelivered else None
         if source == "counted":
             lag = len(undelivered)
-            if lag > cap:
+            if lag > sample:
                 source = "estimated"
-                lag = _estimate_lag(length, first_id, last_id, try_parse(oldest_undelivered), cap + 1)
+                lag = _estimate_lag(length, first_id, last_id, try_parse(oldest_undelivered), sample + 1)
         trimmed_set = set(trimmed)
         oldest = None
         if oldest_rows:
@@ -245,7 +248,7 @@ async def _probe_groups(
         sample_rows = [
             {"message_id": text(r["message_id"]) or "", "consumer": text(r["consumer"]) or "",
              "idle_ms": int(r["time_since_delivered"]), "deliveries": int(r["times_delivered"])}
-            for r in sample
+            for r in idle_rows
         ]
         probes.append(_GroupProbe(info=info, trimmed_ids=trimmed, idle_sample=sample_rows,
                                   retry_members=retry_members))
@@ -273,19 +276,28 @@ def _consumer(row: dict[str, Any], dead_ms: int) -> ConsumerInfo:
 
 
 async def _probe_locks(redis: Any, settings: Settings, stream: str, probes: list[_GroupProbe]) -> None:
-    """Round 4: PTTL of the idempotency lock of every sampled message (pending idle, or in the retry queue)."""
+    """Round 4: which sampled messages (pending long enough, or in the retry queue) hold an idempotency lock."""
     conv = settings.conventions
-    keys: list[tuple[_GroupProbe, str]] = []
+    wanted: list[tuple[_GroupProbe, list[str]]] = []
     for probe in probes:
         ids = {row["message_id"] for row in probe.idle_sample if row["idle_ms"] >= conv.claim_interval_ms}
         ids.update(probe.retry_members)
-        keys.extend((probe, mid) for mid in sorted(ids))
-    if not keys:
+        if ids:
+            wanted.append((probe, sorted(ids)))
+    if not wanted:
         return
     pipe = redis.pipeline(transaction=False)
-    for probe, mid in keys:
+    for probe, ids in wanted:
+        pipe.mget([idempotency_key(conv, probe.info.name, mid) for mid in ids])
+    found: list[tuple[_GroupProbe, str]] = []
+    for (probe, ids), values in zip(wanted, await pipe.execute(), strict=True):
+        found.extend((probe, mid) for mid, value in zip(ids, values, strict=True) if value is not None)
+    if not found:
+        return
+    pipe = redis.pipeline(transaction=False)
+    for probe, mid in found:
         pipe.pttl(idempotency_key(conv, probe.info.name, mid))
-    for (probe, mid), ttl in zip(keys, await pipe.execute(), strict=True):
+    for (probe, mid), ttl in zip(found, await pipe.execute(), strict=True):
         if int(ttl) != -2:
             probe.lock_ttls[mid] = int(ttl)
 
@@ -304,10 +316,10 @@ def _anomalies(settings: Settings, report: StreamReport, probes: list[_GroupProb
             if hit is not None:
                 dead_names.add(c.name)
             found.append(hit)
-        found.extend(_stuck(stream, g, probe, dead_names, limits.dead_consumer_idle_ms, limits.max_count))
-        found.append(rules.trimmed_pending(stream, g.name, len(probe.trimmed_ids),
-                                           len(probe.trimmed_ids) > limits.max_count, report.first_id,
-                                           probe.trimmed_ids[:10]))
+        found.extend(_stuck(stream, g, probe, dead_names, limits.dead_consumer_idle_ms, limits.stream_sample))
+        trimmed = probe.trimmed_ids[: limits.stream_sample]
+        found.append(rules.trimmed_pending(stream, g.name, len(trimmed), len(probe.trimmed_ids) > len(trimmed),
+                                           report.first_id, trimmed[:10]))
         found.append(rules.lag_growing(stream, g.name, g.lag, g.lag_source, g.oldest_undelivered_id,
                                        g.oldest_undelivered_age_ms, limits.lag_max_age_ms, g.consumers))
         found.append(rules.stale_idempotency_lock(stream, g.name, _stale_locks(probe, conv.claim_interval_ms),
