@@ -124,39 +124,44 @@ def _producers(inp: FlowInputs) -> tuple[list[Site], bool]:
     return (prod, True) if prod else ([s for s in all_sites if s.test_only], False)
 
 
-def _queue_of(site: Site) -> str | None:
-    return site.detail.get("queue") or None
+def _queues(site: Site) -> list[str]:
+    """The queue(s) a producer targets or a worker listens on (the index joins alternatives with commas)."""
+    return [q.strip() for q in (site.detail.get("queue") or "").split(",") if q.strip()]
 
 
 def _raw(site: Site) -> str:
     return site.detail.get("raw") or site.detail.get("target_raw") or "a run-time expression"
 
 
+def _shown(site: Site) -> str:
+    return ", ".join(f"'{q}'" for q in _queues(site)) or _raw(site)
+
+
 def check_queue_declared(inp: FlowInputs) -> Check:
     producers, _ = _producers(inp)
-    uses = [(p, _queue_of(p), "producer target") for p in producers if p.kind in OUTBOX_JOB_KINDS | DIRECT_KINDS]
-    uses += [(w, _queue_of(w), "worker queue") for w in inp.workers()]
+    uses = [(p, _queues(p), "producer target") for p in producers if p.kind in OUTBOX_JOB_KINDS | DIRECT_KINDS]
+    uses += [(w, _queues(w), "worker queue") for w in inp.workers()]
     if not uses:
         return _unknown("queue_declared", "no producer target or worker queue to check", [])
-    hint_decl = f"Declare the queue as a member of a queue enum in {inp.conv.messaging_package}/src/jobs/<domain>/ "
-    undeclared = [(s, q, role) for s, q, role in uses if q and q not in inp.declared_queues]
+    undeclared = [(s, q, role) for s, qs, role in uses for q in qs if q not in inp.declared_queues]
     if undeclared:
         ev = [evidence(s, f"{role} '{q}'") for s, q, role in undeclared]
         names = ", ".join(sorted({f"'{q}'" for _, q, _ in undeclared}))
         return _fail(
             "queue_declared", f"queue {names} is not declared in the contracts package", ev,
-            hint_decl + "and use the member instead of a string.",
+            f"Declare the queue as a member of a queue enum in {inp.conv.messaging_package}/src/jobs/<domain>/ "
+            "and use the member instead of a string.",
         )
-    dynamic = [(s, role) for s, q, role in uses if not q]
+    dynamic = [(s, role) for s, qs, role in uses if not qs]
     if dynamic:
-        ev = [evidence(s, f"{role}: {_raw(s)}") for s, role in dynamic]
+        site, role = dynamic[0]
         return _unknown(
             "queue_declared",
-            f"the {dynamic[0][1]} at {describe(dynamic[0][0])} is computed at run time ({_raw(dynamic[0][0])})",
-            ev,
+            f"the {role} at {describe(site)} is computed at run time ({_raw(site)})",
+            [evidence(s, f"{r}: {_raw(s)}") for s, r in dynamic],
             "Use a queue enum member as the target so the flow can be checked statically.",
         )
-    queues = sorted({q for _, q, _ in uses if q})
+    queues = sorted({q for _, qs, _ in uses for q in qs})
     ev = [evidence(inp.declared_queues[q], f"queue '{q}' declared") for q in queues]
     return _pass("queue_declared", "queue " + ", ".join(f"'{q}'" for q in queues) + " declared", ev)
 
@@ -228,7 +233,7 @@ def check_has_handler(inp: FlowInputs) -> Check:
 def check_handler_routed(inp: FlowInputs) -> Check:
     workers = inp.workers()
     if workers:
-        ev = [evidence(w, f"worker {site_class(w, 'worker_class')} on '{_queue_of(w) or _raw(w)}'") for w in workers]
+        ev = [evidence(w, f"worker {site_class(w, 'worker_class')} on {_shown(w)}") for w in workers]
         return _pass("handler_routed", f"routed by {site_class(workers[0], 'worker_class')}", ev)
     handlers = inp.handlers()
     if not handlers:
@@ -255,37 +260,41 @@ def check_queue_matches_target(inp: FlowInputs) -> Check:
     if not workers:
         ev = [evidence(p, "producer") for p in producers]
         return _unknown("queue_matches_target", "no worker routes the job", ev)
-    worker_queues = {q for q in (_queue_of(w) for w in workers) if q}
-    open_workers = [w for w in workers if not _queue_of(w)]
+    worker_queues = {q for w in workers for q in _queues(w)}
+    open_workers = [w for w in workers if not _queues(w)]
     suffix = "" if production else " (test producers only)"
-    mismatched = [p for p in producers if _queue_of(p) and _queue_of(p) not in worker_queues]
-    if mismatched and not open_workers:
-        p = mismatched[0]
-        wq = ", ".join(f"'{q}'" for q in sorted(worker_queues))
-        ev = [evidence(s, f"target '{_queue_of(s)}'") for s in mismatched]
-        ev += [evidence(w, f"worker on '{_queue_of(w)}'") for w in workers]
+    dynamic = [p for p in producers if not _queues(p)]
+    disjoint = [p for p in producers if _queues(p) and not set(_queues(p)) & worker_queues]
+    partial = [p for p in producers if set(_queues(p)) & worker_queues and not set(_queues(p)) <= worker_queues]
+    worker_ev = [evidence(w, f"worker on {_shown(w)}") for w in workers]
+    wq = ", ".join(f"'{q}'" for q in sorted(worker_queues)) or "a run-time queue"
+    if disjoint and not open_workers:
+        p = disjoint[0]
         return _fail(
             "queue_matches_target",
-            f"pushed to '{_queue_of(p)}' ({describe(p)}) but routed only on {wq}: the job is never consumed{suffix}",
-            ev,
-            f"Set the producer's target to the worker's queue ({wq}), or route the job in a worker "
-            f"on '{_queue_of(p)}'.",
+            f"pushed to {_shown(p)} ({describe(p)}) but routed only on {wq}: the job is never consumed{suffix}",
+            [evidence(s, f"target {_shown(s)}") for s in disjoint] + worker_ev,
+            f"Set the producer's target to the worker's queue ({wq}), or route the job in a worker on {_shown(p)}.",
         )
-    dynamic = [p for p in producers if not _queue_of(p)]
-    if dynamic or open_workers or mismatched:
-        site = (dynamic or open_workers or mismatched)[0]
-        ev = [evidence(s, f"queue: {_raw(s)}") for s in dynamic + open_workers]
+    if dynamic or disjoint or partial:
+        site = (dynamic or disjoint or partial)[0]
+        why = (
+            f"the target at {describe(site)} is computed at run time ({_raw(site)})"
+            if site in dynamic
+            else f"the worker queue at {describe(open_workers[0])} is computed at run time ({_raw(open_workers[0])})"
+            if site in disjoint
+            else f"the target at {describe(site)} is one of {_shown(site)}; only {wq} has a worker routing the job"
+        )
         return _unknown(
-            "queue_matches_target",
-            f"the queue at {describe(site)} is computed at run time ({_raw(site)}); the match cannot be checked",
-            ev,
+            "queue_matches_target", f"{why}: the match cannot be checked statically",
+            [evidence(s, f"target {_shown(s)}") for s in dynamic + disjoint + partial] + worker_ev,
             "Use queue enum members for the producer target and the worker's @Processor queue.",
         )
-    ev = [evidence(p, f"target '{_queue_of(p)}'") for p in producers] + [
-        evidence(w, f"worker on '{_queue_of(w)}'") for w in workers
-    ]
-    queues = ", ".join(sorted({f"'{_queue_of(p)}'" for p in producers}))
-    return _pass("queue_matches_target", f"producer target {queues} is a queue its worker listens on{suffix}", ev)
+    queues = ", ".join(sorted({f"'{q}'" for p in producers for q in _queues(p)}))
+    return _pass(
+        "queue_matches_target", f"producer target {queues} is a queue its worker listens on{suffix}",
+        [evidence(p, f"target {_shown(p)}") for p in producers] + worker_ev,
+    )
 
 
 # --- handler and worker code ------------------------------------------------------------

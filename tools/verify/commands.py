@@ -7,10 +7,9 @@ fails, 2 on a usage or configuration error. ``--json`` prints the report model.
 from __future__ import annotations
 
 import argparse
-import sys
 
-from server.cli_support import fail, format_table, print_json, settings_from_args
-from tools.verify.index_access import open_index
+from server.cli_support import fail, format_table, print_json
+from tools.mesh_index.commands import ProgressBar, make_service
 from tools.verify.model import EVENT_CHECKS, JOB_CHECKS, FlowReport, VerifyAllReport
 from tools.verify.service import verify_all, verify_flow
 
@@ -89,20 +88,21 @@ def render_all(report: VerifyAllReport) -> str:
 def cmd_verify(args: argparse.Namespace) -> int:
     if bool(args.target) == bool(args.all):
         return fail("pass a job or event type as TARGET, or --all (not both)")
-    settings = settings_from_args(args)
-    if settings.workspace is None:
-        return fail("no workspace configured: pass --workspace DIR or set workspace in mesh.toml")
-    index = open_index(settings, progress=sys.stderr.isatty() and not args.json)
-    if args.all:
-        report = verify_all(index)
+    index = make_service(args)
+    try:
+        index.refresh(ProgressBar())
+        if args.all:
+            report = verify_all(index)
+            if args.json:
+                print_json(report)
+            else:
+                print(render_all(report))
+            return 1 if report.failed_flows else 0
+        flow = verify_flow(index, args.target)
         if args.json:
-            print_json(report)
+            print_json(flow)
         else:
-            print(render_all(report))
-        return 1 if report.failed_flows else 0
-    flow = verify_flow(index, args.target)
-    if args.json:
-        print_json(flow)
-    else:
-        print(render_flow(flow))
-    return 1 if flow.summary.failed else 0
+            print(render_flow(flow))
+        return 1 if flow.summary.failed else 0
+    finally:
+        index.close()

@@ -1,17 +1,23 @@
-"""MCP adapter of verify_flow: one read-only, local tool."""
+"""MCP adapter of verify_flow: one read-only tool that reads only the workspace.
+
+Like the static index's tools, it refreshes the index first (only changed files are
+re-parsed, with MCP progress notifications), so a flow the agent has just edited is
+checked as it is on disk; the checks run in a worker thread.
+"""
 
 from __future__ import annotations
 
 from typing import Annotated
 
 import anyio.to_thread
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
 from server.runtime import Runtime
 from server.toolkit import READ_ONLY_LOCAL, mesh_tool, tool_result
-from tools.verify.index_access import runtime_index
+from tools.mesh_index.mcp_tools import refresh_with_progress
+from tools.mesh_index.service import get_index_service
 from tools.verify.model import FlowReport
 from tools.verify.service import verify_flow as verify_flow_lib
 
@@ -31,6 +37,7 @@ def register(server: MCPServer, runtime: Runtime) -> None:
                 "(JobMessagingType.SHIP_ORDER) or string value (shop.ship_order)",
             ),
         ],
+        ctx: Context,
     ) -> Annotated[CallToolResult, FlowReport]:
         """The implementation checklist of a job or event type, checked statically in the workspace.
 
@@ -40,8 +47,9 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         returns_original_payload, reads_envelope, typed_errors, provided_in_module for a job; declared,
         has_producer, producer_in_transaction, stream_has_consumer, consumer_accepts_type for an event) is
         pass, fail or unknown (the code cannot tell, e.g. a dynamic expression), with file:line evidence and
-        the fix in one sentence. Read-only; reads only the workspace.
+        the fix in one sentence. `summary` counts them; `failing` lists the failing ids.
         """
-        index = runtime_index(runtime)
+        index = get_index_service(runtime)
+        await refresh_with_progress(index, ctx)
         report = await anyio.to_thread.run_sync(verify_flow_lib, index, target)
         return tool_result(report, report.summary_text())
