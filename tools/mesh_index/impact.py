@@ -62,7 +62,7 @@ class ImpactEngine:
         keys.extend(sorted(self.idx.by_member.get(t, ()), key=_key_order))
         keys.extend(sorted(self.by_value.get(t, ()), key=_key_order))
         prefix = self.idx.stream_prefix
-        if not t.startswith(prefix):
+        if not keys and not t.startswith(prefix):
             keys.extend(k for k in self.by_value.get(prefix + t, ()) if k[0] == "stream")
         if keys:
             return list(dict.fromkeys(keys)), False

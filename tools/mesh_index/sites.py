@@ -156,7 +156,8 @@ class Linker:
                     continue
                 primary = not self.has_messaging or self.in_messaging(path)
                 for name, info in decls.items():
-                    if only is not None and (path, name) not in only:
+                    if only is not None and (path, name) not in only and not (
+                            table == "objects" and self._spreads_used(path, name, only)):
                         continue
                     if only is None and not primary:
                         continue
@@ -165,6 +166,12 @@ class Linker:
                     kind = self.classify(name)
                     if kind is not None:
                         self.declare(path, name, kind, table)
+
+    def _spreads_used(self, path: str, name: str, used: set[tuple[str, str]]) -> bool:
+        """True when an object merges (by spread) a declaration code uses: ``Streams = {...EventStream}``."""
+        if self.classify(name) is None:
+            return False
+        return any(v.decl in used for v in self.r.members(Decl(path, name, "object")).values())
 
     # -- calls ----------------------------------------------------------------------------------
     def field(self, obj: Any, names: list[str]) -> Any:
@@ -273,6 +280,8 @@ class Linker:
             vals = self.r.eval(targs[0], path)
         targets_expr = self.field(obj, self.sc.target_services_fields)
         targets = self.r.eval_list(targets_expr, path) if targets_expr is not None else []
+        for t in targets:
+            self.use_decl(t.decl)
         streams = sorted({self.idx.stream_key(t.value) for t in targets})
         stream_raw = describe(targets_expr)[0] if targets_expr is not None and not targets else ""
         emitter = self.emitter(obj, path)

@@ -96,7 +96,16 @@ def _collect(linker: Linker, table: str):
         for v in linker.r.eval(arg, path):
             if any(t in v.value.lower() for t in tokens):
                 for item in sql_facts(v.value, line, symbol, table):
-                    yield linker.layout.repo_of(path), path, (_order(path, symbol), path), item, symbol
+                    yield linker.layout.repo_of(path), path, (_order(path, symbol), path), _at_line(item, line), symbol
+
+
+def _at_line(item: list[Any], line: int) -> list[Any]:
+    """SQL built by a function call: every fact is placed at the call (the text has no place in this file)."""
+    if item[0] == "fn":
+        return ["fn", item[1], line, [{**ins, "line": line} for ins in item[3]]]
+    if item[0] == "trg":
+        return [*item[:5], line]
+    return ["ins", line, {**item[2], "line": line}]
 
 
 def link_sql(linker: Linker) -> None:

@@ -1,0 +1,100 @@
+"""Workspace discovery, package and tsconfig resolution, per-file facts of unusual shapes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from server.config import Conventions
+from tools.mesh_index.parser import extract
+from tools.mesh_index.service import IndexService, extract_config
+from tools.mesh_index.workspace import Layout, discover, read_package, read_tsconfig
+
+
+def write(root: Path, rel: str, text: str) -> None:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+def test_discover_skips_build_output_and_node_modules(tmp_path):
+    for rel in ("a/src/x.ts", "a/src/y.tsx", "a/dist/x.ts", "a/node_modules/p/index.ts", "a/src/m.sql",
+                "a/config/default.config.json", "a/package.json", "a/tsconfig.json", "a/data/big.json"):
+        write(tmp_path, rel, "{}")
+    (tmp_path / "a/.git").mkdir()
+    found = discover(tmp_path, Conventions().static.skip_dirs)
+    assert [(f.rel, f.kind) for f in found.files] == [
+        ("a/config/default.config.json", "json"), ("a/src/m.sql", "sql"), ("a/src/x.ts", "ts"), ("a/src/y.tsx", "tsx")]
+    assert found.packages == ["a/package.json"] and found.tsconfigs == ["a/tsconfig.json"]
+    assert found.git_roots == ["a"]
+
+
+def test_package_entries_map_dist_to_src(tmp_path):
+    write(tmp_path, "pkgs/msg/package.json", json.dumps(
+        {"name": "@s/msg", "exports": {".": {"import": {"types": "./dist/index.d.ts"}}, "./jobs": "./dist/jobs/index.js"}}))
+    write(tmp_path, "pkgs/plain/package.json", json.dumps({"name": "plain"}))
+    files = ["pkgs/msg/src/index.ts", "pkgs/msg/src/jobs/index.ts", "pkgs/plain/src/index.ts", "app/src/a.ts",
+             "app/src/b/index.ts", "app/src/c.ts"]
+    pkgs = [read_package(tmp_path, "pkgs/msg/package.json"), read_package(tmp_path, "pkgs/plain/package.json")]
+    layout = Layout(tmp_path, files, pkgs, [])
+    assert layout.resolve("app/src/a.ts", "@s/msg") == "pkgs/msg/src/index.ts"
+    assert layout.resolve("app/src/a.ts", "@s/msg/jobs") == "pkgs/msg/src/jobs/index.ts"
+    assert layout.resolve("app/src/a.ts", "plain") == "pkgs/plain/src/index.ts"
+    assert layout.resolve("app/src/a.ts", "./c.js") == "app/src/c.ts"
+    assert layout.resolve("app/src/a.ts", "./b") == "app/src/b/index.ts"
+    assert layout.resolve("app/src/a.ts", "../../outside.js") is None
+    assert layout.resolve("app/src/a.ts", "typeorm") is None
+    assert layout.repo_of("app/src/a.ts") == "app"
+    assert layout.package_dir_of("pkgs/msg/src/jobs/index.ts") == "pkgs/msg"
+
+
+def test_tsconfig_paths_and_base_url(tmp_path):
+    write(tmp_path, "svc/tsconfig.base.json", '{ "compilerOptions": { "baseUrl": "./src", // base\n'
+          ' "paths": { "@app/*": ["modules/*"], "@cfg": ["config/index.ts"], } } }')
+    write(tmp_path, "svc/tsconfig.json", '{ "extends": "./tsconfig.base", "compilerOptions": { "strict": true } }')
+    ts = read_tsconfig(tmp_path, "svc/tsconfig.json")
+    assert ts is not None and ts.base == "svc/src"
+    files = ["svc/src/modules/user/user.service.ts", "svc/src/config/index.ts", "svc/src/shared/util.ts",
+             "svc/src/main.ts"]
+    layout = Layout(tmp_path, files, [], [], [ts])
+    assert layout.resolve("svc/src/main.ts", "@app/user/user.service.js") == "svc/src/modules/user/user.service.ts"
+    assert layout.resolve("svc/src/main.ts", "@cfg") == "svc/src/config/index.ts"
+    assert layout.resolve("svc/src/main.ts", "shared/util") == "svc/src/shared/util.ts"
+    assert layout.resolve("other/x.ts", "@app/user/user.service") is None
+
+
+def test_alias_resolution_end_to_end(tmp_path):
+    """A handler found through a tsconfig alias import is routed by the worker importing it that way."""
+    write(tmp_path, "msg/package.json", '{"name": "@x/msg"}')
+    write(tmp_path, "msg/src/index.ts", "export enum BillingJobType { CHARGE = 'billing.charge' }\n"
+          "export enum BillingQueue { MAIN = 'billing' }\n")
+    write(tmp_path, "worker/tsconfig.json", '{"compilerOptions": {"baseUrl": ".", "paths": {"@/*": ["src/*"]}}}')
+    write(tmp_path, "worker/src/handlers/charge.handler.ts",
+          "import { BillingJobType } from '@x/msg';\nexport class ChargeHandler { readonly jobType = BillingJobType.CHARGE; }\n")
+    write(tmp_path, "worker/src/billing.worker.ts",
+          "import { Processor } from '@nestjs/bullmq';\nimport { BillingQueue } from '@x/msg';\n"
+          "import { ChargeHandler } from '@/handlers/charge.handler';\n"
+          "@Processor(BillingQueue.MAIN)\nexport class BillingWorker { constructor(private h: ChargeHandler) {} }\n")
+    svc = IndexService(tmp_path, Conventions(), use_cache=False)
+    r = svc.analyze_impact("billing.charge")
+    assert {(c.kind, c.symbol) for c in r.consumers} == {("handler", "ChargeHandler"), ("worker", "BillingWorker")}
+
+
+def test_facts_of_an_unusual_file_do_not_crash():
+    cfg = extract_config(Conventions())
+    src = b"""
+    declare enum Legacy { A = 'a' }
+    export default class { x = 1 }
+    export * as ns from './ns.js';
+    const { a, b } = something;
+    enum Auto { X, Y }
+    export const fn = async <T,>(x: T) => `${x}`;
+    """
+    facts = extract(src, "ts", cfg)
+    assert facts["enums"]["Legacy"][1][0][:2] == ["A", ["s", "a"]]
+    assert facts["enums"]["Auto"][1][0][1] == ["?", "auto"]
+    assert ["ns", "*", "./ns.js"] in facts["reexports"]
+    assert facts["functions"]["fn"][2] == ["t", [["p", "x"]]] or facts["functions"]["fn"][2][0] == "t"
+    assert extract(b"<div>{x}</div>;", "tsx", cfg)["v"] >= 1
+    assert extract(b"{ not json", "json", cfg).get("error") is True
+    assert extract(b"", "ts", cfg).get("error") is None
