@@ -17,6 +17,7 @@ from mcp.types import CallToolResult
 from pydantic import BaseModel, Field
 
 from server import __version__
+from server.approval import describe_mode
 from server.config import Settings
 from server.redaction import redact_settings
 from server.runtime import Runtime
@@ -52,6 +53,7 @@ class ServerInfo(BaseModel):
     tools: list[str]
     services: list[str]
     config: dict = Field(description="effective configuration, secrets redacted")
+    approval: str = Field(default="", description="what the configured approval mode protects against")
 
 
 def build_server(settings: Settings) -> MCPServer:
@@ -85,11 +87,14 @@ def build_server(settings: Settings) -> MCPServer:
             tools=tools,
             services=sorted(settings.services),
             config=redact_settings(settings.model_dump(mode="json")),
+            approval=describe_mode(settings),
         )
         text = (
             f"mesh-mcp {info.version}, {info.mode} mode, {len(tools)} tools; "
             f"workspace {info.workspace or '(none)'}; services: {', '.join(info.services) or '(none)'}"
         )
+        if settings.enable_remediation:
+            text += f"; approval: {info.approval}"
         return tool_result(info, text)
 
     for module_name in REGISTRARS:

@@ -20,6 +20,7 @@ import getpass
 import hmac
 import secrets
 import sys
+import unicodedata
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -56,8 +57,27 @@ def _normalise(typed: str) -> str:
     return "".join(ch for ch in typed.upper() if ch.isalnum())
 
 
+def safe(text: object) -> str:
+    """``text`` with control and format characters shown as ``\\u{...}``: a plan file cannot move the
+    cursor, erase lines or reorder text on the approver's terminal (ANSI escapes, bidi overrides)."""
+    return "".join(
+        f"\\u{{{ord(ch):04x}}}" if unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp") else ch
+        for ch in str(text)
+    )
+
+
+def _check_text(kind: str, args: dict) -> str:
+    where = " ".join(str(args[k]) for k in ("service", "table", "key", "stream", "group", "queue", "id", "job_id",
+                                              "consumer", "member", "step") if args.get(k) is not None)
+    return f"{kind} {where}".strip()
+
+
 def render_plan(plan: Plan) -> str:
-    """The whole plan as a human reads it before approving."""
+    """The whole plan as a human reads it before approving (every line made terminal-safe)."""
+    return "\n".join(safe(line) for line in _plan_lines(plan))
+
+
+def _plan_lines(plan: Plan) -> list[str]:
     br = plan.blast_radius
     lines = [
         f"Plan {plan.plan_id}  ({plan.symptom})",
@@ -77,12 +97,13 @@ def render_plan(plan: Plan) -> str:
         for params in step.params:
             lines.append(f"    params: {params}")
         lines.append(f"  precondition: {step.precondition}")
+        lines.extend(f"    check: {_check_text(c.kind, c.args)}" for c in step.checks)
         lines.append(f"  backup: {step.backup or 'none (nothing is deleted by this step)'}")
         lines.append(f"  reversible: {'yes' if step.reversible else 'NO'}")
         lines.append("")
     lines.extend(f"WARNING: {w}" for w in plan.warnings)
     lines.extend(f"note: {n}" for n in plan.notes)
-    return "\n".join(lines)
+    return lines
 
 
 def _load_checked(settings: Settings, plan_id: str, plan_file: Path | None) -> Plan:

@@ -21,6 +21,7 @@ from server.errors import RemediationRefused
 from tests.helpers import REPO_ROOT
 from tests.remediation.conftest import STREAM, Poison, approve
 from tools.remediation import store
+from tools.remediation.operations import render
 from tools.remediation.planner import Request, propose
 
 
@@ -150,3 +151,24 @@ async def test_an_agent_driving_a_pty_gets_a_local_token(tmp_path, mesh_config, 
     assert proc.returncode == 0 and "\n" not in token  # the token is the only thing on stdout
     assert verify_token(settings, token, plan_id=plan.plan_id, plan_sha256=plan.plan_sha256).approver.startswith(
         "local:")
+
+
+@pytest.mark.anyio
+async def test_a_plan_file_cannot_drive_the_approvers_terminal(settings, poison, redis_client):
+    plan = await _plan(settings)
+    trick = "all good\x1b[1A\x1b[2K\u202e"
+    replay = plan.steps[1]
+    message = replay.operation.messages[0]
+    fields = [*message.fields[:-1], ("event", message.fields[-1][1] + trick)]
+    op = replay.operation.model_copy(update={"messages": [message.model_copy(update={"fields": fields})]})
+    steps = list(plan.steps)
+    steps[1] = replay.model_copy(update={"operation": op, "command": render(op, settings.conventions)})
+    forged = plan.model_copy(update={"summary": trick, "steps": steps}).sealed()
+    store.plan_path(settings, plan.plan_id).write_text(forged.model_dump_json())
+    out = io.StringIO()
+    with pytest.raises(RemediationRefused):
+        approve_plan(settings, plan.plan_id, is_tty=True, ask=lambda p: "", ask_secret=lambda p: "", out=out)
+    shown = out.getvalue()
+    assert "\x1b" not in shown and "\u202e" not in shown
+    assert "all good\\u{001b}[1A" in shown  # the summary, escaped
+    assert "\\x1b[1A" in shown  # the XADD value, in redis-cli escape syntax

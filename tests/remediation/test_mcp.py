@@ -67,6 +67,8 @@ async def test_full_story_in_process(settings, poison: Poison, outbox_db: str, r
     for result in (proposed, refused, applied, info):
         dumped = str(result.structured_content) + " ".join(c.text for c in result.content)
         assert token not in dumped and secret not in dumped
+    assert "not a determined agent" in info.structured_content["approval"]
+    assert "local mode" in info.content[0].text
     events = [r["event"] for r in audit_log(settings).read()]
     assert events[:2] == ["proposed", "apply_refused"] and "approved" in events and events[-1] == "apply_finished"
 

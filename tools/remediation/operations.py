@@ -13,6 +13,7 @@ name (taken from ``[conventions]``) and bound ``%s`` parameters for every value.
 from __future__ import annotations
 
 import re
+import unicodedata
 from datetime import datetime
 
 from psycopg import sql
@@ -35,8 +36,17 @@ from tools.remediation.model import (
 _PLAIN_ARG = re.compile(r"^[A-Za-z0-9_.:@/+*=<>,~{}\[\]$%^&!?|#-]+$")
 
 
+def _invisible(ch: str) -> bool:
+    """Control and format characters (ANSI escapes, bidi overrides...) that could hide text on a terminal."""
+    return unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp")
+
+
 def redis_quote(arg: str) -> str:
-    """One redis-cli argument: bare when safe, else double-quoted with escapes."""
+    """One redis-cli argument: bare when safe, else double-quoted with escapes.
+
+    Control and format characters are written as ``\\xHH`` escapes of their UTF-8 bytes
+    (valid redis-cli syntax), so a value cannot hide or rewrite text on the approver's screen.
+    """
     if arg and _PLAIN_ARG.match(arg):
         return arg
     out = ['"']
@@ -51,8 +61,8 @@ def redis_quote(arg: str) -> str:
             out.append("\\r")
         elif ch == "\t":
             out.append("\\t")
-        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
-            out.append(f"\\x{ord(ch):02x}")
+        elif _invisible(ch):
+            out.append("".join(f"\\x{b:02x}" for b in ch.encode("utf-8")))
         else:
             out.append(ch)
     out.append('"')
