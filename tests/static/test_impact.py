@@ -19,7 +19,8 @@ AUDIT_V2 = "ms-event/src/migrations/common/1700000500000-UpdateJobAuditStatusTri
 
 def test_job_by_member_name(shared_service):
     r = shared_service.analyze_impact("GEOCODE_EVENT")
-    assert [(m.kind, m.name, m.value) for m in r.matches] == [("job", "EventsJobType.GEOCODE_EVENT", "events.geocode_event")]
+    assert [(m.kind, m.name, m.value) for m in r.matches] == [
+        ("job", "EventsJobType.GEOCODE_EVENT", "events.geocode_event")]
     m = r.matches[0]
     assert (m.defined_at.file, m.defined_at.line) == (f"{MSG}/jobs/event/payloads.ts", 2)
     assert "JobMessagingType.GEOCODE_EVENT" in m.aliases
@@ -105,7 +106,8 @@ def test_aliased_import_and_namespace_import(shared_service):
 
 def test_spread_through_namespace_import(shared_service):
     r = shared_service.analyze_impact("JobMessagingType.FOLLOW_USER")
-    assert [(m.kind, m.name, m.value) for m in r.matches] == [("job", "SocialJobType.FOLLOW_USER", "social.follow_user")]
+    assert [(m.kind, m.name, m.value) for m in r.matches] == [
+        ("job", "SocialJobType.FOLLOW_USER", "social.follow_user")]
 
 
 def test_a_literal_equal_to_the_member_name_is_not_a_reference(shared_service):

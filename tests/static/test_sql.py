@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tools.mesh_index.sql_sites import evaluate, evaluate_list, parse_expr, sql_facts, split_top
+from tools.mesh_index.sql_sites import evaluate, evaluate_list, parse_expr, split_top, sql_facts
 
 AUDIT = """
 CREATE OR REPLACE FUNCTION notify_job_audit_status_change()
@@ -69,7 +69,8 @@ def test_trigger_arguments_bind_tg_argv():
       INSERT INTO "public"."event_queue" (type, emitter, target_services) VALUES (event_type, TG_ARGV[1], '{a,b}');
       RETURN NEW;
     END; $fn$ LANGUAGE plpgsql;
-    create trigger t1 after insert on "tags" for each row execute procedure create_event_queue_record('tag.changed', 'ms-x');
+    create trigger t1 after insert on "tags" for each row
+      execute procedure create_event_queue_record('tag.changed', 'ms-x');
     """
     facts = sql_facts(text, 1, None)
     fn = next(f for f in facts if f[0] == "fn")
@@ -82,7 +83,8 @@ def test_trigger_arguments_bind_tg_argv():
 
 
 def test_other_tables_and_plain_inserts():
-    text = "INSERT INTO jobs_outbox (type) VALUES ('x'); INSERT INTO event_queue (type, emitter) VALUES ('e.plain', 'm');"
+    text = ("INSERT INTO jobs_outbox (type) VALUES ('x'); "
+            "INSERT INTO event_queue (type, emitter) VALUES ('e.plain', 'm');")
     facts = sql_facts(text, 5, None)
     assert len(facts) == 1 and facts[0][0] == "ins"
     assert evaluate(facts[0][2]["type"], [], []) == [("e.plain", False, None)]

@@ -31,7 +31,8 @@ def test_discover_skips_build_output_and_node_modules(tmp_path):
 
 def test_package_entries_map_dist_to_src(tmp_path):
     write(tmp_path, "pkgs/msg/package.json", json.dumps(
-        {"name": "@s/msg", "exports": {".": {"import": {"types": "./dist/index.d.ts"}}, "./jobs": "./dist/jobs/index.js"}}))
+        {"name": "@s/msg",
+         "exports": {".": {"import": {"types": "./dist/index.d.ts"}}, "./jobs": "./dist/jobs/index.js"}}))
     write(tmp_path, "pkgs/plain/package.json", json.dumps({"name": "plain"}))
     files = ["pkgs/msg/src/index.ts", "pkgs/msg/src/jobs/index.ts", "pkgs/plain/src/index.ts", "app/src/a.ts",
              "app/src/b/index.ts", "app/src/c.ts"]
@@ -70,7 +71,8 @@ def test_alias_resolution_end_to_end(tmp_path):
           "export enum BillingQueue { MAIN = 'billing' }\n")
     write(tmp_path, "worker/tsconfig.json", '{"compilerOptions": {"baseUrl": ".", "paths": {"@/*": ["src/*"]}}}')
     write(tmp_path, "worker/src/handlers/charge.handler.ts",
-          "import { BillingJobType } from '@x/msg';\nexport class ChargeHandler { readonly jobType = BillingJobType.CHARGE; }\n")
+          "import { BillingJobType } from '@x/msg';\n"
+          "export class ChargeHandler { readonly jobType = BillingJobType.CHARGE; }\n")
     write(tmp_path, "worker/src/billing.worker.ts",
           "import { Processor } from '@nestjs/bullmq';\nimport { BillingQueue } from '@x/msg';\n"
           "import { ChargeHandler } from '@/handlers/charge.handler';\n"
