@@ -42,7 +42,7 @@ import psycopg
 import redis
 
 from server.cli_support import fail, print_json
-from server.config import Settings, load_settings
+from server.config import Settings
 from server.demo_report import DemoReport, diagnose, render_text
 from server.demo_seed import SERVICE, Scenario, seed
 from server.embedded import EmbeddedServices
@@ -162,18 +162,16 @@ def start_services(root: Path, environ: dict[str, str]) -> DemoServices:
 
 
 def demo_settings(services: DemoServices, workspace: Path, *, remediation: bool) -> Settings:
-    """The demo's own settings (no config file, no MESH_* variable is read)."""
-    return load_settings(
-        environ={},
-        overrides={
-            "workspace": str(workspace),
-            "state_dir": str(services.root / "state"),
-            "services": {SERVICE: {"postgres": services.service_dsn, "emitter": "ms-event"}},
-            "redis": {"url": services.redis_url},
-            "approval": {"mode": "local", "secret_file": str(services.root / "approval.key")},
-            "enable_remediation": remediation,
-        },
-    )
+    """The demo's own settings, validated directly: no config file, no ``MESH_*`` variable
+    (not even ``MESH_CONFIG``) is read, so the demo can never reach a configured service."""
+    return Settings.model_validate({
+        "workspace": str(workspace),
+        "state_dir": str(services.root / "state"),
+        "services": {SERVICE: {"postgres": services.service_dsn, "emitter": "ms-event"}},
+        "redis": {"url": services.redis_url},
+        "approval": {"mode": "local", "secret_file": str(services.root / "approval.key")},
+        "enable_remediation": remediation,
+    })
 
 
 def write_config(settings: Settings, path: Path) -> Path:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -99,3 +99,21 @@ def test_dump_layout_assumption_is_checked_by_name_length() -> None:
     payload = body + struct.pack("<Q", crc64(body))
     out = age_consumer_in_dump(payload, "abc", 10, 1000)
     assert out is not None and struct.unpack_from("<q", out, 5)[0] == 10
+
+
+def test_demo_settings_ignore_the_users_configuration(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mesh_config: Callable[..., Path]
+) -> None:
+    """MESH_CONFIG and MESH_* variables must not leak a real service into the demo's server."""
+    from server.demo import DemoServices, demo_settings
+
+    real = mesh_config({"services": {"billing": {"postgres": "postgresql://prod@db.example/billing"}}})
+    monkeypatch.setenv("MESH_CONFIG", str(real))
+    monkeypatch.setenv("MESH_REDIS__URL", "redis://prod.example:6379/0")
+    services = DemoServices(root=tmp_path, service_dsn="host=/tmp dbname=demo", redis_url="redis://127.0.0.1:1/0",
+                            labels={})
+    settings = demo_settings(services, tmp_path, remediation=True)
+    assert list(settings.services) == ["event"]
+    assert settings.redis.url == "redis://127.0.0.1:1/0"
+    assert settings.config_file is None
+    assert settings.approval.secret_file == str(tmp_path / "approval.key")
