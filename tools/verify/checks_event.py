@@ -13,11 +13,10 @@ from collections.abc import Callable
 from tools.mesh_index.model import Site
 from tools.verify.checks_job import check_declared
 from tools.verify.facts_producers import transaction_context
-from tools.verify.inputs import ConsumerView, FlowInputs, at, describe, evidence, producer_note
+from tools.verify.inputs import ConsumerView, FlowInputs, at, describe, evidence, is_seen_producer, producer_note
 from tools.verify.model import Check, Evidence
 
 SQL_KINDS = frozenset({"sql_trigger", "sql_insert"})
-INDIRECT_KINDS = frozenset({"sql_trigger", "sql_insert", "mapping"})
 
 
 def _check(check_id: str, status: str, detail: str, ev: list[Evidence], hint: str | None = None) -> Check:
@@ -53,7 +52,7 @@ def check_has_producer(inp: FlowInputs) -> Check:
     )
     sites = inp.event_producers()
     prod = inp.production(sites)
-    exact = [p for p in prod if p.confidence == "exact" or p.kind in INDIRECT_KINDS]
+    exact = [p for p in prod if is_seen_producer(p)]
     if exact:
         return _check(
             "has_producer", "pass", f"{len(exact)} production producer(s), first at {describe(exact[0])}",

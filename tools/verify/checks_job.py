@@ -19,6 +19,8 @@ from tools.verify.inputs import (
     at,
     describe,
     evidence,
+    is_seen_producer,
+    matches_template,
     producer_note,
     site_class,
 )
@@ -57,6 +59,10 @@ def check_declared(inp: FlowInputs) -> Check:
         f"Declare '{m.value}' as a member of a {m.kind}-type enum (or `as const` object) under "
         f"{package}src/{where}/<domain>/ and reference the member everywhere."
     )
+    outcome = matches_template(m.value, inp.outcome_types) if m.kind == "event" else None
+    if m.defined_at is None and outcome is not None:
+        ev = [evidence(p, producer_note(p)) for p in inp.production(inp.event_producers())[:3]]
+        return _pass("declared", f"a job-outcome type the audit trigger writes (convention '{outcome}')", ev)
     if m.defined_at is None:
         return _fail("declared", f"'{m.value}' is used in code but declared nowhere", [], hint)
     ev = [evidence(m.defined_at, f"{m.name} = '{m.value}'")]
@@ -173,7 +179,7 @@ def check_has_producer(inp: FlowInputs) -> Check:
     )
     all_sites = inp.job_producers()
     prod = inp.production(all_sites)
-    exact = [p for p in prod if p.confidence == "exact" or p.kind == "mapping"]
+    exact = [p for p in prod if is_seen_producer(p)]
     if exact:
         ev = [evidence(p, producer_note(p)) for p in exact]
         return _pass("has_producer", f"{len(exact)} production producer(s), first at {describe(exact[0])}", ev)

@@ -8,6 +8,7 @@ evidence and parse the files a check needs to look into.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,7 @@ JOB_PRODUCER_KINDS = frozenset({"create_job", "fallback", "direct_queue", "mappi
 EVENT_PRODUCER_KINDS = frozenset({"create_event", "sql_trigger", "sql_insert", "mapping"})
 OUTBOX_JOB_KINDS = frozenset({"create_job", "fallback"})
 DIRECT_KINDS = frozenset({"direct_queue"})
+SEEN_HEURISTIC_KINDS = frozenset({"sql_trigger", "sql_insert", "mapping"})
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,8 @@ class FlowInputs:
     """Post-processors whose filter cannot be read statically."""
     package_dir_of: Callable[[str], str] | None = None
     modules: ModuleScanner | None = None
+    outcome_types: list[str] = field(default_factory=list)
+    """Job-outcome event type templates of the audit trigger (``{domain}:job:outbox:success``, ...)."""
     registry: list[RegistryKey] | None = None
     """Every registry key found in the contracts package; None when no registry interface exists."""
 
@@ -122,6 +126,27 @@ def at(site: Site, line: int, note: str, symbol: str | None = None) -> Evidence:
 
 def describe(site: Site) -> str:
     return f"{site.file}:{site.line}"
+
+
+def matches_template(value: str, templates: list[str]) -> str | None:
+    """The first template (``{domain}`` = one name without ``:``) that ``value`` matches, else None."""
+    for template in templates:
+        pattern = "".join(
+            "[^:]+" if part == "{domain}" else re.escape(part) for part in re.split(r"(\{domain\})", template)
+        )
+        if re.fullmatch(pattern, value):
+            return template
+    return None
+
+
+def is_seen_producer(site: Site) -> bool:
+    """A producer the checks accept as evidence: exact, or heuristic only in how its value was reached.
+
+    SQL triggers/inserts (the type is a literal handed to the configured event function) and
+    mapping-table producers (``detail.via``: the table maps to this type) count; a site whose
+    value was guessed from names does not.
+    """
+    return site.confidence == "exact" or site.kind in SEEN_HEURISTIC_KINDS or bool(site.detail.get("via"))
 
 
 def producer_note(site: Site) -> str:

@@ -63,6 +63,8 @@ class _Session:
         self.conv: StaticConventions = index.conventions
         self.linked = index.linked()
         self.modules = ModuleScanner(self.workspace, self.conv)
+        full = getattr(index, "full_conventions", None)
+        self.outcome_types = [*full.job_success_types, *full.job_failure_types] if full is not None else []
         self._catalogue: Catalogue | None = None
         self._declared: dict[str, dict[str, Site]] = {}
         self._registry_scanned = False
@@ -222,6 +224,7 @@ class _Session:
             unresolved=list(impact.unresolved),
             package_dir_of=self.index.package_dir_of,
             modules=self.modules,
+            outcome_types=self.outcome_types,
         )
         if match.kind == "job":
             inp.declared_queues = self.declared("queue")
