@@ -28,7 +28,7 @@ def make_service(args: argparse.Namespace) -> IndexService:
 
 
 class ProgressBar:
-    """A one-line progress bar on stderr (a line every 10% when stderr is not a terminal)."""
+    """A one-line progress bar on stderr; when stderr is not a terminal, a line every 10% of large runs."""
 
     def __init__(self, stream=None, width: int = 30):
         self.stream = stream or sys.stderr
@@ -52,6 +52,8 @@ class ProgressBar:
             if done >= total:
                 self.stream.write("\n")
         else:
+            if total < 200:
+                return
             decile = int(10 * done / total)
             if decile == self.last_decile and done < total:
                 return

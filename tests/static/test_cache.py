@@ -1,0 +1,133 @@
+"""The persistent index: warm runs re-parse nothing, changed files only, stale files reported."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+from server.config import Conventions, StaticConventions
+from tools.mesh_index.indexer import parse_files
+from tools.mesh_index.service import extract_config
+
+SERVICE_FILE = "ms-event/src/modules/event/event.service.ts"
+TOTAL = 62
+
+
+def _answer(svc, target: str = "GEOCODE_EVENT") -> dict:
+    data = svc.analyze_impact(target, depth=2).model_dump()
+    data.pop("index")
+    return data
+
+
+def test_cold_then_warm_reparses_nothing(workspace, make_service):
+    cold = make_service(workspace)
+    info = cold.refresh()
+    assert (info.files, info.reparsed) == (TOTAL, TOTAL)
+    assert info.cache and info.cache.endswith("static-index.sqlite") and Path(info.cache).is_file()
+    expected = _answer(cold)
+    cold.close()
+
+    warm = make_service(workspace)  # a new process: facts come from SQLite
+    info = warm.refresh()
+    assert (info.files, info.reparsed, info.parse_errors) == (TOTAL, 0, 1)
+    assert _answer(warm) == expected
+    assert warm.refresh().reparsed == 0  # in-process refresh with nothing changed
+
+
+def test_one_changed_file_is_reparsed(workspace, make_service):
+    svc = make_service(workspace)
+    svc.refresh()
+    assert svc.analyze_impact("events.publish_event").producers == []
+    path = workspace / SERVICE_FILE
+    path.write_text(path.read_text().replace("EventsJobType.GEOCODE_EVENT", "EventsJobType.PUBLISH_EVENT"))
+    info = svc.refresh()
+    assert info.reparsed == 1
+    assert [p.file for p in svc.analyze_impact("events.publish_event").producers] == [SERVICE_FILE]
+    assert svc.analyze_impact("events.geocode_event").producers == []
+    other = make_service(workspace)  # the cache holds the new facts too
+    assert other.refresh().reparsed == 0
+    assert [p.file for p in other.analyze_impact("events.publish_event").producers] == [SERVICE_FILE]
+
+
+def test_touched_but_identical_file_is_not_reparsed(workspace, make_service):
+    svc = make_service(workspace)
+    svc.refresh()
+    path = workspace / SERVICE_FILE
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000_000))
+    assert svc.refresh().reparsed == 0
+    assert make_service(workspace).refresh().reparsed == 0  # the new mtime was recorded in the cache
+
+
+def test_stale_files_reported_until_refresh(workspace, make_service):
+    svc = make_service(workspace, stale_check_interval_s=0)
+    svc.refresh()
+    path = workspace / SERVICE_FILE
+    path.write_text(path.read_text() + "\n// edited\n")
+    (workspace / "ms-event/src/new.ts").write_text("export const x = 1;\n")
+    (workspace / "ws-service/src/main.ts").unlink()
+    r = svc.analyze_impact("GEOCODE_EVENT")
+    assert r.index.stale_files == sorted([SERVICE_FILE, "ms-event/src/new.ts", "ws-service/src/main.ts"])
+    assert any("changed since indexing" in n for n in r.notes)
+    assert svc.catalogue().index.stale_files == r.index.stale_files
+    info = svc.refresh()
+    assert info.reparsed == 2 and info.files == TOTAL  # +1 new, -1 removed
+    assert svc.analyze_impact("GEOCODE_EVENT").index.stale_files == []
+    # the removed file wired WsJobOutboxPostProcessor's stream: now unresolved
+    r = svc.analyze_impact("stream:ws:jobs-outbox")
+    assert r.consumers == []
+
+
+def test_full_refresh_and_signature_change_reparse_everything(workspace, make_service):
+    make_service(workspace).refresh()
+    assert make_service(workspace).refresh(full=True).reparsed == TOTAL
+    other = Conventions(static=StaticConventions(create_job_calls=["createJob", "makeJob"]))
+    assert make_service(workspace, conventions=other).refresh().reparsed == TOTAL
+    assert make_service(workspace, conventions=other).refresh().reparsed == 0
+
+
+def test_corrupt_cache_falls_back_to_memory(workspace, make_service, tmp_path):
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "static-index.sqlite").write_bytes(b"this is not a database" * 100)
+    svc = make_service(workspace)
+    info = svc.refresh()
+    assert info.reparsed == TOTAL and "cache disabled" in (info.cache or "")
+    assert [m.value for m in svc.analyze_impact("GEOCODE_EVENT").matches] == ["events.geocode_event"]
+
+
+def test_queries_while_refreshing_from_threads(workspace, make_service):
+    svc = make_service(workspace)
+    errors: list[BaseException] = []
+
+    def query() -> None:
+        try:
+            for _ in range(20):
+                assert svc.analyze_impact("GEOCODE_EVENT").matches
+        except BaseException as exc:  # noqa: BLE001 - collected for the assertion below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=query) for _ in range(4)]
+    threads.append(threading.Thread(target=lambda: [svc.refresh(full=True) for _ in range(3)]))
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+
+
+def test_parallel_parsing_gives_the_same_facts(tmp_path):
+    items = []
+    for i in range(450):
+        rel = f"pkg/src/m{i}.ts"
+        path = tmp_path / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"export enum E{i}JobType {{ A = 'e{i}.a' }}\nexport class H{i} {{ readonly jobType = E{i}JobType.A; }}\n")
+        items.append((rel, "ts"))
+    cfg = extract_config(Conventions())
+    seen: list[int] = []
+    parallel = parse_files(str(tmp_path), items, cfg, lambda done, total, _p: seen.append(done), workers=2)
+    serial = parse_files(str(tmp_path), items, cfg, None, workers=1)
+    assert sorted(parallel) == sorted(serial) and len(serial) == 450
+    assert seen and seen[-1] == 450

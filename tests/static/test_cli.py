@@ -1,0 +1,102 @@
+"""mesh-mcp index / impact / catalogue: tables, --json, exit codes, progress on stderr."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from server.cli import main
+from tests.helpers import REPO_ROOT
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_index_prints_a_summary(capsys, workspace: Path, tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("MESH_STATE_DIR", str(tmp_path / "state"))
+    code, out, err = run(capsys, "index", "--workspace", str(workspace))
+    assert code == 0
+    assert "files         62" in out and "parse errors  1" in out and "orphans       26" in out
+    assert "parse error: ms-event/src/legacy/broken.ts" in out
+    code, out, _ = run(capsys, "index", "--workspace", str(workspace), "--json")
+    data = json.loads(out)
+    assert code == 0 and data["index"]["reparsed"] == 0 and data["counts"]["job"] == 10
+    code, out, _ = run(capsys, "index", "--workspace", str(workspace), "--full", "--json")
+    assert json.loads(out)["index"]["reparsed"] == 62
+
+
+def test_impact_tables_and_json(capsys, workspace: Path, tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("MESH_STATE_DIR", str(tmp_path / "state"))
+    code, out, _ = run(capsys, "impact", "--workspace", str(workspace), "GEOCODE_EVENT", "--depth", "2")
+    assert code == 0
+    assert "EventsJobType.GEOCODE_EVENT" in out
+    assert "producers (1)" in out and "ms-event/src/modules/event/event.service.ts:14" in out
+    assert "consumers (2)" in out and "EventWorker" in out
+    assert "follow-ups (3)" in out and "event:job:outbox:success" in out
+    code, out, _ = run(capsys, "impact", "--workspace", str(workspace), "events.geocode_event", "--json",
+                       "--include-tests")
+    data = json.loads(out)
+    assert code == 0 and len(data["producers"]) == 2 and any(p["test_only"] for p in data["producers"])
+
+
+def test_impact_unknown_target_exits_1_with_suggestions(capsys, workspace: Path, tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("MESH_STATE_DIR", str(tmp_path / "state"))
+    code, out, _ = run(capsys, "impact", "--workspace", str(workspace), "GEOCODE_EVENTS")
+    assert code == 1 and "closest names: GEOCODE_EVENT" in out
+
+
+def test_catalogue_orphans(capsys, workspace: Path, tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("MESH_STATE_DIR", str(tmp_path / "state"))
+    code, out, _ = run(capsys, "catalogue", "--workspace", str(workspace), "--orphans")
+    assert code == 0
+    assert "handler SyncCalendarHandler not routed by any worker" in out
+    assert "archive-queue" in out and "event-queue " not in out
+    assert "26 orphan(s)" in out
+    code, out, _ = run(capsys, "catalogue", "--workspace", str(workspace), "--kind", "stream", "--json")
+    data = json.loads(out)
+    assert code == 0 and set(data["counts"]) == {"stream"}
+
+
+def test_no_workspace_fails_with_exit_2(capsys, tmp_path: Path, monkeypatch):
+    monkeypatch.delenv("MESH_WORKSPACE", raising=False)
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run(capsys, "impact", "X")
+    assert code == 2 and "no workspace" in err
+
+
+def test_cli_subprocess_stdout_is_pure_json(workspace: Path, tmp_path: Path):
+    env = {"PYTHONPATH": str(REPO_ROOT), "MESH_STATE_DIR": str(tmp_path / "state"), "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run([sys.executable, "-m", "server.cli", "catalogue", "--workspace", str(workspace),
+                           "--orphans", "--json"], capture_output=True, text=True, env=env, timeout=120, cwd=REPO_ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["orphans"] == 26
+    assert "indexing" not in proc.stdout
+
+
+class FakeTty:
+    def __init__(self) -> None:
+        self.text = ""
+
+    def isatty(self) -> bool:
+        return True
+
+    def write(self, text: str) -> None:
+        self.text += text
+
+    def flush(self) -> None:
+        pass
+
+
+def test_progress_bar_draws_on_a_terminal():
+    from tools.mesh_index.commands import ProgressBar
+
+    stream = FakeTty()
+    bar = ProgressBar(stream, width=10)
+    for done in (1, 5, 10):
+        bar(done, 10, "x.ts")
+    assert stream.text.endswith("\rindexing [##########] 10/10 files\n")
