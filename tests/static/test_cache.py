@@ -105,7 +105,7 @@ def test_queries_while_refreshing_from_threads(workspace, make_service):
         try:
             for _ in range(20):
                 assert svc.analyze_impact("GEOCODE_EVENT").matches
-        except BaseException as exc:  # noqa: BLE001 - collected for the assertion below
+        except BaseException as exc:  # collected for the assertion below
             errors.append(exc)
 
     threads = [threading.Thread(target=query) for _ in range(4)]
@@ -123,7 +123,8 @@ def test_parallel_parsing_gives_the_same_facts(tmp_path):
         rel = f"pkg/src/m{i}.ts"
         path = tmp_path / rel
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(f"export enum E{i}JobType {{ A = 'e{i}.a' }}\nexport class H{i} {{ readonly jobType = E{i}JobType.A; }}\n")
+        path.write_text(f"export enum E{i}JobType {{ A = 'e{i}.a' }}\n"
+                        f"export class H{i} {{ readonly jobType = E{i}JobType.A; }}\n")
         items.append((rel, "ts"))
     cfg = extract_config(Conventions())
     seen: list[int] = []

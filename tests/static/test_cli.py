@@ -19,7 +19,7 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
 
 def test_index_prints_a_summary(capsys, workspace: Path, tmp_path: Path, monkeypatch):
     monkeypatch.setenv("MESH_STATE_DIR", str(tmp_path / "state"))
-    code, out, err = run(capsys, "index", "--workspace", str(workspace))
+    code, out, _err = run(capsys, "index", "--workspace", str(workspace))
     assert code == 0
     assert "files         62" in out and "parse errors  1" in out and "orphans       26" in out
     assert "parse error: ms-event/src/legacy/broken.ts" in out
