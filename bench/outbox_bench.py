@@ -5,7 +5,7 @@ job_audit by default; ``--rows N`` scales everything down) with the project's sc
 plus a Redis state for the traced jobs (BullMQ keys, a full 10,000-entry outcome stream
 with a consumer group), then measures the tools' library calls (the exact code the MCP
 adapters run, without the transport) twice: with only the schema's own indexes, then
-with the indexes ``mesh-mcp doctor`` recommends. Prints p50/p95 per query and the goals:
+with the indexes and statistics ``mesh-mcp doctor`` recommends. Prints p50/p95 per query and the goals:
 query_outbox filtered p95 < 50 ms, outbox_health p95 < 500 ms, trace_job p95 < 100 ms.
 
     python bench/outbox_bench.py                 # full size (seeding takes a few minutes)
@@ -40,7 +40,7 @@ if str(REPO) not in sys.path:
 from server.config import Settings, load_settings  # noqa: E402
 from server.runtime import Runtime  # noqa: E402
 from tools.outbox.health import outbox_health  # noqa: E402
-from tools.outbox.indexes import recommended_indexes  # noqa: E402
+from tools.outbox.indexes import recommended_indexes, recommended_statistics  # noqa: E402
 from tools.outbox.query_outbox import query_outbox  # noqa: E402
 from tools.outbox.schema_discovery import TABLE_KINDS, SchemaCatalog  # noqa: E402
 from tools.outbox.trace import Tracer  # noqa: E402
@@ -48,6 +48,7 @@ from tools.outbox.trace import Tracer  # noqa: E402
 GOALS_MS = {"query_outbox": 50.0, "outbox_health": 500.0, "trace_job": 100.0}
 TRACED_JOBS = 100
 STREAM_TARGET = "bench:job:outbox:success"
+STREAM_SPACING_MS = 60
 
 
 def _with_db(url: str, name: str) -> str:
@@ -136,8 +137,9 @@ def seed(dsn: str, rows: int) -> None:
 def prepare_traced_jobs(dsn: str, r: redis.Redis) -> list[str]:
     """Make the newest audited jobs fully traceable, as the runner would have left them.
 
-    Their success events are pushed into a full stream (10,000 entries, MAXLEN) interleaved
-    with other entries, and marked COMPLETED with ``processed_at`` = their push time; a
+    Their success events are pushed into a full stream (10,000 entries, its MAXLEN, spread
+    over the last 10 minutes) interleaved with other entries, and marked COMPLETED with
+    ``processed_at`` = their push time (the runner XADDs, then marks the row); a
     consumer group read everything and acknowledged all but the last 50 entries. Each
     traced job's queue gets a 20,000-job wait list its BullMQ lookup must not scan whole.
     """
@@ -154,14 +156,19 @@ def prepare_traced_jobs(dsn: str, r: redis.Redis) -> list[str]:
         traced = iter(rows)
         order: list[str | None] = []
         every = 10_000 // max(1, len(rows))
+        seconds, micros = r.time()
+        now_ms = int(seconds) * 1000 + int(micros) // 1000
         for i in range(10_000):
+            # a busy stream: 10,000 entries (its MAXLEN) pushed over the last 10 minutes, ~16 per second
+            entry_id = f"{now_ms - (10_000 - i) * STREAM_SPACING_MS}-0"
             row = next(traced, None) if i % every == every // 2 else None
             if row is not None:
                 job_id, _queue, event_id = row
-                pipe.xadd(stream, {"id": event_id, "type": STREAM_TARGET, "payload": json.dumps({"jobId": job_id})})
+                pipe.xadd(stream, {"id": event_id, "type": STREAM_TARGET, "payload": json.dumps({"jobId": job_id})},
+                          id=entry_id)
                 order.append(event_id)
             else:
-                pipe.xadd(stream, {"id": str(uuid.uuid4()), "type": STREAM_TARGET, "n": str(i)})
+                pipe.xadd(stream, {"id": str(uuid.uuid4()), "type": STREAM_TARGET, "n": str(i)}, id=entry_id)
                 order.append(None)
         entry_ids = pipe.execute()
         pushed = [(event_id, int(entry.decode().split("-")[0])) for event_id, entry in zip(order, entry_ids,
@@ -248,7 +255,7 @@ async def measure(settings: Settings, job_ids: list[str], runs: int) -> dict[str
 
 
 def set_indexes(dsn: str, settings: Settings, create: bool) -> list[str]:
-    """Create (or drop) the recommended indexes; returns their DDL."""
+    """Create (or drop) the recommended indexes and statistics; returns their DDL."""
     catalog_runtime = Runtime(settings)
 
     async def schemas() -> dict[str, Any]:
@@ -259,6 +266,7 @@ def set_indexes(dsn: str, settings: Settings, create: bool) -> list[str]:
 
     tables = anyio.run(schemas)
     ddl = [ix.ddl for kind in TABLE_KINDS for ix in recommended_indexes(tables[kind], settings.conventions)]
+    ddl += [st.ddl for kind in TABLE_KINDS for st in recommended_statistics(tables[kind])]
     with psycopg.connect(dsn, autocommit=True) as conn:
         if create:
             for statement in ddl:
@@ -277,6 +285,13 @@ def set_indexes(dsn: str, settings: Settings, create: bool) -> list[str]:
             ).fetchall()
             for (name,) in rows:
                 conn.execute(f"DROP INDEX {name}")
+            stats = conn.execute(
+                "SELECT stxname FROM pg_statistic_ext WHERE stxrelid = ANY(%s::regclass[])", (list(TABLE_KINDS),)
+            ).fetchall()
+            for (name,) in stats:
+                conn.execute(f"DROP STATISTICS {name}")
+            for kind in TABLE_KINDS:
+                conn.execute(f"ANALYZE {kind}")
     return ddl
 
 
@@ -326,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
         failed = failed or not ok
         print(f"{key:58} {statistics.median(with_ix[key]):9.1f} {p95(with_ix[key]):9.1f} {p95(without[key]):11.1f}"
               f"  < {goal:.0f} ms {'ok' if ok else 'MISSED'}")
-    print("\nrecommended indexes (mesh-mcp doctor prints the missing ones):")
+    print("\nrecommended indexes and statistics (mesh-mcp doctor prints the missing ones):")
     for statement in ddl:
         print("  " + statement)
     return 1 if failed else 0

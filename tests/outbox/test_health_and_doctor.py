@@ -95,12 +95,15 @@ async def test_doctor_prints_missing_index_ddl_and_never_runs_it(outbox_db, r, o
     with psycopg.connect(outbox_db, autocommit=True) as conn:
         count = conn.execute("SELECT count(*) FROM pg_indexes WHERE tablename = 'event_queue'").fetchone()[0]
         assert count == 1  # only the primary key: the doctor created nothing
+        stats = checks["stats:user:jobs_outbox"][0]
+        assert stats.fix == "CREATE STATISTICS jobs_outbox_type_status (mcv) ON type, status FROM jobs_outbox;"
         for fixes in (checks["index:user:event_queue"], checks["index:user:jobs_outbox"],
-                      checks["index:user:job_audit"]):
+                      checks["index:user:job_audit"], checks["stats:user:jobs_outbox"],
+                      checks["stats:user:event_queue"], checks["stats:user:job_audit"]):
             for check in fixes:
                 conn.execute(check.fix)
     again = await _doctor(outbox_settings())
-    assert not any(name.startswith("index:user") for name in again)
+    assert not any(name.startswith(("index:user", "stats:user")) for name in again)
     assert again["indexes:user"][0].status == "ok"
 
 

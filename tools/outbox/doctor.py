@@ -3,7 +3,8 @@
 Per service: the outbox tables and the columns found (an older schema lacking optional
 columns is a warning: the tools adapt), the audit trigger on job_audit, and the
 recommended indexes that are missing, each with its ``CREATE INDEX CONCURRENTLY`` DDL
-in the ``fix`` column (printed, never run). The Redis version and the commands the
+in the ``fix`` column, and the missing MCV statistics on (type, status) with their
+``CREATE STATISTICS`` DDL (printed, never run). The Redis version and the commands the
 traces use (XINFO, XPENDING with a range, LPOS) are checked by ``tools.streams.doctor``.
 """
 
@@ -12,7 +13,7 @@ from __future__ import annotations
 from server.doctor import Check
 from server.errors import MeshError
 from server.runtime import Runtime
-from tools.outbox.indexes import missing_indexes
+from tools.outbox.indexes import missing_indexes, missing_statistics
 from tools.outbox.mcp_tools import catalog_of
 from tools.outbox.schema_discovery import TABLE_KINDS, TableSchema
 
@@ -72,15 +73,24 @@ async def _service_checks(runtime: Runtime, service: str) -> list[Check]:
                        "no outcome event, so trace_job reports success_not_cleaned",
                 fix="check the common migrations of the service, or [conventions] audit_trigger"))
     missing = []
+    stats = []
     for kind in TABLE_KINDS:
         missing.extend(missing_indexes(tables[kind], settings.conventions))
-    if not missing:
-        checks.append(Check(name=f"indexes:{service}", status="ok", detail="every recommended index is present"))
+        stats.extend(missing_statistics(tables[kind]))
+    if not missing and not stats:
+        checks.append(Check(name=f"indexes:{service}", status="ok",
+                            detail="every recommended index and statistics object is present"))
     for index in missing:
         checks.append(Check(
             name=f"index:{service}:{index.table}", status="warn",
             detail=f"missing index on {index.table} ({index.label}): slow {index.serves} on big tables",
             fix=index.ddl))
+    for st in stats:
+        checks.append(Check(
+            name=f"stats:{service}:{st.table}", status="warn",
+            detail=f"no MCV statistics on {st.table} ({', '.join(st.columns)}): query_outbox with type and status "
+                   f"can read every row of the type; after creating them run ANALYZE {st.table}",
+            fix=st.ddl))
     return checks
 
 

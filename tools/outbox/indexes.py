@@ -115,3 +115,39 @@ def is_covered(recommended: RecommendedIndex, schema: TableSchema) -> bool:
 
 def missing_indexes(schema: TableSchema, conventions: Conventions) -> list[RecommendedIndex]:
     return [r for r in recommended_indexes(schema, conventions) if not is_covered(r, schema)]
+
+
+@dataclass(frozen=True)
+class RecommendedStatistics:
+    """Extended statistics (MCV list) on type and status.
+
+    Without them the planner assumes type and status are independent: for a combination
+    that is rare or absent (``type=X AND status=PENDING``) it walks the type index newest
+    first expecting matches soon, and reads every row of the type. With the MCV list it
+    knows the combination is rare and intersects both indexes instead.
+    """
+
+    table: str
+    columns: tuple[str, str]
+    ddl: str
+
+
+def recommended_statistics(schema: TableSchema) -> list[RecommendedStatistics]:
+    type_col = schema.col("job_type" if schema.kind == "job_audit" else "type")
+    status_col = schema.col("status")
+    if not schema.exists or not type_col or not status_col:
+        return []
+    name = f"{schema.name}_{type_col}_{status_col}"[:63]
+    ddl = (f"CREATE STATISTICS {quote(name)} (mcv) ON {quote(type_col)}, {quote(status_col)} "
+           f"FROM {quote(schema.name)};")
+    return [RecommendedStatistics(table=schema.name, columns=(type_col, status_col), ddl=ddl)]
+
+
+def missing_statistics(schema: TableSchema) -> list[RecommendedStatistics]:
+    """Recommended statistics no existing MCV statistics object of the table covers."""
+    out = []
+    for rec in recommended_statistics(schema):
+        covered = any("m" in st.kinds and set(rec.columns) <= set(st.columns) for st in schema.statistics)
+        if not covered:
+            out.append(rec)
+    return out

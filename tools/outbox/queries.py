@@ -152,8 +152,16 @@ def page_query(
 def rows_by_column(
     schema: TableSchema, role: str, values: list[Any], cap_bytes: int, limit: int
 ) -> tuple[sql.Composed, list[Any]]:
-    """Rows whose ``role`` column is one of ``values`` (newest first)."""
-    query = sql.SQL("SELECT {cols} FROM {table} WHERE {col} = ANY(%s) ORDER BY {created} DESC LIMIT %s").format(
+    """Rows whose ``role`` column is one of ``values`` (newest first).
+
+    The match runs in a MATERIALIZED CTE so the planner picks the index of the lookup
+    column, instead of walking a created_at index in order hoping to meet the row early
+    (it does that with ``ORDER BY ... LIMIT`` when it misjudges the selectivity).
+    """
+    query = sql.SQL(
+        "WITH hits AS MATERIALIZED (SELECT * FROM {table} WHERE {col} = ANY(%s)) "
+        "SELECT {cols} FROM hits ORDER BY {created} DESC LIMIT %s"
+    ).format(
         cols=select_list(schema, cap_bytes),
         table=_ident(schema.name),
         col=_ident(schema.col(role) or getattr(schema.names, role)),
@@ -168,7 +176,8 @@ def outcome_events_query(
     """Job-outcome rows of event_queue for ``job_id``: type among ``types`` and payload id key = job_id.
 
     Each id key ``k`` is matched as ``payload ? k AND payload->>k = job_id`` so the partial
-    expression index :func:`recommended_indexes` proposes can serve it.
+    expression index :mod:`tools.outbox.indexes` recommends can serve it (in a MATERIALIZED
+    CTE, as in :func:`rows_by_column`).
     """
     payload = _ident(schema.col("payload") or "payload")
     matches = [
@@ -176,7 +185,8 @@ def outcome_events_query(
         for key in conventions.job_outcome_id_keys
     ]
     query = sql.SQL(
-        "SELECT {cols} FROM {table} WHERE {type} = ANY(%s) AND ({matches}) ORDER BY {created} ASC LIMIT %s"
+        "WITH hits AS MATERIALIZED (SELECT * FROM {table} WHERE {type} = ANY(%s) AND ({matches})) "
+        "SELECT {cols} FROM hits ORDER BY {created} ASC LIMIT %s"
     ).format(
         cols=select_list(schema, cap_bytes),
         table=_ident(schema.name),

@@ -54,6 +54,27 @@ class IndexInfo:
     partial: bool
 
 
+_STATISTICS_SQL = """
+SELECT t.name AS table_name, s.stxname AS name,
+       array(SELECT a.attname::text FROM unnest(s.stxkeys) AS k(n)
+             JOIN pg_attribute a ON a.attrelid = s.stxrelid AND a.attnum = k.n) AS columns,
+       s.stxkind::text[] AS kinds
+FROM unnest(%s::text[]) AS t(name)
+JOIN pg_statistic_ext s ON s.stxrelid = to_regclass(quote_ident(t.name))
+ORDER BY t.name, s.stxname
+"""
+
+
+@dataclass(frozen=True)
+class StatisticsInfo:
+    """An extended statistics object (``CREATE STATISTICS``) of the table."""
+
+    name: str
+    columns: tuple[str, ...]
+    kinds: tuple[str, ...]
+    """'m' mcv, 'f' functional dependencies, 'd' ndistinct, 'e' expressions"""
+
+
 @dataclass(frozen=True)
 class TableSchema:
     """One outbox table as found in a service database."""
@@ -65,6 +86,7 @@ class TableSchema:
     """column name -> SQL type, in table order"""
     names: ColumnNames = field(default_factory=ColumnNames)
     indexes: tuple[IndexInfo, ...] = ()
+    statistics: tuple[StatisticsInfo, ...] = ()
 
     def col(self, role: str) -> str | None:
         """The real column name for ``role`` (a ``ColumnNames`` field) if the table has it."""
@@ -119,7 +141,10 @@ class SchemaCatalog:
             self._cache.pop(service, None)
 
     async def tables(self, service: str, *, with_indexes: bool = False) -> dict[str, TableSchema]:
-        """``kind -> TableSchema`` for ``service`` (connects; raises ServiceUnavailable when down)."""
+        """``kind -> TableSchema`` for ``service`` (connects; raises ServiceUnavailable when down).
+
+        ``with_indexes`` also reads the tables' indexes and extended statistics (for the doctor).
+        """
         cached = self._cache.get(service)
         if cached and not with_indexes and time.monotonic() - cached[0] < self.ttl_s:
             return cached[1]
@@ -130,7 +155,13 @@ class SchemaCatalog:
         for row in result.rows:
             columns[row["table_name"]][row["column_name"]] = row["data_type"]
         indexes: dict[str, list[IndexInfo]] = {name: [] for name in real.values()}
+        statistics: dict[str, list[StatisticsInfo]] = {name: [] for name in real.values()}
         if with_indexes:
+            stats = await self.connections.read(service, _STATISTICS_SQL, (list(real.values()),), max_rows=10_000)
+            for row in stats.rows:
+                statistics[row["table_name"]].append(
+                    StatisticsInfo(name=row["name"], columns=tuple(row["columns"]), kinds=tuple(row["kinds"]))
+                )
             idx = await self.connections.read(service, _INDEXES_SQL, (list(real.values()),), max_rows=10_000)
             for row in idx.rows:
                 indexes[row["table_name"]].append(
@@ -149,6 +180,7 @@ class SchemaCatalog:
                 columns=columns[name],
                 names=self.settings.conventions.columns,
                 indexes=tuple(indexes[name]),
+                statistics=tuple(statistics[name]),
             )
             for kind, name in real.items()
         }
