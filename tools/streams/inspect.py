@@ -10,12 +10,13 @@ Four pipelined round trips, read commands only, each bounded:
    ``max_count`` consumers), the ``XPENDING`` summary, the oldest pending entry, and, with
    ``S = [limits] stream_sample``: the pending ids older than the first entry (at most
    ``S + 1``: a count above ``S`` is a lower bound), the oldest undelivered entry (``XRANGE``
-   from after last-delivered-id: one entry when Redis 7 reports the lag, else at most
-   ``S + 1`` to count it, estimated beyond), a sample of at most ``S`` entries idle beyond
+   from after last-delivered-id, one entry), a sample of at most ``S`` entries idle beyond
    the thresholds (``XPENDING ... IDLE``) and the first ``S`` members of the group's retry
    queue;
-4. one ``MGET`` per group of the idempotency locks of the sampled messages, then ``PTTL``
-   of the locks found.
+4. one ``MGET`` per group of the idempotency locks of the sampled messages (then ``PTTL``
+   of the locks found) and, where Redis does not report the lag (6.2, or 7.x after
+   deletions) and its estimate from the ids' timestamps is at most ``S``, an ``XRANGE`` of
+   at most ``S + 1`` entries that counts it exactly.
 
 Anomaly rules live in :mod:`tools.streams.anomalies`.
 """
@@ -54,6 +55,8 @@ class _GroupProbe:
     idle_sample: list[dict[str, Any]] = field(default_factory=list)
     retry_members: list[str] = field(default_factory=list)
     lock_ttls: dict[str, int] = field(default_factory=dict)
+    count_from: str | None = None
+    """Oldest undelivered id when the lag must still be counted (round 4)."""
 
 
 def _ok(value: Any) -> Any:
@@ -114,7 +117,7 @@ async def inspect_stream(connections: Connections, settings: Settings, stream: s
         length = int(sinfo.get("length", 0))
         groups_truncated = len(raw_groups) > cap
         probes = await _probe_groups(redis, settings, server, stream, raw_groups[:cap], sinfo, now)
-        await _probe_locks(redis, settings, stream, probes)
+        await _round_four(redis, settings, stream, probes, sinfo)
 
     report = StreamReport(
         stream=stream,
@@ -142,15 +145,15 @@ async def inspect_stream(connections: Connections, settings: Settings, stream: s
     return report
 
 
-def _lag_plan(ginfo: dict[str, Any], last_generated: StreamId | None) -> tuple[int | None, LagSource, int]:
-    """(lag, source, entries to read after last-delivered-id) before round 3."""
+def _lag_plan(ginfo: dict[str, Any], last_generated: StreamId | None) -> tuple[int | None, LagSource, bool]:
+    """(lag, source, whether to read the oldest undelivered entry) before round 3."""
     reported = as_int(ginfo.get("lag"))
     if reported is not None:
-        return reported, "reported", 1 if reported > 0 else 0
+        return reported, "reported", reported > 0
     delivered = try_parse(ginfo.get("last-delivered-id")) or StreamId(0, 0)
     if last_generated is None or delivered >= last_generated:
-        return 0, "derived", 0
-    return None, "counted", -1
+        return 0, "derived", False
+    return None, "counted", True
 
 
 async def _probe_groups(
@@ -188,34 +191,38 @@ async def _probe_groups(
             pipe.xpending_range(stream, name, "-", "+", sample + 1)
         elif before_first is not None:
             pipe.xpending_range(stream, name, "-", str(before_first), sample + 1)
-        lag, source, to_read = _lag_plan(ginfo, last_generated)
+        lag, source, read_oldest = _lag_plan(ginfo, last_generated)
         delivered = try_parse(ginfo.get("last-delivered-id")) or StreamId(0, 0)
-        if to_read:
-            pipe.xrange(stream, str(delivered.successor()), "+", count=1 if to_read > 0 else sample + 1)
+        if read_oldest:
+            pipe.xrange(stream, str(delivered.successor()), "+", count=1)
         if server.has_pending_idle_filter:
             pipe.xpending_range(stream, name, "-", "+", sample, idle=idle_floor)
         pipe.zrange(retry_queue_key(conv, name), 0, sample - 1)
         plans.append((ginfo, name, consumers, list_consumers, first_id is None or before_first is not None,
-                      lag, source, to_read))
+                      lag, source, read_oldest))
     replies = iter(await pipe.execute(raise_on_error=False))
 
     probes = []
-    for ginfo, name, consumers, list_consumers, probe_trimmed, lag, source, to_read in plans:
+    for ginfo, name, consumers, list_consumers, probe_trimmed, lag, source, read_oldest in plans:
         consumer_rows = _ok(next(replies)) if list_consumers else []
         summary = _ok(next(replies))
         oldest_rows = _ok(next(replies))
         trimmed = [text(r["message_id"]) or "" for r in _ok(next(replies))] if probe_trimmed else []
-        undelivered = _ok(next(replies)) if to_read else []
+        undelivered = _ok(next(replies)) if read_oldest else []
         idle_rows = _ok(next(replies)) if server.has_pending_idle_filter else []
         retry_reply = next(replies)
         retry_members = [] if isinstance(retry_reply, Exception) else [text(m) or "" for m in retry_reply]
 
         oldest_undelivered = text(undelivered[0][0]) if undelivered else None
+        needs_count = False
         if source == "counted":
-            lag = len(undelivered)
-            if lag > sample:
-                source = "estimated"
-                lag = _estimate_lag(length, first_id, last_id, try_parse(oldest_undelivered), sample + 1)
+            if oldest_undelivered is None:
+                lag = 0
+            else:
+                # Redis did not report the lag: estimate it from the ids' timestamps, count it when small
+                lag = _estimate_lag(length, first_id, last_id, try_parse(oldest_undelivered), 1)
+                needs_count = lag <= sample
+                source = "counted" if needs_count else "estimated"
         trimmed_set = set(trimmed)
         oldest = None
         if oldest_rows:
@@ -251,7 +258,7 @@ async def _probe_groups(
             for r in idle_rows
         ]
         probes.append(_GroupProbe(info=info, trimmed_ids=trimmed, idle_sample=sample_rows,
-                                  retry_members=retry_members))
+                                  retry_members=retry_members, count_from=oldest_undelivered if needs_count else None))
     return probes
 
 
@@ -275,23 +282,40 @@ def _consumer(row: dict[str, Any], dead_ms: int) -> ConsumerInfo:
                         dead=pending > 0 and idle >= dead_ms)
 
 
-async def _probe_locks(redis: Any, settings: Settings, stream: str, probes: list[_GroupProbe]) -> None:
-    """Round 4: which sampled messages (pending long enough, or in the retry queue) hold an idempotency lock."""
-    conv = settings.conventions
+async def _round_four(
+    redis: Any, settings: Settings, stream: str, probes: list[_GroupProbe], sinfo: dict[str, Any]
+) -> None:
+    """Which sampled messages (pending long enough, or in the retry queue) hold an idempotency lock,
+    and the exact lag of the groups whose estimated lag is small (a bounded XRANGE each)."""
+    conv, sample = settings.conventions, settings.limits.stream_sample
     wanted: list[tuple[_GroupProbe, list[str]]] = []
     for probe in probes:
         ids = {row["message_id"] for row in probe.idle_sample if row["idle_ms"] >= conv.claim_interval_ms}
         ids.update(probe.retry_members)
         if ids:
             wanted.append((probe, sorted(ids)))
-    if not wanted:
+    counting = [p for p in probes if p.count_from is not None]
+    if not wanted and not counting:
         return
     pipe = redis.pipeline(transaction=False)
     for probe, ids in wanted:
         pipe.mget([idempotency_key(conv, probe.info.name, mid) for mid in ids])
+    for probe in counting:
+        pipe.xrange(stream, probe.count_from, "+", count=sample + 1)
+    replies = iter(await pipe.execute())
     found: list[tuple[_GroupProbe, str]] = []
-    for (probe, ids), values in zip(wanted, await pipe.execute(), strict=True):
-        found.extend((probe, mid) for mid, value in zip(ids, values, strict=True) if value is not None)
+    for probe, ids in wanted:
+        found.extend((probe, mid) for mid, value in zip(ids, next(replies), strict=True) if value is not None)
+    for probe in counting:
+        entries = next(replies)
+        if len(entries) <= sample:
+            probe.info.lag = len(entries)
+        else:
+            first, last = sinfo.get("first-entry"), sinfo.get("last-entry")
+            probe.info.lag_source = "estimated"
+            probe.info.lag = _estimate_lag(int(sinfo.get("length", 0)), try_parse(first[0]) if first else None,
+                                           try_parse(last[0]) if last else None, try_parse(probe.count_from),
+                                           sample + 1)
     if not found:
         return
     pipe = redis.pipeline(transaction=False)
