@@ -60,12 +60,16 @@ def normalise(expression: str) -> str:
     return text
 
 
-def _btree(schema: TableSchema, roles: list[str], serves: str) -> RecommendedIndex | None:
+def _btree(
+    schema: TableSchema, roles: list[str], serves: str, include: list[str] | None = None
+) -> RecommendedIndex | None:
     cols = [schema.col(r) for r in roles]
     names = [c for c in cols if c is not None]
     if len(names) != len(cols):
         return None
-    ddl = f"CREATE INDEX CONCURRENTLY ON {quote(schema.name)} ({', '.join(quote(c) for c in names)});"
+    extra = [c for c in (schema.col(r) for r in include or []) if c is not None]
+    including = f" INCLUDE ({', '.join(quote(c) for c in extra)})" if extra else ""
+    ddl = f"CREATE INDEX CONCURRENTLY ON {quote(schema.name)} ({', '.join(quote(c) for c in names)}){including};"
     return RecommendedIndex(table=schema.name, keys=tuple(normalise(c) for c in names), ddl=ddl, serves=serves,
                             label=", ".join(quote(c) for c in names))
 
@@ -76,7 +80,9 @@ def recommended_indexes(schema: TableSchema, conventions: Conventions) -> list[R
         return []
     type_role = "job_type" if schema.kind == "job_audit" else "type"
     wanted = [
-        _btree(schema, ["status", "created_at", "id"], "query_outbox status filter and outbox_health oldest ages"),
+        # INCLUDE (type): outbox_health counts FAILED rows by type from the index alone
+        _btree(schema, ["status", "created_at", "id"], "query_outbox status filter and outbox_health",
+               include=[type_role]),
         _btree(schema, [type_role, "created_at", "id"], "query_outbox type filter"),
         _btree(schema, ["created_at", "id"], "query_outbox newest-first listing"),
     ]

@@ -208,20 +208,24 @@ def status_counts_query(schema: TableSchema) -> sql.Composed:
 
 
 def oldest_ages_query(schema: TableSchema, pending: str, processing: str) -> tuple[sql.Composed, list[Any]]:
-    """Age (s) of the oldest due PENDING row (by created_at) and oldest PROCESSING row (by updated_at).
+    """Age (s) of the oldest due PENDING row and of the oldest PROCESSING row's claim.
 
     A PENDING row whose ``scheduled_at`` is in the future is not late and is not counted.
-    PROCESSING age is measured from ``updated_at`` (the claim) when the table has it.
+    The PROCESSING age is ``now - updated_at`` (the claim) of the oldest-created PROCESSING
+    row: the runner claims in ``created_at`` order, so that row holds the oldest claim, and
+    the (status, created_at) index finds it without reading every PROCESSING row.
     """
     status = _ident(schema.col("status") or "status")
     created = _ident(schema.col("created_at") or "created_at")
     claimed = _ident(schema.col("updated_at") or schema.col("created_at") or "created_at")
+    id_col = _ident(schema.col("id") or "id")
     scheduled = schema.col("scheduled_at")
     due = sql.SQL(" AND {} <= now()").format(_ident(scheduled)) if scheduled else sql.SQL("")
     query = sql.SQL(
         "SELECT (SELECT EXTRACT(EPOCH FROM (now() - min({c})))::float8 FROM {t} WHERE {s} = %s{due}) AS pending,"
-        " (SELECT EXTRACT(EPOCH FROM (now() - min({u})))::float8 FROM {t} WHERE {s} = %s) AS processing"
-    ).format(c=created, u=claimed, t=_ident(schema.name), s=status, due=due)
+        " (SELECT EXTRACT(EPOCH FROM (now() - {u}))::float8 FROM {t} WHERE {s} = %s ORDER BY {c}, {i} LIMIT 1)"
+        " AS processing"
+    ).format(c=created, u=claimed, t=_ident(schema.name), s=status, due=due, i=id_col)
     return query, [pending, processing]
 
 
