@@ -93,13 +93,13 @@ def check_in_registry(inp: FlowInputs) -> Check:
     registries = "/".join(inp.conv.job_registry)
     if inp.registry is None:
         return _unknown("in_registry", f"no interface named {registries} found in the contracts package", [])
-    hits = [k for k in inp.registry if k.value == m.value]
+    hits = inp.registry.by_value.get(m.value, [])
     if hits:
         k = hits[0]
         ev = [Evidence(file=k.file, line=k.entry.line, symbol=k.entry.registry, note=f"[{k.entry.key}]: "
                        f"{k.entry.payload_type}")]
         return _pass("in_registry", f"registered in {k.entry.registry} with payload {k.entry.payload_type}", ev)
-    unresolved = [k for k in inp.registry if k.value is None]
+    unresolved = inp.registry.unresolved
     if unresolved:
         ev = [Evidence(file=k.file, line=k.entry.line, symbol=k.entry.registry, note=f"key [{k.entry.key}] unresolved")
               for k in unresolved]
@@ -107,7 +107,7 @@ def check_in_registry(inp: FlowInputs) -> Check:
             "in_registry", f"{len(unresolved)} {registries} key(s) could not be resolved; one may be this job", ev,
             f"Key {registries} entries by job-type members (`[{_member(inp)}]: IPayload;`).",
         )
-    first = inp.registry[0] if inp.registry else None
+    first = inp.registry.keys[0] if inp.registry.keys else None
     ev = []
     if first is not None:
         ev = [Evidence(file=first.file, line=first.entry.line, symbol=first.entry.registry, note="registry")]

@@ -166,6 +166,10 @@ def _falls_through(body: Node) -> bool:
 
 def handler_facts(pf: ParsedFile, class_name: str, conv: StaticConventions) -> HandlerFacts:
     """Return shapes and envelope reads of ``class_name``'s handle method (see module doc)."""
+    return pf.memoized(("handler", class_name, id(conv)), lambda: _handler_facts(pf, class_name, conv))
+
+
+def _handler_facts(pf: ParsedFile, class_name: str, conv: StaticConventions) -> HandlerFacts:
     facts = HandlerFacts()
     classes = find_classes(pf, class_name)
     if not classes:
@@ -234,6 +238,10 @@ class ThrowFact:
 
 def bare_throws(pf: ParsedFile, class_name: str, conv: StaticConventions) -> list[ThrowFact] | None:
     """``throw new Error(...)`` (or ``throw Error(...)``) in ``class_name``; ``None`` if the class is absent."""
+    return pf.memoized(("throws", class_name, id(conv)), lambda: _bare_throws(pf, class_name, conv))
+
+
+def _bare_throws(pf: ParsedFile, class_name: str, conv: StaticConventions) -> list[ThrowFact] | None:
     classes = find_classes(pf, class_name)
     if not classes:
         return None

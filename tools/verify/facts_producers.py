@@ -21,6 +21,7 @@ from tools.verify.tsparse import (
     ParsedFile,
     call_arguments,
     callee_name,
+    calls_in,
     enclosing,
     line_of,
     local_imports,
@@ -95,6 +96,10 @@ def _queue_bindings(pf: ParsedFile, conv: StaticConventions) -> dict[str, str | 
 
 def direct_queue_calls(pf: ParsedFile, conv: StaticConventions) -> list[DirectQueueCall]:
     """Calls of ``direct_queue_calls`` (``add``, ``addBulk``) on BullMQ queue objects of the file."""
+    return pf.memoized(("direct", id(conv)), lambda: _direct_queue_calls(pf, conv))
+
+
+def _direct_queue_calls(pf: ParsedFile, conv: StaticConventions) -> list[DirectQueueCall]:
     bindings = _queue_bindings(pf, conv)
     if not bindings and not any(c.encode() in pf.source for c in conv.direct_queue_classes):
         return []
@@ -164,13 +169,7 @@ class TransactionFact:
 
 def transaction_context(pf: ParsedFile, line: int, calls: list[str], conv: StaticConventions) -> TransactionFact:
     """Whether the producer call named in ``calls`` on ``line`` runs inside a database transaction."""
-    sites = [
-        n
-        for n in walk(pf.root)
-        if n.type == "call_expression"
-        and line_of(n) <= line <= n.end_point[0] + 1
-        and callee_name(pf, n) in calls
-    ]
+    sites = [n for first, last, name, n in calls_in(pf) if first <= line <= last and name in calls]
     if not sites:
         return TransactionFact("unknown", None, f"no call of {'/'.join(calls)} found on line {line}")
     site = min(sites, key=lambda n: (line_of(n) != line, n.end_byte - n.start_byte))

@@ -36,6 +36,25 @@ class RegistryKey:
     value: str | None
 
 
+@dataclass
+class Registry:
+    """Registry keys by resolved value, and those the index could not resolve."""
+
+    keys: list[RegistryKey]
+    by_value: dict[str, list[RegistryKey]] = field(default_factory=dict)
+    unresolved: list[RegistryKey] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, keys: list[RegistryKey]) -> Registry:
+        registry = cls(keys)
+        for key in keys:
+            if key.value is None:
+                registry.unresolved.append(key)
+            else:
+                registry.by_value.setdefault(key.value, []).append(key)
+        return registry
+
+
 @dataclass(frozen=True)
 class ConsumerView:
     """A post-processor as an event check sees it: where it reads and whether it lets the type through."""
@@ -72,8 +91,8 @@ class FlowInputs:
     modules: ModuleScanner | None = None
     outcome_types: list[str] = field(default_factory=list)
     """Job-outcome event type templates of the audit trigger (``{domain}:job:outbox:success``, ...)."""
-    registry: list[RegistryKey] | None = None
-    """Every registry key found in the contracts package; None when no registry interface exists."""
+    registry: Registry | None = None
+    """The registry keys found in the contracts package; None when no registry interface exists."""
 
     # --- site selections ---------------------------------------------------------------
 

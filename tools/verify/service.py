@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -27,7 +28,7 @@ from tools.verify.checks_event import run_event_checks
 from tools.verify.checks_job import run_job_checks
 from tools.verify.facts import norm_expr, registry_entries
 from tools.verify.facts_producers import direct_queue_calls
-from tools.verify.inputs import ConsumerView, FlowInputs, RegistryKey, evidence
+from tools.verify.inputs import ConsumerView, FlowInputs, Registry, RegistryKey, evidence
 from tools.verify.model import FlowReport, ResolvedTarget, VerifyAllReport
 from tools.verify.modules import ModuleScanner
 from tools.verify.tsparse import parse_file
@@ -68,7 +69,8 @@ class _Session:
         self._catalogue: Catalogue | None = None
         self._declared: dict[str, dict[str, Site]] = {}
         self._registry_scanned = False
-        self._registry: list[RegistryKey] | None = None
+        self._registry: Registry | None = None
+        self._pp_base: list[tuple[Any, Site, str, str]] | None = None
 
     # --- shared lookups ----------------------------------------------------------------
 
@@ -78,9 +80,12 @@ class _Session:
         return self._catalogue
 
     def declared(self, kind: str) -> dict[str, Site]:
+        """Value -> declaration site of every declared ``kind`` (queue, stream) the index resolved."""
         if kind not in self._declared:
             self._declared[kind] = {
-                e.value: e.defined_at for e in self.catalogue().entries if e.kind == kind and e.defined_at is not None
+                info.value: info.defined_at.model()
+                for (k, _value), info in self.linked.declared.items()
+                if k == kind and info.defined_at is not None
             }
         return self._declared[kind]
 
@@ -89,14 +94,14 @@ class _Session:
         key = self.linked.by_qual.get(norm_expr(text))
         return tuple(key) if key else None
 
-    def registry(self) -> list[RegistryKey] | None:
+    def registry(self) -> Registry | None:
         """Registry keys of the contracts package with their resolved values; None when no registry exists."""
         if not self._registry_scanned:
             self._registry = self._scan_registry()
             self._registry_scanned = True
         return self._registry
 
-    def _scan_registry(self) -> list[RegistryKey] | None:
+    def _scan_registry(self) -> Registry | None:
         root = self.workspace / self.conv.messaging_package
         markers = [name.encode() for name in self.conv.job_registry]
         skip = set(self.conv.skip_dirs)
@@ -133,15 +138,24 @@ class _Session:
                         key = self.resolve_qual(entry.key)
                         value = key[1] if key and key[0] == "job" else None
                     found.append(RegistryKey(rel, entry, value))
-        return found if declared else None
+        return Registry.of(found) if declared else None
+
+    def _post_processors(self) -> list[tuple[Any, Site, str, str]]:
+        """(record, site, class, groups) of every production post-processor, built once per session."""
+        if self._pp_base is None:
+            self._pp_base = []
+            for rec in self.linked.post_processors.values():
+                site = rec.site.model()
+                if site.test_only:
+                    continue
+                cls = site.detail.get("post_processor_class") or (site.symbol or "").split(".")[0]
+                self._pp_base.append((rec, site, cls, ", ".join(rec.groups)))
+        return self._pp_base
 
     def consumer_views(self, value: str) -> list[ConsumerView]:
         """Every production post-processor, per stream it reads, with whether it accepts ``value``."""
         views = []
-        for rec in self.linked.post_processors.values():
-            site = rec.site.model()
-            if site.test_only:
-                continue
+        for rec, site, cls, group in self._post_processors():
             if rec.accept_all or rec.accepts_value(value):
                 accepts = "yes"
             elif rec.filter_unknown:
@@ -149,8 +163,6 @@ class _Session:
             else:
                 accepts = "no"
             accepted = tuple(sorted(rec.accepts)) + tuple(f"{op}('{text}')" for op, text in rec.patterns)
-            cls = site.detail.get("post_processor_class") or (site.symbol or "").split(".")[0]
-            group = ", ".join(rec.groups)
             for stream in rec.streams or [""]:
                 views.append(ConsumerView(site, cls, stream, group, accepts, accepted))
         return views
@@ -261,15 +273,35 @@ def _validate_target(target: str) -> str:
     return target
 
 
+_SESSIONS: dict[int, _Session] = {}
+_SESSIONS_LOCK = threading.Lock()
+MAX_SESSIONS = 8
+
+
+def _session_for(index: IndexServiceLike) -> _Session:
+    """The session of ``index``'s current build: reused until the index relinks (any file changed)."""
+    linked = index.linked()
+    with _SESSIONS_LOCK:
+        session = _SESSIONS.get(id(index))
+        if session is not None and session.index is index and session.linked is linked:
+            return session
+    session = _Session(index)
+    with _SESSIONS_LOCK:
+        _SESSIONS[id(index)] = session
+        while len(_SESSIONS) > MAX_SESSIONS:
+            _SESSIONS.pop(next(iter(_SESSIONS)))
+    return session
+
+
 def verify_flow(index_service: IndexServiceLike, target: str) -> FlowReport:
     """The checklist of one job or event type (see docs/verify-flow.md for each check)."""
     target = _validate_target(target)
-    return _Session(index_service).verify(target)
+    return _session_for(index_service).verify(target)
 
 
 def verify_all(index_service: IndexServiceLike, kinds: tuple[str, ...] = VERIFIABLE_KINDS) -> VerifyAllReport:
     """Every declared job and event type of the catalogue, each with its checklist (by kind, then name)."""
-    session = _Session(index_service)
+    session = _session_for(index_service)
     entries = sorted(
         (e for e in session.catalogue().entries if e.kind in kinds),
         key=lambda e: (VERIFIABLE_KINDS.index(e.kind), e.name),
@@ -293,7 +325,7 @@ def failing_checks(index_service: IndexServiceLike, value: str, kind: str | None
     For one entry; to annotate a whole catalogue use :func:`failing_checks_by_type` (one pass).
     """
     try:
-        return _Session(index_service).verify(value, kind=kind, value=value if kind else None).failing
+        return _session_for(index_service).verify(value, kind=kind, value=value if kind else None).failing
     except (NotFound, InvalidArgument):
         return []
 

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypeVar
 
 import tree_sitter_typescript as ts_typescript
 from tree_sitter import Language, Node, Parser
+
+T = TypeVar("T")
 
 _TS = Language(ts_typescript.language_typescript())
 _TSX = Language(ts_typescript.language_tsx())
@@ -42,11 +45,21 @@ _WRAPPERS = frozenset(
 
 @dataclass(frozen=True)
 class ParsedFile:
-    """One parsed source file: absolute path, bytes and syntax tree."""
+    """One parsed source file: absolute path, bytes and syntax tree.
+
+    ``memo`` holds what extractors computed on this exact content (class index, call
+    list, per-class facts), so a ``verify --all`` run reads each file's shapes once.
+    """
 
     path: Path
     source: bytes
     root: Node
+    memo: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def memoized(self, key: Any, compute: Callable[[], T]) -> T:
+        if key not in self.memo:
+            self.memo[key] = compute()
+        return self.memo[key]
 
     def text(self, node: Node | None) -> str:
         if node is None:
@@ -118,13 +131,27 @@ def line_of(node: Node) -> int:
 
 def find_classes(pf: ParsedFile, name: str) -> list[Node]:
     """Class declarations named ``name`` in the file."""
-    found = []
-    for node in walk(pf.root, skip=FUNCTION_NODES):
-        if node.type in CLASS_NODES:
-            ident = node.child_by_field_name("name")
-            if ident is not None and pf.text(ident) == name:
-                found.append(node)
-    return found
+
+    def index() -> dict[str, list[Node]]:
+        out: dict[str, list[Node]] = {}
+        for node in walk(pf.root, skip=FUNCTION_NODES):
+            if node.type in CLASS_NODES:
+                ident = node.child_by_field_name("name")
+                if ident is not None:
+                    out.setdefault(pf.text(ident), []).append(node)
+        return out
+
+    return pf.memoized("classes", index).get(name, [])
+
+
+def calls_in(pf: ParsedFile) -> list[tuple[int, int, str, Node]]:
+    """Every call of the file as (first line, last line, callee name, node), in source order."""
+
+    def collect() -> list[tuple[int, int, str, Node]]:
+        calls = (n for n in walk(pf.root) if n.type == "call_expression")
+        return [(line_of(n), n.end_point[0] + 1, callee_name(pf, n), n) for n in calls]
+
+    return pf.memoized("calls", collect)
 
 
 def class_methods(pf: ParsedFile, cls: Node, names: list[str]) -> list[Node]:
