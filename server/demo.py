@@ -54,6 +54,8 @@ log = logging.getLogger("mesh.demo")
 DEMO_POSTGRES_ENV = "MESH_DEMO_POSTGRES_URL"
 DEMO_REDIS_ENV = "MESH_DEMO_REDIS_URL"
 EMBEDDED_DB_NAME = "mesh_demo_event"
+ROOT_PREFIX = "mesh-demo-"
+PID_FILE = "demo.pid"
 
 
 def say(message: str) -> None:
@@ -86,30 +88,76 @@ class DemoServices:
     redis_keys: list[str] = field(default_factory=list)
 
     def close(self) -> None:
-        """Drop what the demo created (best effort, never raises)."""
-        if self.embedded is None:
-            if self.redis_keys:
+        """Drop what the demo created (best effort, never raises).
+
+        Runs with SIGINT and SIGTERM ignored, so that a second Ctrl-C, or the SIGTERM an
+        MCP client sends a stdio server that does not exit at once, cannot cut the cleanup
+        short. The demo's own files go first, then the services (the embedded PostgreSQL
+        with an immediate shutdown: its data is thrown away), then the directory.
+        """
+        with _signals_ignored():
+            for name in ("workspace", "state"):
+                shutil.rmtree(self.root / name, ignore_errors=True)
+            if self.embedded is None:
+                self._clean_external()
+            else:
+                _stop_postgres_now(self.root / "services" / "pgdata")
+                self.embedded.stop()
+            shutil.rmtree(self.root, ignore_errors=True)
+
+    def _clean_external(self) -> None:
+        if self.redis_keys:
+            try:
+                client = redis.Redis.from_url(self.redis_url)
                 try:
-                    client = redis.Redis.from_url(self.redis_url)
-                    try:
-                        client.delete(*self.redis_keys)
-                    finally:
-                        client.close()
-                except redis.RedisError as exc:
-                    log.warning("could not delete the demo's Redis keys: %s", exc)
-            if self.admin_url and self.scratch_db:
-                try:
-                    with psycopg.connect(self.admin_url, autocommit=True) as conn:
-                        conn.execute(
-                            psycopg.sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
-                                psycopg.sql.Identifier(self.scratch_db)
-                            )
+                    client.delete(*self.redis_keys)
+                finally:
+                    client.close()
+            except redis.RedisError as exc:
+                log.warning("could not delete the demo's Redis keys: %s", exc)
+        if self.admin_url and self.scratch_db:
+            try:
+                with psycopg.connect(self.admin_url, autocommit=True) as conn:
+                    conn.execute(
+                        psycopg.sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                            psycopg.sql.Identifier(self.scratch_db)
                         )
-                except psycopg.Error as exc:
-                    log.warning("could not drop the demo database %s: %s", self.scratch_db, exc)
-        else:
-            self.embedded.stop()
-        shutil.rmtree(self.root, ignore_errors=True)
+                    )
+            except psycopg.Error as exc:
+                log.warning("could not drop the demo database %s: %s", self.scratch_db, exc)
+
+
+@contextmanager
+def _signals_ignored() -> Iterator[None]:
+    saved: dict[int, Any] = {}
+    try:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            saved[sig] = signal.signal(sig, signal.SIG_IGN)
+    except ValueError:  # not the main thread: signals cannot be touched
+        pass
+    try:
+        yield
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+
+
+def _stop_postgres_now(pgdata: Path, timeout_s: float = 5.0) -> None:
+    """Immediate shutdown (SIGQUIT) of the demo's own postmaster, found by its pid file.
+
+    Only a process whose command line names this very data directory is signalled.
+    """
+    try:
+        import psutil
+
+        pid = int((pgdata / "postmaster.pid").read_text().splitlines()[0])
+        process = psutil.Process(pid)
+        if str(pgdata) not in " ".join(process.cmdline()):
+            return
+        process.send_signal(signal.SIGQUIT)
+        process.wait(timeout_s)
+    except Exception:  # best effort: the embedded server's own stop follows
+        log.debug("immediate stop of the demo PostgreSQL failed", exc_info=True)
 
 
 def _create_database(admin_url: str, name: str) -> None:
@@ -219,6 +267,38 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+def new_root() -> Path:
+    """A fresh demo directory, marked with this process's id (see :func:`sweep_stale_demos`)."""
+    sweep_stale_demos()
+    root = Path(tempfile.mkdtemp(prefix=ROOT_PREFIX))
+    (root / PID_FILE).write_text(str(os.getpid()), encoding="ascii")
+    return root
+
+
+def sweep_stale_demos(base: Path | None = None) -> list[Path]:
+    """Remove the directories of earlier demos whose process is gone (killed before cleaning up).
+
+    A demo killed with SIGKILL (an MCP client gives a stdio server a few seconds to exit)
+    cannot clean up after itself. Only directories named ``mesh-demo-*`` holding the pid
+    file of a process that no longer exists are touched; a PostgreSQL still running on
+    such a directory's data is stopped first. Returns the directories removed.
+    """
+    import psutil
+
+    removed = []
+    for root in sorted(Path(base or tempfile.gettempdir()).glob(f"{ROOT_PREFIX}*")):
+        try:
+            pid = int((root / PID_FILE).read_text(encoding="ascii").strip())
+        except (OSError, ValueError):
+            continue
+        if psutil.pid_exists(pid):
+            continue
+        _stop_postgres_now(root / "services" / "pgdata")
+        shutil.rmtree(root, ignore_errors=True)
+        removed.append(root)
+    return removed
+
+
 @dataclass
 class DemoRun:
     """A prepared demo: services up, workspace copied, scenario seeded."""
@@ -232,7 +312,11 @@ class DemoRun:
 def prepare(root: Path, environ: dict[str, str], *, remediation: bool) -> DemoRun:
     """Start services, copy the workspace, seed the scenario; the caller closes ``run.services``."""
     started = time.perf_counter()
-    services = start_services(root, environ)
+    try:
+        services = start_services(root, environ)
+    except BaseException:
+        shutil.rmtree(root, ignore_errors=True)
+        raise
     try:
         timings = {"services": time.perf_counter() - started}
         workspace = root / "workspace"
@@ -265,7 +349,7 @@ def diagnose_run(run: DemoRun) -> DemoReport:
 def run_demo(environ: dict[str, str] | None = None) -> DemoReport:
     """The whole demo without serving: start, seed, diagnose, clean up; returns the report."""
     env = dict(os.environ if environ is None else environ)
-    run = prepare(Path(tempfile.mkdtemp(prefix="mesh-demo-")), env, remediation=False)
+    run = prepare(new_root(), env, remediation=False)
     try:
         return diagnose_run(run)
     finally:
@@ -281,7 +365,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
         host_port = parse_host_port(args.http)
     with _sigterm_as_interrupt():
-        run = prepare(Path(tempfile.mkdtemp(prefix="mesh-demo-")), dict(os.environ), remediation=bool(args.serve))
+        run = prepare(new_root(), dict(os.environ), remediation=bool(args.serve))
         try:
             report = diagnose_run(run)
             to_stderr = bool(args.serve and not args.http)

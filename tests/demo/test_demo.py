@@ -128,9 +128,12 @@ def test_demo_refuses_a_redis_database_in_use(pg_admin_url: str, private_redis_u
         client.close()
 
 
-def test_demo_needs_both_or_neither_variable(redis_url: str) -> None:
+def test_demo_needs_both_or_neither_variable(tmp_path: Path) -> None:
+    redis_url = "redis://127.0.0.1:6379/9"  # refused before anything connects
+    (tmp_path / "demo").mkdir()
     with pytest.raises(InvalidArgument, match="set both"):
-        run_demo(environ={DEMO_REDIS_ENV: redis_url})
+        prepare(tmp_path / "demo", {DEMO_REDIS_ENV: redis_url}, remediation=False)
+    assert not (tmp_path / "demo").exists()  # nothing left behind when setup fails
 
 
 def test_http_without_serve_is_refused() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import struct
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -117,3 +118,23 @@ def test_demo_settings_ignore_the_users_configuration(
     assert settings.redis.url == "redis://127.0.0.1:1/0"
     assert settings.config_file is None
     assert settings.approval.secret_file == str(tmp_path / "approval.key")
+
+
+def test_sweep_removes_only_directories_of_dead_demos(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from server.demo import PID_FILE, sweep_stale_demos
+
+    finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead_pid = int(finished.stdout)
+    layout = {"mesh-demo-dead": str(dead_pid), "mesh-demo-alive": str(os.getpid()), "mesh-demo-nopid": None,
+              "mesh-demo-garbled": "not a pid", "other-dead": str(dead_pid)}
+    for name, pid in layout.items():
+        (tmp_path / name / "services").mkdir(parents=True)
+        if pid is not None:
+            (tmp_path / name / PID_FILE).write_text(pid)
+    removed = sweep_stale_demos(tmp_path)
+    assert removed == [tmp_path / "mesh-demo-dead"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mesh-demo-alive", "mesh-demo-garbled", "mesh-demo-nopid",
+                                                           "other-dead"]
