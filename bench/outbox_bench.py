@@ -11,9 +11,9 @@ query_outbox filtered p95 < 50 ms, outbox_health p95 < 500 ms, trace_job p95 < 1
     python bench/outbox_bench.py                 # full size (seeding takes a few minutes)
     python bench/outbox_bench.py --rows 100000   # quicker
 
-Needs a PostgreSQL where it may CREATE DATABASE (``--pg``, default the local server) and a
-Redis logical database it may flush (``--redis``, default db 12). Both are dropped or
-flushed at the end unless ``--keep``.
+Needs a PostgreSQL where it may CREATE DATABASE (``--pg``, default the local server) and an
+empty Redis logical database (``--redis``, default db 12; claimed atomically, refused when
+not empty). Both are dropped or flushed at the end unless ``--keep``.
 """
 
 from __future__ import annotations
@@ -309,7 +309,12 @@ def main(argv: list[str] | None = None) -> int:
         admin.execute(f'CREATE DATABASE "{name}"')
     dsn = _with_db(args.pg, name)
     r = redis.Redis.from_url(args.redis)
-    r.flushdb()
+    claim = "if redis.call('DBSIZE') == 0 then redis.call('SET', KEYS[1], ARGV[1]) return 1 end return 0"
+    if not r.eval(claim, 1, "mesh-mcp:bench-claim", name):
+        with psycopg.connect(args.pg, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        print(f"{args.redis} is not empty: pass --redis with an empty logical database", file=sys.stderr)
+        return 2
     settings = load_settings(environ={}, overrides={
         "services": {"bench": {"postgres": dsn}},
         "redis": {"url": args.redis},
