@@ -120,6 +120,17 @@ def test_envelope_fields_and_payload_reads_are_fine(ts) -> None:
     assert f.envelope_reads == []
 
 
+def test_envelope_handed_on_is_recorded(ts) -> None:
+    f = handler(ts, "await this.service.run(job.data);\nreturn { originalPayload: job.data.payload };")
+    assert f.envelope_reads == [] and [r.line for r in f.envelope_passed] == [5]
+    f = handler(ts, "const d = job.data;\nthis.use(d);\nreturn { originalPayload: d.payload };")
+    assert [r.line for r in f.envelope_passed] == [6]
+    # destructuring, property reads and the returned value are not hand-overs
+    body = "const { payload } = job.data;\nconst x = (job.data as Env).payload;\nreturn { originalPayload: job.data };"
+    f = handler(ts, body)
+    assert f.envelope_passed == []
+
+
 def test_handler_without_handle_method(ts) -> None:
     f = facts.handler_facts(ts("export class H extends Base { readonly jobType = X.Y; }"), "H", CONV)
     assert f.class_line == 1 and not f.found

@@ -7,11 +7,14 @@ which shows they read the code and not a recorded answer.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
 
+from server.config import Conventions
 from server.errors import InvalidArgument, NotFound
+from tests.helpers import REPO_ROOT
 from tools.mesh_index.service import IndexService
 from tools.verify.model import EVENT_CHECKS, JOB_CHECKS
 from tools.verify.service import failing_checks, failing_checks_by_type, verify_all, verify_flow
@@ -208,3 +211,28 @@ def test_removed_consumer_and_unrouted_handler(workspace: Path, index: IndexServ
     assert "PriceUpdateHandler" in price.check("handler_routed").detail
     assert statuses(price)["typed_errors"] == "unknown"
     assert statuses(price)["provided_in_module"] == "pass"
+
+
+@pytest.mark.parametrize("name", ["tests/fixtures/workspace", "resources/sample_workspace"])
+def test_other_workspaces_give_well_formed_reports(name: str, tmp_path: Path) -> None:
+    """verify --all over the static index's fixture and the demo's sample workspace (other code shapes)."""
+    source = REPO_ROOT / name
+    if not source.is_dir():
+        pytest.skip(f"{name} is not in this checkout")
+    copy = tmp_path / "ws"
+    shutil.copytree(source, copy, ignore=shutil.ignore_patterns(".mesh"))
+    index = IndexService(copy, Conventions(), cache_dir=tmp_path / "cache")
+    try:
+        report = verify_all(index)
+    finally:
+        index.close()
+    assert report.flows
+    for flow in report.flows:
+        expected = JOB_CHECKS if flow.target.kind == "job" else EVENT_CHECKS
+        assert tuple(c.id for c in flow.checks) == expected
+        for check in flow.checks:
+            assert check.detail
+            if check.status == "fail":
+                assert check.hint, (flow.target.name, check.id)
+            for ev in check.evidence:
+                assert (copy / ev.file).is_file() and ev.line >= 1, (flow.target.name, check.id, ev)

@@ -27,6 +27,7 @@ from tools.verify.tsparse import (
     FUNCTION_NODES,
     ParsedFile,
     class_methods,
+    enclosing,
     find_classes,
     line_of,
     local_imports,
@@ -72,6 +73,8 @@ class HandlerFacts:
     method_line: int | None = None
     returns: list[ReturnFact] = field(default_factory=list)
     envelope_reads: list[EnvelopeRead] = field(default_factory=list)
+    envelope_passed: list[EnvelopeRead] = field(default_factory=list)
+    """Places where the envelope itself is handed to other code (what it reads there is not visible)."""
 
     @property
     def found(self) -> bool:
@@ -186,6 +189,9 @@ def _handler_facts(pf: ParsedFile, class_name: str, conv: StaticConventions) -> 
     env = _Envelope(conv)
     _bind_parameter(pf, method, env)
     for node in walk(body):
+        is_envelope = node.type in ("identifier", "member_expression") and norm_expr(pf.text(node)) in env.envelopes
+        if is_envelope and _passed_along(node):
+            facts.envelope_passed.append(EnvelopeRead(line_of(node), "", pf.text(node.parent or node)[:200]))
         if node.type == "variable_declarator":
             _track_declarator(pf, node, env, facts.envelope_reads)
         elif node.type == "member_expression":
@@ -206,6 +212,22 @@ def _handler_facts(pf: ParsedFile, class_name: str, conv: StaticConventions) -> 
     if _falls_through(body):
         facts.returns.append(ReturnFact(body.end_point[0] + 1, "nothing", "(end of handle without return)"))
     return facts
+
+
+def _passed_along(node: Node) -> bool:
+    """True when the envelope itself (``job.data``) is handed to other code rather than read here."""
+    current = node
+    parent = node.parent
+    while parent is not None and parent.type in ("parenthesized_expression", "as_expression", "non_null_expression",
+                                                  "satisfies_expression", "await_expression"):
+        current, parent = parent, parent.parent
+    if parent is None:
+        return False
+    if parent.type in ("member_expression", "subscript_expression"):
+        return parent.child_by_field_name("object") != current
+    if parent.type == "variable_declarator":
+        return False
+    return not (parent.type == "return_statement" or enclosing(current, frozenset({"return_statement"})))
 
 
 def _track_declarator(pf: ParsedFile, node: Node, env: _Envelope, reads: list[EnvelopeRead]) -> None:
