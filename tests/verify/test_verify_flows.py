@@ -163,6 +163,8 @@ def test_ambiguous_member_name(workspace: Path, index: IndexService) -> None:
 
 
 def test_fixing_the_code_flips_the_checks(workspace: Path, index: IndexService) -> None:
+    before = failing_checks_by_type(index)
+    assert before[("job", "shop.print_label")] == ["provided_in_module"]
     worker = workspace / "workers-runners/worker-shop"
     module = worker / "src/app.module.ts"
     _edit(module, "  SeedCatalogueHandler,\n];", "  SeedCatalogueHandler,\n  PrintLabelHandler,\n];")
@@ -178,6 +180,10 @@ def test_fixing_the_code_flips_the_checks(workspace: Path, index: IndexService) 
     index.refresh()
     for target in ("PRINT_LABEL", "RESTOCK_ITEM", "RAISE_ALARM", "REFUND_ORDER"):
         assert verify_flow(index, target).summary.verdict == "ok", target
+    after = failing_checks_by_type(index)
+    for value in ("shop.print_label", "shop.restock_item", "shop.raise_alarm", "shop.refund_order"):
+        assert after[("job", value)] == [], value
+    assert after[("job", "shop.archive_order")] == ["returns_original_payload"]
 
 
 def test_breaking_good_flows(workspace: Path, index: IndexService) -> None:

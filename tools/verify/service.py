@@ -71,6 +71,7 @@ class _Session:
         self._registry_scanned = False
         self._registry: Registry | None = None
         self._pp_base: list[tuple[Any, Site, str, str]] | None = None
+        self.failing_by_type: dict[tuple[str, str], list[str]] | None = None
 
     # --- shared lookups ----------------------------------------------------------------
 
@@ -331,5 +332,13 @@ def failing_checks(index_service: IndexServiceLike, value: str, kind: str | None
 
 
 def failing_checks_by_type(index_service: IndexServiceLike) -> dict[tuple[str, str], list[str]]:
-    """(kind, value) -> failing check ids, for every job and event type in one pass."""
-    return {(f.target.kind, f.target.value): f.failing for f in verify_all(index_service).flows}
+    """(kind, value) -> failing check ids, for every job and event type in one pass.
+
+    Computed once per index build (the session keeps it until the index relinks), so a
+    catalogue listing can call it on every request.
+    """
+    session = _session_for(index_service)
+    if session.failing_by_type is None:
+        report = verify_all(index_service)
+        session.failing_by_type = {(f.target.kind, f.target.value): f.failing for f in report.flows}
+    return dict(session.failing_by_type)
