@@ -251,7 +251,7 @@ class Limits(_Strict):
     # a consumer group whose oldest undelivered stream entry waits longer than this is reported as lagging
     lag_max_age_ms: int = Field(default=300_000, ge=0, le=7 * 86_400_000)
     # pending entries, retry-queue members and trimmed ids inspect_stream examines per consumer group
-    stream_sample: int = Field(default=100, ge=1, le=10_000)
+    stream_sample: int = Field(default=50, ge=1, le=10_000)
     # apply_remediation waits at most this long for a replayed message to be processed (issue 7)
     replay_confirm_timeout_ms: int = Field(default=30_000, ge=500, le=600_000)
 

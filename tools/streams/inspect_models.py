@@ -46,8 +46,8 @@ class GroupInfo(BaseModel):
     lag: int | None = Field(description="entries added after last_delivered_id and not yet delivered to the group")
     lag_source: LagSource = Field(
         description="reported: Redis 7 XINFO GROUPS lag; derived: last_delivered_id is the last id (lag 0); "
-        "counted: counted with a bounded XRANGE (exact); estimated: more than the count cap, estimated from "
-        "the ids' timestamps"
+        "when Redis does not report it: estimated from the ids' timestamps, or counted (exact, bounded XRANGE) "
+        "when that estimate is at most [limits] stream_sample"
     )
     oldest_undelivered_id: str | None = None
     oldest_undelivered_age_ms: int | None = Field(default=None, description="how long that entry has waited")
