@@ -99,19 +99,8 @@ def schema_sql() -> str:
 
 
 def create_schema(conn: psycopg.Connection[Any]) -> None:
-    """Run the outbox schema; without the pgcrypto line where that extension is not installed.
-
-    ``gen_random_uuid()`` is built into PostgreSQL 13 and later, and the embedded server
-    ships without contrib extensions, so the extension is only needed on older servers.
-    """
-    script = schema_sql()
-    try:
-        conn.execute(script)
-    except (psycopg.errors.FeatureNotSupported, psycopg.errors.UndefinedFile):
-        if conn.info.server_version < 130000:
-            raise
-        kept = [line for line in script.splitlines() if not line.strip().upper().startswith("CREATE EXTENSION")]
-        conn.execute("\n".join(kept))
+    """Run the outbox schema (PostgreSQL 13 or later: ``gen_random_uuid()`` is built in)."""
+    conn.execute(schema_sql())
 
 
 def _insert(conn: psycopg.Connection[Any], conv: Conventions, table: str, row: dict[str, Any]) -> None:

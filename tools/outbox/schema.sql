@@ -3,7 +3,7 @@
 -- it is used by the tests, the benchmarks and the demo to build realistic scratch
 -- databases. Names here are the defaults of [conventions].
 
-CREATE EXTENSION IF NOT EXISTS pgcrypto;
+-- Needs PostgreSQL 13 or later (gen_random_uuid() is built in).
 
 CREATE TABLE IF NOT EXISTS jobs_outbox (
     id            uuid PRIMARY KEY DEFAULT gen_random_uuid(),
