@@ -66,13 +66,17 @@ def test_stale_files_reported_until_refresh(workspace, make_service):
     path = workspace / SERVICE_FILE
     path.write_text(path.read_text() + "\n// edited\n")
     (workspace / "ms-event/src/new.ts").write_text("export const x = 1;\n")
+    (workspace / "ms-event/src/brand-new").mkdir()
+    (workspace / "ms-event/src/brand-new/y.ts").write_text("export const y = 1;\n")
+    (workspace / "ms-event/src/notes.json").write_text("{}")  # not a config file: never indexed
     (workspace / "ws-service/src/main.ts").unlink()
     r = svc.analyze_impact("GEOCODE_EVENT")
-    assert r.index.stale_files == sorted([SERVICE_FILE, "ms-event/src/new.ts", "ws-service/src/main.ts"])
+    assert r.index.stale_files == sorted([SERVICE_FILE, "ms-event/src/new.ts", "ms-event/src/brand-new/y.ts",
+                                          "ws-service/src/main.ts"])
     assert any("changed since indexing" in n for n in r.notes)
     assert svc.catalogue().index.stale_files == r.index.stale_files
     info = svc.refresh()
-    assert info.reparsed == 2 and info.files == TOTAL  # +1 new, -1 removed
+    assert info.reparsed == 3 and info.files == TOTAL + 1  # +2 new, -1 removed
     assert svc.analyze_impact("GEOCODE_EVENT").index.stale_files == []
     # the removed file wired WsJobOutboxPostProcessor's stream: now unresolved
     r = svc.analyze_impact("stream:ws:jobs-outbox")

@@ -33,15 +33,30 @@ class ClassLinker:
         self.idx = linker.idx
         self.sc = linker.sc
         self._bindings: dict[str, Any] | None = None
+        self._known: set[str] | None = None
+        self._candidates: dict[str, list] | None = None
 
-    def classes(self):
-        for path, f in self.l.facts.items():
-            for name, info in f.get("classes", {}).items():
-                yield path, name, info
+    def classes(self, want: str):
+        """Classes of every file; ``want`` narrows to handler / worker / derived (has a base) candidates."""
+        if self._candidates is None:
+            handler_fields = set(self.sc.handler_type_fields)
+            decorators = set(self.sc.processor_decorators)
+            cands: dict[str, list] = {"handler": [], "worker": [], "derived": []}
+            for path, f in self.l.facts.items():
+                for name, info in f.get("classes", {}).items():
+                    item = (path, name, info)
+                    if handler_fields & (set(info.get("fields", ())) | set(info.get("filters", ()))):
+                        cands["handler"].append(item)
+                    if any(d[0] in decorators for d in info.get("decorators", ())):
+                        cands["worker"].append(item)
+                    if "extends" in info:
+                        cands["derived"].append(item)
+            self._candidates = cands
+        yield from self._candidates[want]
 
     # -- handlers and the fallback helper ---------------------------------------------------------
     def handlers_and_wrappers(self) -> None:
-        for path, name, info in self.classes():
+        for path, name, info in self.classes("handler"):
             if info.get("abstract"):
                 continue
             fields = info.get("fields", {})
@@ -99,7 +114,7 @@ class ClassLinker:
 
     # -- workers ----------------------------------------------------------------------------------
     def workers(self) -> None:
-        for path, name, info in self.classes():
+        for path, name, info in self.classes("worker"):
             deco = next((d for d in info.get("decorators", ()) if d[0] in self.sc.processor_decorators), None)
             if deco is None or info.get("abstract"):
                 continue
@@ -136,7 +151,7 @@ class ClassLinker:
     # -- post-processors ------------------------------------------------------------------------------
     def post_processors(self) -> None:
         bases = set(self.sc.post_processor_base_classes)
-        for path, name, info in self.classes():
+        for path, name, info in self.classes("derived"):
             if info.get("abstract"):
                 continue
             ancestors = self.r.ancestors(path, name)
@@ -182,8 +197,7 @@ class ClassLinker:
         for expr in fi.get("refs", ()):
             for v in self.r.eval(expr, fp):
                 accepts[v.value] = "heuristic" if v.heuristic else "exact"
-        known = self.idx.known_values()
-        known_values = {k[1] for k in known}
+        known_values = self._known_values()
         for s in fi.get("strings", ()):
             if s in known_values:
                 accepts.setdefault(s, "exact")
@@ -212,6 +226,11 @@ class ClassLinker:
         if not accepts and not patterns:
             return accepts, patterns, "unknown"
         return accepts, patterns, "patterns" if patterns and not accepts else "types"
+
+    def _known_values(self) -> set[str]:
+        if self._known is None:
+            self._known = {k[1] for k in self.idx.known_values()}
+        return self._known
 
     # -- stream / group binding ---------------------------------------------------------------------
     def _index_bindings(self) -> dict[str, Any]:

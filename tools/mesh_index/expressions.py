@@ -158,6 +158,8 @@ def to_expr(node: Node | None, depth: int = 0, local: bool = True) -> Expr:
                 parts.append(string_value(child) if len(text(child)) > 1 else text(child))
             else:
                 parts.append(text(child))
+        if all(isinstance(p, str) for p in parts):
+            return ["s", "".join(parts)]
         return ["t", parts]
     if t == "number":
         return ["num", text(node)]

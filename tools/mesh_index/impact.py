@@ -39,9 +39,15 @@ class ImpactEngine:
                 for st in _split(s.detail.get("stream")) if key[0] != "job" else ():
                     self.stream_producers.setdefault(st, []).append(s)
         self.stream_consumers: dict[str, list] = {}
+        self.pp_by_value: dict[str, list[PostProcessorRec]] = {}
+        self.pp_open: list[PostProcessorRec] = []  # filters by pattern, or accepting everything
         for pp in idx.post_processors.values():
             for st in pp.streams:
                 self.stream_consumers.setdefault(st, []).append(pp)
+            for value in pp.accepts:
+                self.pp_by_value.setdefault(value, []).append(pp)
+            if pp.patterns or pp.accept_all:
+                self.pp_open.append(pp)
         self.by_value: dict[str, list[Key]] = {}
         for key in self.known:
             self.by_value.setdefault(key[1], []).append(key)
@@ -123,7 +129,11 @@ class ImpactEngine:
         value = key[1]
         routes = {r[1] for r in self.idx.routes_out.get(key, {}) if r[0] == "stream"}
         out = []
-        for pp in self.idx.post_processors.values():
+        seen: set[int] = set()
+        for pp in [*self.pp_by_value.get(value, ()), *self.pp_open]:
+            if id(pp) in seen:
+                continue
+            seen.add(id(pp))
             conf = pp.accepts_value(value)
             if conf is None and pp.accept_all and routes & set(pp.streams):
                 conf = "heuristic"

@@ -16,13 +16,15 @@ fallback wrappers) and :meth:`IndexService.package_dir_of`.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import hashlib
 import json
 import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -37,13 +39,33 @@ from tools.mesh_index.linked import LinkedIndex
 from tools.mesh_index.model import Catalogue, ImpactResult, IndexInfo
 from tools.mesh_index.parser import FACTS_VERSION, ExtractConfig
 from tools.mesh_index.sites import KINDS, link
-from tools.mesh_index.workspace import Layout, Package, SourceFile, TsConfig, discover, read_package, read_tsconfig
+from tools.mesh_index.workspace import (
+    Layout,
+    Package,
+    SourceFile,
+    TsConfig,
+    discover,
+    indexed_kind,
+    read_package,
+    read_tsconfig,
+)
 
 log = logging.getLogger("mesh.index")
 
 Progress = Callable[[int, int, str], None]
 MAX_TARGET = 512
 MAX_DEPTH = 5
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def extract_config(conv: Conventions) -> ExtractConfig:
@@ -92,6 +114,7 @@ class IndexService:
         self._cache_loaded = False
         self._stale: list[str] = []
         self._stale_checked = 0.0
+        self._dirs: dict[str, int] = {}
 
     # -- building ------------------------------------------------------------------------------
     def _open_cache(self) -> FactCache | None:
@@ -100,57 +123,69 @@ class IndexService:
         return self._cache if self._cache is not None and self._cache.enabled else None
 
     def refresh(self, progress: Progress | None = None, full: bool = False) -> IndexInfo:
-        """Bring the index up to date with the files on disk; returns its state."""
-        with self._lock:
-            started = time.perf_counter()
-            if not self.workspace.is_dir():
-                raise MeshError(f"workspace {self.workspace} is not a directory (check --workspace or mesh.toml)")
-            found = discover(self.workspace, self.conventions.skip_dirs)
-            files = found.files
-            cache = self._open_cache()
-            if full:
-                self._files.clear()
-                self._facts.clear()
-                if cache is not None:
-                    cache.clear()
-            elif not self._cache_loaded and cache is not None:
-                for rel, (size, mtime, sha, facts) in cache.load().items():
-                    if facts.get("v") == FACTS_VERSION:
-                        self._files[rel] = (size, mtime, sha)
-                        self._facts[rel] = facts
-            self._cache_loaded = True
-            to_parse, touched = self._changed(files)
-            current = {f.rel for f in files}
-            removed = [rel for rel in self._files if rel not in current]
-            for rel in removed:
-                self._files.pop(rel, None)
-                self._facts.pop(rel, None)
-            results = parse_files(str(self.workspace), to_parse, self._cfg, progress, self.workers)
-            for rel, size, mtime, sha, facts in results:
-                self._files[rel] = (size, mtime, sha)
-                self._facts[rel] = facts
+        """Bring the index up to date with the files on disk; returns its state.
+
+        The cyclic garbage collector is paused while facts are loaded and linked (they are
+        millions of small acyclic containers: collecting during the build only costs time),
+        and the result is moved to the permanent generation (``gc.freeze``) so that later
+        collections do not traverse the index on every query.
+        """
+        with self._lock, _gc_paused():
+            return self._refresh(progress, full)
+
+    def _refresh(self, progress: Progress | None, full: bool) -> IndexInfo:
+        started = time.perf_counter()
+        if not self.workspace.is_dir():
+            raise MeshError(f"workspace {self.workspace} is not a directory (check --workspace or mesh.toml)")
+        found = discover(self.workspace, self.conventions.skip_dirs)
+        files = found.files
+        self._dirs = found.dirs
+        cache = self._open_cache()
+        if full:
+            self._files.clear()
+            self._facts.clear()
             if cache is not None:
-                cache.store(results)
-                cache.touch(touched)
-                cache.delete(removed)
-            packages_changed = self._read_configs(found.packages, found.tsconfigs)
-            changed = bool(results or removed or packages_changed or self._index is None)
-            if changed:
-                self._layout = Layout(
-                    self.workspace, self._facts.keys(),
-                    [p for rel, (_m, p) in self._packages.items() if isinstance(p, Package)], found.git_roots,
-                    [t for rel, (_m, t) in self._packages.items() if isinstance(t, TsConfig)])
-                self._index = link(self._facts, self._layout, self.full_conventions, self.known_emitters)
-                self._engine = ImpactEngine(self._index)
-            errors = sorted(rel for rel, f in self._facts.items() if f.get("error"))
-            self._stale, self._stale_checked = [], time.monotonic()
-            self._info = IndexInfo(
-                workspace=str(self.workspace), files=len(self._facts), parse_errors=len(errors),
-                parse_error_files=errors[:50], indexed_at=datetime.now(UTC).isoformat(timespec="seconds"),
-                stale_files=[], reparsed=len(results), duration_s=round(time.perf_counter() - started, 3),
-                cache=str(cache.path) if cache is not None else (self._cache.error if self._cache else None),
-            )
-            return self._info
+                cache.clear()
+        elif not self._cache_loaded and cache is not None:
+            for rel, (size, mtime, sha, facts) in cache.load().items():
+                if facts.get("v") == FACTS_VERSION:
+                    self._files[rel] = (size, mtime, sha)
+                    self._facts[rel] = facts
+        self._cache_loaded = True
+        to_parse, touched = self._changed(files)
+        current = {f.rel for f in files}
+        removed = [rel for rel in self._files if rel not in current]
+        for rel in removed:
+            self._files.pop(rel, None)
+            self._facts.pop(rel, None)
+        results = parse_files(str(self.workspace), to_parse, self._cfg, progress, self.workers)
+        for rel, size, mtime, sha, facts in results:
+            self._files[rel] = (size, mtime, sha)
+            self._facts[rel] = facts
+        if cache is not None:
+            cache.store(results)
+            cache.touch(touched)
+            cache.delete(removed)
+        packages_changed = self._read_configs(found.packages, found.tsconfigs)
+        changed = bool(results or removed or packages_changed or self._index is None)
+        if changed:
+            self._layout = Layout(
+                self.workspace, self._facts.keys(),
+                [p for rel, (_m, p) in self._packages.items() if isinstance(p, Package)], found.git_roots,
+                [t for rel, (_m, t) in self._packages.items() if isinstance(t, TsConfig)])
+            self._index = link(self._facts, self._layout, self.full_conventions, self.known_emitters)
+            self._engine = ImpactEngine(self._index)
+        errors = sorted(rel for rel, f in self._facts.items() if f.get("error"))
+        self._stale, self._stale_checked = [], time.monotonic()
+        self._info = IndexInfo(
+            workspace=str(self.workspace), files=len(self._facts), parse_errors=len(errors),
+            parse_error_files=errors[:50], indexed_at=datetime.now(UTC).isoformat(timespec="seconds"),
+            stale_files=[], reparsed=len(results), duration_s=round(time.perf_counter() - started, 3),
+            cache=str(cache.path) if cache is not None else (self._cache.error if self._cache else None),
+        )
+        if changed:
+            gc.freeze()
+        return self._info
 
     def _changed(self, files: list[SourceFile]) -> tuple[list[tuple[str, str]], list[tuple[str, int, int]]]:
         """Files to parse, and files whose mtime changed but content did not (rel, size, mtime)."""
@@ -205,16 +240,35 @@ class IndexService:
         now = time.monotonic()
         if now - self._stale_checked >= self.stale_check_interval_s:
             self._stale_checked = now
-            seen = set()
-            stale = []
-            for f in discover(self.workspace, self.conventions.skip_dirs).files:
-                seen.add(f.rel)
-                known = self._files.get(f.rel)
-                if known is None or known[0] != f.size or known[1] != f.mtime_ns:
-                    stale.append(f.rel)
-            stale.extend(rel for rel in self._files if rel not in seen)
-            self._stale = sorted(stale)
+            self._stale = self._find_stale()
         return self._info.model_copy(update={"stale_files": self._stale[:200]})
+
+    def _find_stale(self) -> list[str]:
+        """Files changed or removed (one stat each) and files added (in folders whose mtime changed)."""
+        root = str(self.workspace)
+        stale = []
+        for rel, (size, mtime, _sha) in self._files.items():
+            try:
+                st = os.stat(os.path.join(root, rel))
+            except OSError:
+                stale.append(rel)
+                continue
+            if st.st_size != size or st.st_mtime_ns != mtime:
+                stale.append(rel)
+        for rel_dir, mtime in self._dirs.items():
+            try:
+                changed = os.stat(os.path.join(root, rel_dir) if rel_dir else root).st_mtime_ns != mtime
+            except OSError:
+                continue  # removed: its files were reported above
+            if changed:
+                for entry in os.scandir(os.path.join(root, rel_dir) if rel_dir else root):
+                    rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+                    if entry.is_dir(follow_symlinks=False):
+                        if rel not in self._dirs and entry.name not in self.conventions.skip_dirs:
+                            stale.extend(f.rel for f in discover(self.workspace, self.conventions.skip_dirs, rel).files)
+                    elif rel not in self._files and indexed_kind(rel) is not None:
+                        stale.append(rel)
+        return sorted(set(stale))
 
     # -- queries -------------------------------------------------------------------------------
     def analyze_impact(self, target: str, depth: int = 1, include_tests: bool = False) -> ImpactResult:

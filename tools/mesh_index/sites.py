@@ -60,7 +60,8 @@ class Linker:
         msg = self.sc.messaging_package.strip("/")
         self._msg_probe = "/" + msg + "/"
         self._msg_tail = "/" + posixpath.basename(msg) if msg else None
-        self.has_messaging = any(self.in_messaging(p) for p in facts)
+        self._in_msg: dict[str, bool] = {}
+        self.has_messaging = any(self.in_messaging(p) for p in facts if "enums" in facts[p] or "objects" in facts[p])
 
     # -- helpers ----------------------------------------------------------------------------
     def test_only(self, path: str) -> bool:
@@ -81,13 +82,13 @@ class Linker:
             self.site(path, line, symbol, site_kind, "heuristic", None, raw=raw, reason=reason, **detail))
 
     def in_messaging(self, path: str) -> bool:
-        probe = "/" + path
-        if self._msg_probe in probe:
-            return True
-        if self._msg_tail:
+        found = self._in_msg.get(path)
+        if found is None:
             pkg_dir = self.layout.package_dir_of(path)
-            return bool(pkg_dir) and ("/" + pkg_dir).endswith(self._msg_tail)
-        return False
+            found = self._msg_probe in "/" + path or bool(
+                self._msg_tail and pkg_dir and ("/" + pkg_dir).endswith(self._msg_tail))
+            self._in_msg[path] = found
+        return found
 
     def classify(self, name: str) -> str | None:
         sc = self.sc

@@ -55,6 +55,8 @@ class Resolver:
         self._members: dict[tuple[str, str], dict[str, Val]] = {}
         self._mapping: dict[tuple[str, str], list[tuple[list[Val], list[Val], int]]] = {}
         self._refs: dict[tuple[str, tuple[str, ...]], list[Val]] = {}
+        self._tables: dict[str, dict[str, tuple[str, Any]]] = {}
+        self._ancestors: dict[tuple[str, str], list] = {}
 
     # -- declarations ---------------------------------------------------------------------
     def local_decl(self, path: str, name: str) -> Decl | None:
@@ -93,32 +95,49 @@ class Resolver:
         self._symbols[key] = found
         return found
 
+    def _export_table(self, path: str) -> dict[str, tuple[str, Any]]:
+        """Every name ``path`` exports -> how: ("local", name) | ("re", (imported, spec)) | ("star", target).
+
+        ``export *`` sources are merged (first one wins, like TypeScript's ambiguity rule keeps
+        none; we keep the first and the answer stays deterministic). Memoized; cycles are cut.
+        """
+        table = self._tables.get(path)
+        if table is not None:
+            return table
+        self._tables[path] = {}
+        table = {}
+        f = self.facts.get(path, {})
+        for spec in f.get("stars", ()):
+            target = self.layout.resolve(path, spec)
+            if target is not None and target != path:
+                for name in self._export_table(target):
+                    if name != "default" and name not in table:
+                        table[name] = ("star", target)
+        for exported, imported, spec in f.get("reexports", ()):
+            table[exported] = ("re", (imported, spec))
+        for exported, local in f.get("exports", ()):
+            table[exported] = ("local", local)
+        self._tables[path] = table
+        return table
+
     def export(self, path: str, name: str) -> Decl | Namespace | None:
         """What module ``path`` exports as ``name`` (following re-exports and ``export *``)."""
         key = (path, name)
         if key in self._exports:
             return self._exports[key]
         self._exports[key] = None
-        f = self.facts.get(path, {})
+        entry = self._export_table(path).get(name)
         found: Decl | Namespace | None = None
-        for exported, local in f.get("exports", ()):
-            if exported == name:
-                found = self.symbol(path, local)
-                break
-        if found is None:
-            for exported, imported, spec in f.get("reexports", ()):
-                if exported == name:
-                    target = self.layout.resolve(path, spec)
-                    if target is not None:
-                        found = Namespace(target) if imported == "*" else self.export(target, imported)
-                    break
-        if found is None and name != "default":
-            for spec in f.get("stars", ()):
-                target = self.layout.resolve(path, spec)
-                if target is not None and target != path:
-                    found = self.export(target, name)
-                    if found is not None:
-                        break
+        if entry is not None:
+            how, what = entry
+            if how == "local":
+                found = self.symbol(path, what)
+            elif how == "re":
+                target = self.layout.resolve(path, what[1])
+                if target is not None:
+                    found = Namespace(target) if what[0] == "*" else self.export(target, what[0])
+            else:
+                found = self.export(what, name)
         self._exports[key] = found
         return found
 
@@ -309,6 +328,12 @@ class Resolver:
     # -- classes ----------------------------------------------------------------------------
     def ancestors(self, path: str, name: str) -> list[tuple[str | None, str, dict[str, Any] | None]]:
         """The class then its bases: (file or None when outside the workspace, name, facts)."""
+        cached = self._ancestors.get((path, name))
+        if cached is None:
+            cached = self._ancestors[(path, name)] = self._walk_bases(path, name)
+        return cached
+
+    def _walk_bases(self, path: str, name: str) -> list[tuple[str | None, str, dict[str, Any] | None]]:
         out: list[tuple[str | None, str, dict[str, Any] | None]] = []
         cur_path: str | None = path
         cur_name = name

@@ -47,6 +47,12 @@ def file_kind(name: str) -> str | None:
     return None
 
 
+def indexed_kind(rel: str) -> str | None:
+    """The kind of file the index reads at ``rel`` (None for files it ignores)."""
+    kind = file_kind(posixpath.basename(rel))
+    return None if kind == "json" and not _json_wanted(rel) else kind
+
+
 def _json_wanted(rel: str) -> bool:
     """JSON files read for names: those under a ``config`` folder or named ``*config*.json``."""
     parts = rel.split("/")
@@ -59,10 +65,12 @@ class Discovery:
     packages: list[str]  # package.json files
     tsconfigs: list[str]  # tsconfig.json files
     git_roots: list[str]
+    dirs: dict[str, int]  # every folder walked -> its mtime (a file added or removed changes it)
 
 
-def discover(workspace: Path, skip_dirs: Iterable[str]) -> Discovery:
-    """Walk the workspace: source files, package.json and tsconfig.json paths, git roots (relative, sorted).
+def discover(workspace: Path, skip_dirs: Iterable[str], start: str = "") -> Discovery:
+    """Walk the workspace (or its folder ``start``): source files, package.json and tsconfig.json
+    paths, git roots (relative, sorted) and the mtime of every folder walked.
 
     Directories named in ``skip_dirs`` (``node_modules``, ``dist``, ...) are not entered;
     symlinked directories are not followed; files over 2 MB are skipped.
@@ -72,12 +80,14 @@ def discover(workspace: Path, skip_dirs: Iterable[str]) -> Discovery:
     packages: list[str] = []
     tsconfigs: list[str] = []
     git_roots: list[str] = []
-    stack = [""]
+    dirs: dict[str, int] = {}
+    stack = [start]
     root = str(workspace)
     while stack:
         rel_dir = stack.pop()
         abs_dir = os.path.join(root, rel_dir) if rel_dir else root
         try:
+            dirs[rel_dir] = os.stat(abs_dir).st_mtime_ns
             entries = list(os.scandir(abs_dir))
         except OSError:
             continue
@@ -113,7 +123,7 @@ def discover(workspace: Path, skip_dirs: Iterable[str]) -> Discovery:
                 continue
             files.append(SourceFile(rel, kind, st.st_size, st.st_mtime_ns))
     files.sort(key=lambda f: f.rel)
-    return Discovery(files, sorted(packages), sorted(tsconfigs), sorted(set(git_roots)))
+    return Discovery(files, sorted(packages), sorted(tsconfigs), sorted(set(git_roots)), dirs)
 
 
 def is_test_path(rel: str, markers: Iterable[str]) -> bool:
@@ -299,22 +309,44 @@ class Layout:
         self.git_roots = sorted((r for r in git_roots if r), key=len, reverse=True)
         self.root_is_repo = "" in git_roots
         self._cache: dict[tuple[str, str], str | None] = {}
+        self._git_set = set(self.git_roots)
+        self._package_set = set(self.package_dirs)
+        self._tsconfig_by_dir = {t.dir: t for t in self.tsconfigs}
+        self._tsconfig_set = set(self._tsconfig_by_dir)
+        self._repo_memo: dict[str, str | None] = {}
+        self._package_memo: dict[str, str | None] = {}
+        self._tsconfig_memo: dict[str, str | None] = {}
+
+    @staticmethod
+    def _nearest(rel: str, dirs: set[str], memo: dict[str, str | None]) -> str | None:
+        """The deepest folder of ``dirs`` holding ``rel`` (memoized per folder)."""
+        start = posixpath.dirname(rel)
+        if start in memo:
+            return memo[start]
+        cur = start
+        found: str | None = None
+        while True:
+            if cur in dirs:
+                found = cur
+                break
+            if not cur:
+                break
+            cur = posixpath.dirname(cur)
+        memo[start] = found
+        return found
 
     def repo_of(self, rel: str) -> str:
         """The git repository holding ``rel`` (its folder path), else the top-level folder."""
-        for root in self.git_roots:
-            if rel.startswith(root + "/"):
-                return root
+        root = self._nearest(rel, self._git_set, self._repo_memo) if self._git_set else None
+        if root:
+            return root
         if self.root_is_repo or "/" not in rel:
             return self.workspace.name
         return rel.split("/", 1)[0]
 
     def package_dir_of(self, rel: str) -> str:
         """The folder of the nearest package.json above ``rel`` ("" when none)."""
-        for d in self.package_dirs:
-            if not d or rel.startswith(d + "/"):
-                return d
-        return ""
+        return self._nearest(rel, self._package_set, self._package_memo) or ""
 
     def _file(self, base: str) -> str | None:
         base = posixpath.normpath(base)
@@ -353,10 +385,8 @@ class Layout:
         return found
 
     def _tsconfig_of(self, rel: str) -> TsConfig | None:
-        for ts in self.tsconfigs:
-            if not ts.dir or rel.startswith(ts.dir + "/"):
-                return ts
-        return None
+        found = self._nearest(rel, self._tsconfig_set, self._tsconfig_memo) if self.tsconfigs else None
+        return self._tsconfig_by_dir.get(found) if found is not None else None
 
     def _resolve_alias(self, importer: str, spec: str) -> str | None:
         """``spec`` through the ``paths``/``baseUrl`` of the tsconfig nearest ``importer``."""
