@@ -242,3 +242,41 @@ def test_other_workspaces_give_well_formed_reports(name: str, tmp_path: Path) ->
                 assert check.hint, (flow.target.name, check.id)
             for ev in check.evidence:
                 assert (copy / ev.file).is_file() and ev.line >= 1, (flow.target.name, check.id, ev)
+
+
+def test_run_time_job_types_make_a_missing_producer_unknown(workspace: Path, index: IndexService) -> None:
+    pricing = workspace / "ms-shop/src/modules/pricing/pricing.service.ts"
+    dynamic = """
+  async replay(kind: string, userId: string): Promise<void> {
+    await this.dataSource.transaction(async (manager) => {
+      const job = JobsOutboxEntity.createJob({
+        type: this.typeFor(kind),
+        emitter: 'ms-shop',
+        emitterId: userId,
+        scheduledAt: new Date(),
+        target: QUEUE,
+        payload: {},
+      });
+      await new JobsOutboxRepository(manager.getRepository(JobsOutboxModel)).create(job);
+    });
+  }
+
+  private typeFor(kind: string): string {
+    return process.env[kind] ?? '';
+  }
+}
+"""
+    text = pricing.read_text(encoding="utf-8").rstrip()
+    assert text.endswith("}")
+    pricing.write_text(text[:-1] + dynamic.replace("QUEUE", "ShopQueue.ALARMS"), encoding="utf-8")
+    index.refresh()
+    # a run-time type pushed to alarms-queue cannot be SEED_CATALOGUE's producer (its worker is on shop-queue)
+    assert verify_flow(index, "SEED_CATALOGUE").failing == ["has_producer"]
+
+    pricing.write_text(text[:-1] + dynamic.replace("QUEUE", "ShopQueue.SHOP"), encoding="utf-8")
+    index.refresh()
+    seed = verify_flow(index, "SEED_CATALOGUE")
+    check = seed.check("has_producer")
+    assert check.status == "unknown" and seed.failing == []
+    assert "only test code produces it" in check.detail and "compute their type at run time" in check.detail
+    assert any(e.file.endswith("pricing.service.ts") for e in check.evidence)

@@ -14,6 +14,7 @@ from tools.mesh_index.model import Site
 from tools.verify.facts import bare_throws, handler_facts
 from tools.verify.inputs import (
     DIRECT_KINDS,
+    JOB_PRODUCER_KINDS,
     OUTBOX_JOB_KINDS,
     FlowInputs,
     at,
@@ -78,6 +79,11 @@ def check_merged(inp: FlowInputs) -> Check:
     ev = [evidence(m.defined_at, f"{m.name} = '{m.value}'")] if m.defined_at else []
     if merged:
         return _pass("merged", f"reachable as {merged[0]}", ev)
+    if m.defined_at is None:
+        return _fail(
+            "merged", f"'{m.value}' is declared nowhere, so no member of {' / '.join(objects)} carries it", [],
+            "Declare it in a job-type enum that is spread into the merged object, then use that member.",
+        )
     owner = m.name.split(".")[0]
     target = objects[0] if objects else "the merged job-type object"
     return _fail(
@@ -111,12 +117,13 @@ def check_in_registry(inp: FlowInputs) -> Check:
     ev = []
     if first is not None:
         ev = [Evidence(file=first.file, line=first.entry.line, symbol=first.entry.registry, note="registry")]
+    merged_object = (inp.conv.merged_job_object or ["JobMessagingType"])[0]
+    member = _member(inp) if m.defined_at is not None else f"{merged_object}.X"
     return _fail(
         "in_registry",
         f"no {registries} entry maps '{m.value}' to its payload interface",
         ev,
-        f"Add `[{_member(inp)}]: I<Name>Payload;` to the {registries} interface"
-        + (f" in {first.file}." if first else "."),
+        f"Add `[{member}]: I<Name>Payload;` to the {registries} interface" + (f" in {first.file}." if first else "."),
     )
 
 
@@ -187,10 +194,36 @@ def check_has_producer(inp: FlowInputs) -> Check:
         ev = [evidence(p, f"{p.kind} producer (heuristic)") for p in prod]
         return _unknown("has_producer", "only heuristic producers were found (the type is built at run time)", ev)
     tests = [p for p in all_sites if p.test_only]
-    if tests:
-        ev = [evidence(p, f"test-only {p.kind} producer") for p in tests]
-        return _fail("has_producer", f"only test code produces it ({describe(tests[0])})", ev, hint)
-    return _fail("has_producer", "no code writes this job", [], hint)
+    found = f"only test code produces it ({describe(tests[0])})" if tests else "no code writes this job"
+    ev = [evidence(p, f"test-only {p.kind} producer") for p in tests]
+    maybe = _unresolved_job_producers(inp)
+    if maybe:
+        ev += [evidence(u, f"{u.kind} with a run-time type: {u.detail.get('raw', '?')}") for u in maybe]
+        return _unknown(
+            "has_producer",
+            f"{found}, but {len(maybe)} producer call(s) compute their type at run time "
+            f"(first at {describe(maybe[0])}); one may write it",
+            ev,
+            "Use job-type members (JobMessagingType.X) as createJob types so producers can be checked statically.",
+        )
+    return _fail("has_producer", found, ev, hint)
+
+
+def _unresolved_job_producers(inp: FlowInputs) -> list[Site]:
+    """Production producer calls whose type the index could not resolve and that could write this job.
+
+    A call whose target queue is known and is not a queue of the job's routing workers is left out.
+    """
+    worker_queues = {q for w in inp.workers() for q in _queues(w)}
+    out = []
+    for site in inp.unresolved:
+        if site.kind not in JOB_PRODUCER_KINDS or site.test_only:
+            continue
+        queues = set(_queues(site))
+        if queues and worker_queues and not queues & worker_queues:
+            continue
+        out.append(site)
+    return out
 
 
 def check_producer_uses_outbox(inp: FlowInputs) -> Check:
