@@ -130,6 +130,8 @@ async def test_dead_lettered_entry_is_in_dlq(db, r, outbox_settings, tools_for) 
     assert social.retry.attempt == 5 and social.retry.last_error.startswith("TypeError")
     assert social.dead_letters[0].dlq_stream == stream + "-dlq" and social.dead_letters[0].message_id == entry
     assert g["pp-ranking"].state == "acknowledged"  # the other group's plain ack is not blamed
+    assert g["pp-ranking"].delivery.idempotency.exists and not g["pp-ranking"].delivery.lock_stale
+    assert [f.code for f in report.findings] == ["in_dlq"]
 
 
 async def test_stale_idempotency_lock(db, r, outbox_settings, tools_for) -> None:

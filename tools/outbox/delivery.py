@@ -269,10 +269,6 @@ async def message_delivery(
             state = "dead_lettered"
         else:
             state = "acknowledged"
-        failed_before = retry.last_error is not None or bool(mine)
-        stale = lock.exists and (
-            (pending is not None and pending.idle_ms >= conventions.claim_interval_ms) or failed_before
-        )
         out.append(
             GroupDelivery(
                 stream=stream,
@@ -286,11 +282,15 @@ async def message_delivery(
                 dead_letters=mine if state == "dead_lettered" else [],
                 retry=retry,
                 idempotency=lock,
-                lock_stale=stale,
+                lock_stale=False,
                 message_id_used=used,
             )
         )
     _attribute_shared_dead_letters(out)
+    for d in out:
+        failed = d.retry.last_error is not None or d.state == "dead_lettered"
+        stuck = d.pending is not None and d.pending.idle_ms >= conventions.claim_interval_ms
+        d.lock_stale = d.idempotency.exists and (stuck or failed)
     return out
 
 
