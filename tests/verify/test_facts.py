@@ -131,6 +131,19 @@ def test_envelope_handed_on_is_recorded(ts) -> None:
     assert f.envelope_passed == []
 
 
+def test_handle_as_an_arrow_field(ts) -> None:
+    pf = ts(
+        """
+        export class A { handle = async (job: J) => ({ originalPayload: job.data.payload }); }
+        export class B { handle = async (job: J) => { const x = job.data.x; }; }
+        """
+    )
+    a = facts.handler_facts(pf, "A", CONV)
+    assert a.found and [r.kind for r in a.returns] == ["original_payload"]
+    b = facts.handler_facts(pf, "B", CONV)
+    assert [r.kind for r in b.returns] == ["nothing"] and [r.field for r in b.envelope_reads] == ["x"]
+
+
 def test_handler_without_handle_method(ts) -> None:
     f = facts.handler_facts(ts("export class H extends Base { readonly jobType = X.Y; }"), "H", CONV)
     assert f.class_line == 1 and not f.found

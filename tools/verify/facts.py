@@ -143,7 +143,10 @@ def _bind_destructuring(pf: ParsedFile, pattern: Node, env: _Envelope, *, source
 
 
 def _classify_return(pf: ParsedFile, node: Node, env: _Envelope) -> ReturnKind:
-    value = next((c for c in node.named_children if c.type != "comment"), None)
+    return _classify_value(pf, next((c for c in node.named_children if c.type != "comment"), None), env)
+
+
+def _classify_value(pf: ParsedFile, value: Node | None, env: _Envelope) -> ReturnKind:
     value = unwrap(value)
     if value is None or pf.text(value) == "undefined":
         return "nothing"
@@ -206,6 +209,9 @@ def _handler_facts(pf: ParsedFile, class_name: str, conv: StaticConventions) -> 
                 key = pf.text(index).strip("'\"`")
                 if index.type == "string" and key not in conv.job_envelope_fields:
                     facts.envelope_reads.append(EnvelopeRead(line_of(node), key, pf.text(node)))
+    if body.type != "statement_block":  # handle = async (job) => ({ ... }): the expression is the return value
+        facts.returns.append(ReturnFact(line_of(body), _classify_value(pf, body, env), pf.text(body)[:200]))
+        return facts
     for node in walk(body, skip=FUNCTION_NODES):
         if node.type == "return_statement":
             facts.returns.append(ReturnFact(line_of(node), _classify_return(pf, node, env), pf.text(node)[:200]))

@@ -155,16 +155,25 @@ def calls_in(pf: ParsedFile) -> list[tuple[int, int, str, Node]]:
 
 
 def class_methods(pf: ParsedFile, cls: Node, names: list[str]) -> list[Node]:
-    """Method definitions of ``cls`` whose name is in ``names``."""
+    """Methods of ``cls`` named in ``names``: method definitions, or fields holding an arrow/function.
+
+    For a field (``handle = async (job) => ...``) the function node is returned; both have
+    ``parameters`` and ``body`` fields (an arrow's body may be an expression).
+    """
     body = cls.child_by_field_name("body")
     if body is None:
         return []
     out = []
     for member in body.named_children:
+        ident = member.child_by_field_name("name")
+        if ident is None or pf.text(ident) not in names:
+            continue
         if member.type == "method_definition":
-            ident = member.child_by_field_name("name")
-            if ident is not None and pf.text(ident) in names:
-                out.append(member)
+            out.append(member)
+        elif member.type == "public_field_definition":
+            value = unwrap(member.child_by_field_name("value"))
+            if value is not None and value.type in ("arrow_function", "function_expression"):
+                out.append(value)
     return out
 
 
