@@ -113,8 +113,9 @@ def _group_finding(d: GroupDelivery, settings: Settings, now_ms: int, hop: str) 
         return verdict(
             "in_dlq",
             "error",
-            f"{where}: dead-lettered to {dl.dlq_stream} (entry {dl.dlq_entry_id}) after {conv.max_retries} "
-            f"failures: {dl.error or 'no error recorded'}",
+            f"{where}: dead-lettered to {dl.dlq_stream} (entry {dl.dlq_entry_id}) after "
+            + (f"{d.retry.attempt} attempts" if d.retry.attempt is not None else f"maxRetries ({conv.max_retries})")
+            + f": {dl.error or 'no error recorded'}",
             f"dlq_list(stream='{d.stream}') to export it; fix the cause; then "
             f"propose_remediation(symptom='dlq_replay', {target}, ids=['{d.entry_id}'])",
             hop,
