@@ -136,3 +136,52 @@ def test_parallel_parsing_gives_the_same_facts(tmp_path):
     serial = parse_files(str(tmp_path), items, cfg, None, workers=1)
     assert sorted(parallel) == sorted(serial) and len(serial) == 450
     assert seen and seen[-1] == 450
+
+
+def test_warm_process_loads_the_linked_snapshot(workspace, make_service, monkeypatch):
+    cold = make_service(workspace)
+    cold.refresh()
+    expected = _answer(cold, "FALLBACK_CREATE_EVENT")
+    expected_catalogue = cold.catalogue().model_dump(exclude={"index"})
+    cold.close()  # writes the snapshot
+
+    import tools.mesh_index.service as service_module
+
+    real_link = service_module.link
+
+    def no_link(*args, **kwargs):
+        raise AssertionError("a warm process with nothing changed must not relink")
+
+    monkeypatch.setattr(service_module, "link", no_link)
+    warm = make_service(workspace)
+    info = warm.refresh()
+    assert (info.files, info.reparsed, info.parse_errors) == (TOTAL, 0, 1)
+    assert info.parse_error_files == ["ms-event/src/legacy/broken.ts"]
+    assert _answer(warm, "FALLBACK_CREATE_EVENT") == expected
+    assert warm.catalogue().model_dump(exclude={"index"}) == expected_catalogue
+    assert warm.package_dir_of(SERVICE_FILE) == "ms-event"
+    assert "calls" in warm.facts_of(SERVICE_FILE)  # facts are loaded on demand
+
+    monkeypatch.setattr(service_module, "link", real_link)
+    path = workspace / SERVICE_FILE
+    path.write_text(path.read_text().replace("EventsJobType.GEOCODE_EVENT", "EventsJobType.PUBLISH_EVENT"))
+    assert warm.refresh().reparsed == 1
+    assert [p.file for p in warm.analyze_impact("events.publish_event").producers] == [SERVICE_FILE]
+
+
+def test_snapshot_is_not_used_when_a_package_json_changed(workspace, make_service, monkeypatch):
+    cold = make_service(workspace)
+    cold.refresh()
+    cold.close()
+    pkg = workspace / "ms-event/package.json"
+    st = pkg.stat()
+    os.utime(pkg, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+
+    import tools.mesh_index.service as service_module
+
+    calls = []
+    real_link = service_module.link
+    monkeypatch.setattr(service_module, "link", lambda *a, **k: calls.append(1) or real_link(*a, **k))
+    warm = make_service(workspace)
+    assert warm.refresh().reparsed == 0
+    assert calls == [1]

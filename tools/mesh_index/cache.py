@@ -50,6 +50,7 @@ class FactCache:
             if row is None or row[0] != signature:
                 with conn:
                     conn.execute("DELETE FROM files")
+                    conn.execute("DELETE FROM meta WHERE key IN ('snapshot', 'snapshot_digest')")
                     conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('signature', ?)", (signature,))
             self._conn = conn
         except (OSError, sqlite3.Error) as exc:
@@ -78,6 +79,44 @@ class FactCache:
             except ValueError:
                 continue
         return out
+
+    def load_stats(self) -> dict[str, tuple[int, int, str]]:
+        """Every cached file: path -> (size, mtime_ns, sha1), without the facts."""
+        if self._conn is None:
+            return {}
+        try:
+            with self._lock:
+                rows = self._conn.execute("SELECT path, size, mtime_ns, sha1 FROM files").fetchall()
+        except sqlite3.Error as exc:
+            self._fail(exc)
+            return {}
+        return {p: (size, mtime, sha) for p, size, mtime, sha in rows}
+
+    def load_snapshot(self, digest: str) -> dict[str, Any] | None:
+        """The linked-index snapshot stored for ``digest`` (None when absent or for another state)."""
+        if self._conn is None:
+            return None
+        try:
+            with self._lock:
+                row = self._conn.execute("SELECT value FROM meta WHERE key='snapshot_digest'").fetchone()
+                if row is None or row[0] != digest:
+                    return None
+                data = self._conn.execute("SELECT value FROM meta WHERE key='snapshot'").fetchone()
+            return json.loads(data[0]) if data else None
+        except (sqlite3.Error, ValueError) as exc:
+            log.warning("ignoring the index snapshot: %s", exc)
+            return None
+
+    def store_snapshot(self, digest: str, data: dict[str, Any]) -> None:
+        if self._conn is None:
+            return
+        text = json.dumps(data, separators=(",", ":"))
+        try:
+            with self._lock, self._conn:
+                self._conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('snapshot', ?)", (text,))
+                self._conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('snapshot_digest', ?)", (digest,))
+        except sqlite3.Error as exc:
+            self._fail(exc)
 
     def store(self, rows: Iterable[tuple[str, int, int, str, dict[str, Any]]]) -> None:
         if self._conn is None:

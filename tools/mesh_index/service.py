@@ -31,6 +31,7 @@ from typing import Any
 
 from server.config import Conventions, StaticConventions
 from server.errors import InvalidArgument, MeshError
+from tools.mesh_index import snapshot
 from tools.mesh_index.cache import FactCache
 from tools.mesh_index.catalogue import build_catalogue
 from tools.mesh_index.impact import ImpactEngine
@@ -40,12 +41,13 @@ from tools.mesh_index.model import Catalogue, ImpactResult, IndexInfo
 from tools.mesh_index.parser import FACTS_VERSION, ExtractConfig
 from tools.mesh_index.sites import KINDS, link
 from tools.mesh_index.workspace import (
+    Discovery,
     Layout,
     Package,
     SourceFile,
     TsConfig,
     discover,
-    indexed_kind,
+    find_stale,
     read_package,
     read_tsconfig,
 )
@@ -55,6 +57,7 @@ log = logging.getLogger("mesh.index")
 Progress = Callable[[int, int, str], None]
 MAX_TARGET = 512
 MAX_DEPTH = 5
+SNAPSHOT_AT_ONCE = 200  # a refresh that parsed this many files writes the snapshot at once (else on close)
 
 
 @contextlib.contextmanager
@@ -111,10 +114,13 @@ class IndexService:
         self._index: LinkedIndex | None = None
         self._engine: ImpactEngine | None = None
         self._info: IndexInfo | None = None
-        self._cache_loaded = False
         self._stale: list[str] = []
         self._stale_checked = 0.0
         self._dirs: dict[str, int] = {}
+        self._found: Discovery | None = None
+        self._facts_loaded = False
+        self._errors: list[str] = []
+        self._pending_snapshot: str | None = None
 
     # -- building ------------------------------------------------------------------------------
     def _open_cache(self) -> FactCache | None:
@@ -138,22 +144,22 @@ class IndexService:
         if not self.workspace.is_dir():
             raise MeshError(f"workspace {self.workspace} is not a directory (check --workspace or mesh.toml)")
         found = discover(self.workspace, self.conventions.skip_dirs)
-        files = found.files
+        self._found = found
         self._dirs = found.dirs
         cache = self._open_cache()
         if full:
             self._files.clear()
             self._facts.clear()
+            self._facts_loaded = True
             if cache is not None:
                 cache.clear()
-        elif not self._cache_loaded and cache is not None:
-            for rel, (size, mtime, sha, facts) in cache.load().items():
-                if facts.get("v") == FACTS_VERSION:
-                    self._files[rel] = (size, mtime, sha)
-                    self._facts[rel] = facts
-        self._cache_loaded = True
-        to_parse, touched = self._changed(files)
-        current = {f.rel for f in files}
+        elif not self._facts_loaded:
+            if self._index is None and cache is not None and self._from_snapshot(found, cache, started):
+                assert self._info is not None
+                return self._info
+            self._load_facts(cache)
+        to_parse, touched = self._changed(found.files)
+        current = {f.rel for f in found.files}
         removed = [rel for rel in self._files if rel not in current]
         for rel in removed:
             self._files.pop(rel, None)
@@ -166,26 +172,79 @@ class IndexService:
             cache.store(results)
             cache.touch(touched)
             cache.delete(removed)
-        packages_changed = self._read_configs(found.packages, found.tsconfigs)
-        changed = bool(results or removed or packages_changed or self._index is None)
+        configs_changed = self._read_configs(found.packages, found.tsconfigs)
+        changed = bool(results or removed or configs_changed or self._index is None)
         if changed:
-            self._layout = Layout(
-                self.workspace, self._facts.keys(),
-                [p for rel, (_m, p) in self._packages.items() if isinstance(p, Package)], found.git_roots,
-                [t for rel, (_m, t) in self._packages.items() if isinstance(t, TsConfig)])
+            self._layout = self._make_layout()
             self._index = link(self._facts, self._layout, self.full_conventions, self.known_emitters)
             self._engine = ImpactEngine(self._index)
-        errors = sorted(rel for rel, f in self._facts.items() if f.get("error"))
-        self._stale, self._stale_checked = [], time.monotonic()
-        self._info = IndexInfo(
-            workspace=str(self.workspace), files=len(self._facts), parse_errors=len(errors),
-            parse_error_files=errors[:50], indexed_at=datetime.now(UTC).isoformat(timespec="seconds"),
-            stale_files=[], reparsed=len(results), duration_s=round(time.perf_counter() - started, 3),
-            cache=str(cache.path) if cache is not None else (self._cache.error if self._cache else None),
-        )
+            self._errors = sorted(rel for rel, f in self._facts.items() if f.get("error"))
+            self._pending_snapshot = self._digest(found)
+            if cache is not None and (len(results) >= SNAPSHOT_AT_ONCE or full):
+                self._write_snapshot()
+        self._info = self._make_info(len(results), started, cache)
         if changed:
             gc.freeze()
         return self._info
+
+    def _make_info(self, reparsed: int, started: float, cache: FactCache | None) -> IndexInfo:
+        self._stale, self._stale_checked = [], time.monotonic()
+        return IndexInfo(
+            workspace=str(self.workspace), files=len(self._files), parse_errors=len(self._errors),
+            parse_error_files=self._errors[:50], indexed_at=datetime.now(UTC).isoformat(timespec="seconds"),
+            stale_files=[], reparsed=reparsed, duration_s=round(time.perf_counter() - started, 3),
+            cache=str(cache.path) if cache is not None else (self._cache.error if self._cache else None),
+        )
+
+    def _load_facts(self, cache: FactCache | None) -> None:
+        self._files.clear()
+        self._facts.clear()
+        if cache is not None:
+            for rel, (size, mtime, sha, facts) in cache.load().items():
+                if facts.get("v") == FACTS_VERSION:
+                    self._files[rel] = (size, mtime, sha)
+                    self._facts[rel] = facts
+        self._facts_loaded = True
+
+    def _from_snapshot(self, found: Discovery, cache: FactCache, started: float) -> bool:
+        """A new process on an unchanged workspace: load the linked snapshot instead of facts + link."""
+        self._files = cache.load_stats()
+        to_parse, touched = self._changed(found.files)
+        current = {f.rel for f in found.files}
+        data = None
+        if not to_parse and all(rel in current for rel in self._files):
+            data = cache.load_snapshot(self._digest(found))
+        if data is None:
+            return False
+        try:
+            self._index, self._errors = snapshot.load(data)
+        except (ValueError, KeyError, TypeError, IndexError) as exc:
+            log.warning("ignoring the index snapshot: %s", exc)
+            return False
+        cache.touch(touched)
+        self._engine = ImpactEngine(self._index)
+        self._layout = None
+        self._info = self._make_info(0, started, cache)
+        return True
+
+    def _digest(self, found: Discovery) -> str:
+        return snapshot.digest(self.workspace, self._signature + self.full_conventions.model_dump_json(),
+                               self.known_emitters, self._files, found)
+
+    def _write_snapshot(self) -> None:
+        cache = self._cache if self._cache is not None and self._cache.enabled else None
+        if cache is not None and self._pending_snapshot and self._index is not None:
+            cache.store_snapshot(self._pending_snapshot, snapshot.dump(self._index, self._errors))
+        self._pending_snapshot = None
+
+    def _make_layout(self) -> Layout:
+        if self._found is not None and not self._packages:
+            self._read_configs(self._found.packages, self._found.tsconfigs)
+        return Layout(
+            self.workspace, self._files.keys(),
+            [p for _m, p in self._packages.values() if isinstance(p, Package)],
+            self._found.git_roots if self._found is not None else [],
+            [t for _m, t in self._packages.values() if isinstance(t, TsConfig)])
 
     def _changed(self, files: list[SourceFile]) -> tuple[list[tuple[str, str]], list[tuple[str, int, int]]]:
         """Files to parse, and files whose mtime changed but content did not (rel, size, mtime)."""
@@ -240,35 +299,8 @@ class IndexService:
         now = time.monotonic()
         if now - self._stale_checked >= self.stale_check_interval_s:
             self._stale_checked = now
-            self._stale = self._find_stale()
+            self._stale = find_stale(self.workspace, self._files, self._dirs, self.conventions.skip_dirs)
         return self._info.model_copy(update={"stale_files": self._stale[:200]})
-
-    def _find_stale(self) -> list[str]:
-        """Files changed or removed (one stat each) and files added (in folders whose mtime changed)."""
-        root = str(self.workspace)
-        stale = []
-        for rel, (size, mtime, _sha) in self._files.items():
-            try:
-                st = os.stat(os.path.join(root, rel))
-            except OSError:
-                stale.append(rel)
-                continue
-            if st.st_size != size or st.st_mtime_ns != mtime:
-                stale.append(rel)
-        for rel_dir, mtime in self._dirs.items():
-            try:
-                changed = os.stat(os.path.join(root, rel_dir) if rel_dir else root).st_mtime_ns != mtime
-            except OSError:
-                continue  # removed: its files were reported above
-            if changed:
-                for entry in os.scandir(os.path.join(root, rel_dir) if rel_dir else root):
-                    rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
-                    if entry.is_dir(follow_symlinks=False):
-                        if rel not in self._dirs and entry.name not in self.conventions.skip_dirs:
-                            stale.extend(f.rel for f in discover(self.workspace, self.conventions.skip_dirs, rel).files)
-                    elif rel not in self._files and indexed_kind(rel) is not None:
-                        stale.append(rel)
-        return sorted(set(stale))
 
     # -- queries -------------------------------------------------------------------------------
     def analyze_impact(self, target: str, depth: int = 1, include_tests: bool = False) -> ImpactResult:
@@ -308,19 +340,29 @@ class IndexService:
         """Folder (relative) of the nearest package.json above ``rel`` ("" when none)."""
         with self._lock:
             self._ensure()
-            assert self._layout is not None
+            if self._layout is None:
+                self._layout = self._make_layout()
             return self._layout.package_dir_of(rel)
 
     def facts_of(self, rel: str) -> dict[str, Any] | None:
         """The raw per-file facts of ``rel`` (see :mod:`tools.mesh_index.parser`)."""
-        with self._lock:
+        with self._lock, _gc_paused():
             self._ensure()
+            if not self._facts_loaded:
+                self._load_facts(self._open_cache())
             return self._facts.get(rel)
 
     def close(self) -> None:
+        """Write the pending snapshot (if any) and close the cache."""
         with self._lock:
+            self._write_snapshot()
             if self._cache is not None:
                 self._cache.close()
+                self._cache = None
+
+    async def aclose(self) -> None:
+        """Called by the runtime when the server stops."""
+        self.close()
 
 
 def get_index_service(runtime: Any) -> IndexService:
