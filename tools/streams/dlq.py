@@ -248,12 +248,14 @@ async def _fill_page(
     Filters run on the full entry (the event type is read from the whole payload even when
     it is over the cap); the page holds entries parsed under the byte cap. At
     most ``[limits] scan_max_iterations`` reads happen per call; when they run out the
-    resume position is the last entry read, so the next page continues from there.
+    resume position is the last entry read, so the next page continues from there. Reads
+    start at ``count + 1`` entries; with a filter each next read doubles, up to ``max_count``.
     """
     conv, limits = settings.conventions, settings.limits
     needle = contains.casefold() if contains else None
     filtering = event_type is not None or needle is not None
-    batch = limits.max_count if filtering else count + 1
+    batch = count + 1
+    largest = max(limits.max_count, count + 1)
     page: list[DeadLetter] = []
     examined = 0
     reads = 0
@@ -282,6 +284,8 @@ async def _fill_page(
                     page.append(shown)
             if len(rows) < batch:
                 break
+            if filtering:
+                batch = min(largest, batch * 2)
     return page, examined, None
 
 
