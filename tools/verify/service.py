@@ -2,9 +2,9 @@
 
 :func:`verify_flow` resolves the target through the index (``analyze_impact``: same
 target syntax, same matching by string value), gathers the facts the checks read into a
-:class:`~tools.verify.inputs.FlowInputs` (sites from ``analyze_impact``, declared queues
-and streams from the catalogue, post-processors, qualified names and package folders from
-the index's resolved facts), runs the job or event checklist and returns a
+:class:`~tools.verify.inputs.FlowInputs` (sites from ``analyze_impact``; declared queues
+and streams, post-processors, qualified names and package folders from the index's
+resolved facts), runs the job or event checklist and returns a
 :class:`~tools.verify.model.FlowReport`. :func:`verify_all` does it for every job and
 event type of the catalogue, sharing lookups and parsed files between flows;
 :func:`failing_checks` / :func:`failing_checks_by_type` are the short forms for

@@ -1,0 +1,154 @@
+"""The job checks that read the handler's and the worker's code, and the worker's Nest modules.
+
+``returns_original_payload`` and ``reads_envelope`` re-read each handler's ``handle``;
+``typed_errors`` the routing worker class; ``provided_in_module`` the ``@Module``
+providers of the package holding the handler and the worker (see :mod:`tools.verify.facts`
+and :mod:`tools.verify.modules`).
+"""
+
+from __future__ import annotations
+
+from tools.mesh_index.model import Site
+from tools.verify.checks_common import failed as _fail
+from tools.verify.checks_common import passed as _pass
+from tools.verify.checks_common import per_class as _per_class
+from tools.verify.checks_common import unknown as _unknown
+from tools.verify.facts import bare_throws, handler_facts
+from tools.verify.inputs import FlowInputs, at, evidence, site_class
+from tools.verify.model import Check, Evidence
+
+
+def check_returns_original_payload(inp: FlowInputs) -> Check:
+    handlers = inp.handlers()
+    key = inp.conv.original_payload_key
+    if not handlers:
+        return _unknown("returns_original_payload", "no handler to inspect", [])
+
+    def judge(site: Site, cls: str) -> tuple[str, list[Evidence]]:
+        pf = inp.parse(site.file)
+        facts = handler_facts(pf, cls, inp.conv) if pf else None
+        if facts is None or not facts.found:
+            return "unknown", [evidence(site, f"{cls}: no handle method in this file")]
+        bad = [r for r in facts.returns if r.kind in ("nothing", "missing_key", "wrong_value")]
+        if bad:
+            words = {"nothing": "returns nothing", "missing_key": f"returns no {key}", "wrong_value": "wrong value"}
+            return "fail", [at(site, r.line, f"{cls}.handle {words[r.kind]}: {r.text}") for r in bad]
+        opaque = [r for r in facts.returns if r.kind == "opaque"]
+        if opaque:
+            return "unknown", [at(site, r.line, f"{cls}.handle returns {r.text}") for r in opaque]
+        return "pass", [at(site, r.line, r.text) for r in facts.returns]
+
+    fails, unknowns, passes = _per_class(handlers, "handler_class", judge)
+    if fails:
+        first = fails[0]
+        return _fail(
+            "returns_original_payload",
+            f"{first.note} ({first.file}:{first.line})",
+            fails,
+            f"End handle() with `return {{ {key}: job.data.payload }};` so BaseWorker can write the audit row.",
+        )
+    if unknowns:
+        return _unknown("returns_original_payload", f"cannot tell what is returned: {unknowns[0].note}", unknowns)
+    return _pass("returns_original_payload", f"every return of handle() gives {{ {key}: job.data.payload }}", passes)
+
+
+def check_reads_envelope(inp: FlowInputs) -> Check:
+    handlers = inp.handlers()
+    payload = f"job.{inp.conv.job_data_field}.{inp.conv.job_payload_field}"
+    if not handlers:
+        return _unknown("reads_envelope", "no handler to inspect", [])
+
+    def judge(site: Site, cls: str) -> tuple[str, list[Evidence]]:
+        pf = inp.parse(site.file)
+        facts = handler_facts(pf, cls, inp.conv) if pf else None
+        if facts is None or not facts.found:
+            return "unknown", [evidence(site, f"{cls}: no handle method in this file")]
+        if facts.envelope_reads:
+            return "fail", [at(site, r.line, f"{cls} reads {r.text}") for r in facts.envelope_reads]
+        if facts.envelope_passed:
+            passed = facts.envelope_passed
+            return "unknown", [at(site, r.line, f"{cls} hands the envelope on: {r.text}") for r in passed]
+        return "pass", [at(site, facts.method_line or site.line, f"{cls}.handle reads only the envelope's payload")]
+
+    fails, unknowns, passes = _per_class(handlers, "handler_class", judge)
+    if fails:
+        first = fails[0]
+        return _fail(
+            "reads_envelope",
+            f"{first.note} ({first.file}:{first.line}): the job data is an envelope, the field is undefined",
+            fails,
+            f"Read the job's fields from {payload} (e.g. `const {{ x }} = {payload};`).",
+        )
+    if unknowns:
+        return _unknown("reads_envelope", f"cannot inspect: {unknowns[0].note}", unknowns)
+    return _pass("reads_envelope", f"handler reads its data from {payload}", passes)
+
+
+def check_typed_errors(inp: FlowInputs) -> Check:
+    workers = inp.workers()
+    if not workers:
+        return _unknown("typed_errors", "no routing worker to inspect", [])
+    bare = "/".join(inp.conv.bare_error_classes)
+
+    def judge(site: Site, cls: str) -> tuple[str, list[Evidence]]:
+        pf = inp.parse(site.file)
+        throws = bare_throws(pf, cls, inp.conv) if pf else None
+        if throws is None:
+            return "unknown", [evidence(site, f"class {cls} not found in this file")]
+        if throws:
+            return "fail", [at(site, t.line, f"{cls}: {t.text}") for t in throws]
+        return "pass", [evidence(site, f"{cls} throws no bare {bare}")]
+
+    fails, unknowns, passes = _per_class(workers, "worker_class", judge)
+    if fails:
+        return _fail(
+            "typed_errors",
+            f"bare `throw new {bare}` in the routing worker ({fails[0].file}:{fails[0].line})",
+            fails,
+            "Throw a typed error with a code (e.g. InternalServerError from the errors package) instead of "
+            f"`new {bare}(...)`.",
+        )
+    if unknowns:
+        return _unknown("typed_errors", f"cannot inspect: {unknowns[0].note}", unknowns)
+    return _pass("typed_errors", f"the routing worker throws no bare {bare}", passes)
+
+
+def check_provided_in_module(inp: FlowInputs) -> Check:
+    classes = [(h, site_class(h, "handler_class")) for h in inp.handlers()]
+    classes += [(w, site_class(w, "worker_class")) for w in inp.workers()]
+    if not classes or inp.modules is None:
+        return _unknown("provided_in_module", "no handler or worker to look for", [])
+    fails: list[Evidence] = []
+    unknowns: list[Evidence] = []
+    passes: list[Evidence] = []
+    missing: list[tuple[str, str]] = []
+    unique = {(site.file, cls): (site, cls) for site, cls in classes}
+    for site, cls in unique.values():
+        package = inp.package_dir(site.file)
+        modules = inp.modules.modules_in(package)
+        hit = next(((rel, m) for rel, m in modules if cls in m.providers), None)
+        if hit:
+            rel, module = hit
+            passes.append(Evidence(file=rel, line=module.providers[cls], symbol=module.name, note=f"provides {cls}"))
+        elif not modules:
+            unknowns.append(evidence(site, f"no @Module found in {package or 'the workspace'}"))
+        elif any(m.unresolved for _, m in modules):
+            rel, module = next((r, m) for r, m in modules if m.unresolved)
+            text, line = module.unresolved[0]
+            unknowns.append(Evidence(file=rel, line=line, symbol=module.name, note=f"providers entry {text}"))
+        else:
+            rel, module = modules[0]
+            fails.append(evidence(site, f"{cls} is not a provider"))
+            fails.append(Evidence(file=rel, line=module.line, symbol=module.name, note=f"{module.name} providers"))
+            missing.append((cls, f"{module.name} ({rel})"))
+    if fails:
+        cls, where = missing[0]
+        return _fail(
+            "provided_in_module",
+            f"{cls} is not a provider of any module of its package: Nest cannot instantiate it",
+            fails,
+            f"Add {cls} to the providers of {where}.",
+        )
+    if unknowns:
+        return _unknown("provided_in_module", f"cannot tell: {unknowns[0].note}", unknowns)
+    return _pass("provided_in_module", "handler and worker are providers of their app module", passes)
