@@ -63,6 +63,16 @@ class ClassFacts:
                 if cases:
                     info["cases"] = [[to_expr(c), line_of(c)] for c in cases]
         self.f.setdefault("classes", {})[name] = info
+        roles = self.f.setdefault("roles", {})
+        fields = set(info.get("fields", ())) | set(info.get("filters", ()))
+        if fields & set(self.cfg.handler_type_fields):
+            roles.setdefault("handler", []).append(name)
+        if any(d[0] in self.cfg.processor_decorators for d in decos):
+            roles.setdefault("worker", []).append(name)
+        if "extends" in info:
+            roles.setdefault("derived", []).append(name)
+        if not roles:
+            del self.f["roles"]
         return name
 
     def class_body(self, body: Node, info: dict[str, Any]) -> None:

@@ -39,18 +39,12 @@ class ClassLinker:
     def classes(self, want: str):
         """Classes of every file; ``want`` narrows to handler / worker / derived (has a base) candidates."""
         if self._candidates is None:
-            handler_fields = set(self.sc.handler_type_fields)
-            decorators = set(self.sc.processor_decorators)
             cands: dict[str, list] = {"handler": [], "worker": [], "derived": []}
-            for path, f in self.l.facts.items():
-                for name, info in f.get("classes", {}).items():
-                    item = (path, name, info)
-                    if handler_fields & (set(info.get("fields", ())) | set(info.get("filters", ()))):
-                        cands["handler"].append(item)
-                    if any(d[0] in decorators for d in info.get("decorators", ())):
-                        cands["worker"].append(item)
-                    if "extends" in info:
-                        cands["derived"].append(item)
+            for path in self.l.relevant:
+                f = self.l.facts[path]
+                for role, names in f.get("roles", {}).items():
+                    classes = f["classes"]
+                    cands[role].extend((path, name, classes[name]) for name in names)
             self._candidates = cands
         yield from self._candidates[want]
 
@@ -80,8 +74,8 @@ class ClassLinker:
                 self.l.kind_of(v, "job")
             site = self.l.site(path, info["line"], name, "handler", conf, vals[0].value, handler_class=name)
             self.idx.handlers[(path, name)] = HandlerRec((path, name), site, [v.value for v in vals], conf)
-        for path, f in self.l.facts.items():
-            for call_name, _receiver, args, _targs, line, symbol in f.get("calls", ()):
+        for path in self.l.relevant:
+            for call_name, _receiver, args, _targs, line, symbol in self.l.facts[path].get("calls", ()):
                 if call_name not in self.sc.create_job_calls or not symbol:
                     continue
                 owner, _, method = symbol.rpartition(".")
@@ -240,7 +234,8 @@ class ClassLinker:
         json_by_pkg: dict[str, list] = {}
         providers_by_class: dict[tuple[str, str], list] = {}
         providers_by_new: dict[str, list] = {}
-        for path, f in self.l.facts.items():
+        for path in self.l.relevant:
+            f = self.l.facts[path]
             for b in f.get("bindings", ()):
                 if "new" in b:
                     by_new.setdefault(b["new"], []).append((path, b))

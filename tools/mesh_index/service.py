@@ -120,7 +120,7 @@ class IndexService:
         self._found: Discovery | None = None
         self._facts_loaded = False
         self._errors: list[str] = []
-        self._pending_snapshot: str | None = None
+        self._pending_snapshot = False
 
     # -- building ------------------------------------------------------------------------------
     def _open_cache(self) -> FactCache | None:
@@ -179,7 +179,7 @@ class IndexService:
             self._index = link(self._facts, self._layout, self.full_conventions, self.known_emitters)
             self._engine = ImpactEngine(self._index)
             self._errors = sorted(rel for rel, f in self._facts.items() if f.get("error"))
-            self._pending_snapshot = self._digest(found)
+            self._pending_snapshot = True  # its digest is computed when written (on close, or now if large)
             if cache is not None and (len(results) >= SNAPSHOT_AT_ONCE or full):
                 self._write_snapshot()
         self._info = self._make_info(len(results), started, cache)
@@ -213,7 +213,7 @@ class IndexService:
         current = {f.rel for f in found.files}
         data = None
         if not to_parse and all(rel in current for rel in self._files):
-            data = cache.load_snapshot(self._digest(found))
+            data = cache.load_snapshot(self._digest(found, snapshot.config_mtimes(self.workspace, found)))
         if data is None:
             return False
         try:
@@ -227,15 +227,18 @@ class IndexService:
         self._info = self._make_info(0, started, cache)
         return True
 
-    def _digest(self, found: Discovery) -> str:
-        return snapshot.digest(self.workspace, self._signature + self.full_conventions.model_dump_json(),
-                               self.known_emitters, self._files, found)
+    def _digest(self, found: Discovery, configs: dict[str, int] | None = None) -> str:
+        """Digest of the state the index was built from (config mtimes as read by the last refresh)."""
+        if configs is None:
+            configs = {rel: mtime for rel, (mtime, _parsed) in self._packages.items()}
+        return snapshot.digest(self._signature + self.full_conventions.model_dump_json(), self.known_emitters,
+                               self._files, configs, found.git_roots)
 
     def _write_snapshot(self) -> None:
         cache = self._cache if self._cache is not None and self._cache.enabled else None
-        if cache is not None and self._pending_snapshot and self._index is not None:
-            cache.store_snapshot(self._pending_snapshot, snapshot.dump(self._index, self._errors))
-        self._pending_snapshot = None
+        if cache is not None and self._pending_snapshot and self._index is not None and self._found is not None:
+            cache.store_snapshot(self._digest(self._found), snapshot.dump(self._index, self._errors))
+        self._pending_snapshot = False
 
     def _make_layout(self) -> Layout:
         if self._found is not None and not self._packages:

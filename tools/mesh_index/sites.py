@@ -22,6 +22,9 @@ from tools.mesh_index.symbols import Decl, Resolver, Val
 from tools.mesh_index.workspace import Layout, is_test_path
 
 KINDS = ("job", "event", "ws_event", "queue", "stream")
+RELEVANT_KEYS = frozenset({"calls", "enums", "objects", "sql", "sql_strings", "bindings", "providers", "json",
+                           "json_bindings", "roles"})
+"""Files with none of these facts only matter as import/export hops, reached through the resolver."""
 
 
 def describe(expr: Any) -> tuple[str, str]:
@@ -61,7 +64,9 @@ class Linker:
         self._msg_probe = "/" + msg + "/"
         self._msg_tail = "/" + posixpath.basename(msg) if msg else None
         self._in_msg: dict[str, bool] = {}
-        self.has_messaging = any(self.in_messaging(p) for p in facts if "enums" in facts[p] or "objects" in facts[p])
+        self.relevant = [p for p, f in facts.items() if not RELEVANT_KEYS.isdisjoint(f)]
+        self.has_messaging = any(self.in_messaging(p) for p in self.relevant
+                                 if "enums" in facts[p] or "objects" in facts[p])
 
     # -- helpers ----------------------------------------------------------------------------
     def test_only(self, path: str) -> bool:
@@ -151,8 +156,8 @@ class Linker:
 
     def declarations(self, only: set[tuple[str, str]] | None = None) -> None:
         for table in ("enums", "objects"):
-            for path, f in self.facts.items():
-                decls = f.get(table)
+            for path in self.relevant:
+                decls = self.facts[path].get(table)
                 if not decls or self.test_only(path):
                     continue
                 primary = not self.has_messaging or self.in_messaging(path)
@@ -195,8 +200,8 @@ class Linker:
 
     def calls(self, classes: ClassLinker) -> None:
         sc = self.sc
-        for path, f in self.facts.items():
-            for name, receiver, args, targs, line, symbol in f.get("calls", ()):
+        for path in self.relevant:
+            for name, receiver, args, targs, line, symbol in self.facts[path].get("calls", ()):
                 if name in sc.create_job_calls:
                     self.create_job(path, receiver, args, targs, line, symbol, classes)
                 elif name in sc.fallback_calls:

@@ -30,19 +30,27 @@ from tools.mesh_index.workspace import Discovery
 FORMAT = 1
 
 
-def digest(workspace: Path, signature: str, emitters: list[str], files: dict[str, tuple[int, int, str]],
-           found: Discovery) -> str:
+def config_mtimes(workspace: Path, found: Discovery) -> dict[str, int]:
+    """mtime of every package.json and tsconfig.json of the workspace."""
+    out = {}
+    for rel in [*found.packages, *found.tsconfigs]:
+        try:
+            out[rel] = os.stat(workspace / rel).st_mtime_ns
+        except OSError:
+            continue
+    return out
+
+
+def digest(signature: str, emitters: list[str], files: dict[str, tuple[int, int, str]], configs: dict[str, int],
+           git_roots: list[str]) -> str:
     """What a linked index depends on: every file's hash, the package/tsconfig files, the conventions."""
     h = hashlib.sha1(signature.encode(), usedforsecurity=False)
     h.update(json.dumps(sorted(emitters)).encode())
     for rel in sorted(files):
         h.update(f"{rel}\0{files[rel][2]}\n".encode())
-    for rel in [*found.packages, *found.tsconfigs]:
-        try:
-            h.update(f"{rel}\0{os.stat(workspace / rel).st_mtime_ns}\n".encode())
-        except OSError:
-            continue
-    h.update("\n".join(found.git_roots).encode())
+    for rel in sorted(configs):
+        h.update(f"{rel}\0{configs[rel]}\n".encode())
+    h.update("\n".join(git_roots).encode())
     return h.hexdigest()
 
 

@@ -80,7 +80,8 @@ class _Definitions:
 def _collect(linker: Linker, table: str):
     """(repo, path, order, item, symbol) of every SQL fact: .sql files, strings, evaluated query() calls."""
     tokens = ("insert", "trigger", "function")
-    for path, f in linker.facts.items():
+    for path in linker.relevant:
+        f = linker.facts[path]
         repo = linker.layout.repo_of(path)
         for item in f.get("sql", ()):
             yield repo, path, (_order(path, None), path), item, None
@@ -176,7 +177,7 @@ def _emitters(linker: Linker) -> list[str]:
     for wrapper in linker.idx.wrappers.values():
         if wrapper.detail.get("emitter"):
             found.add(wrapper.detail["emitter"])
-    for path in linker.facts:
+    for path in linker.relevant:
         repo = linker.layout.repo_of(path).split("/")[-1]
         if repo.startswith("ms-"):
             found.add(repo)
@@ -212,8 +213,8 @@ def _produce_sql(linker: Linker, path: str, line: int, symbol: str | None, kind:
 
 def link_mappings(linker: Linker) -> None:
     suffixes = linker.sc.mapping_table_suffixes
-    for path, f in linker.facts.items():
-        for name, info in f.get("objects", {}).items():
+    for path in linker.relevant:
+        for name, info in linker.facts[path].get("objects", {}).items():
             computed = any(e[0] == "k" and not isinstance(e[1], str) for e in info[1])
             if not (computed or any(name.endswith(s) for s in suffixes)):
                 continue

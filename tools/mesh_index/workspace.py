@@ -86,45 +86,53 @@ def discover(workspace: Path, skip_dirs: Iterable[str], start: str = "") -> Disc
     dirs: dict[str, int] = {}
     stack = [start]
     root = str(workspace)
+    wanted = (*TS_EXTENSIONS, ".sql", ".json", ".git")
+    append = files.append
     while stack:
         rel_dir = stack.pop()
-        abs_dir = os.path.join(root, rel_dir) if rel_dir else root
+        abs_dir = root + "/" + rel_dir if rel_dir else root
+        prefix = rel_dir + "/" if rel_dir else ""
         try:
+            with os.scandir(abs_dir) as it:
+                entries = list(it)
             dirs[rel_dir] = os.stat(abs_dir).st_mtime_ns
-            entries = list(os.scandir(abs_dir))
         except OSError:
             continue
         for entry in entries:
             name = entry.name
-            rel = f"{rel_dir}/{name}" if rel_dir else name
             try:
                 if entry.is_dir(follow_symlinks=False):
                     if name == ".git":
                         git_roots.append(rel_dir)
-                    if name in skip:
+                    if name not in skip:
+                        stack.append(prefix + name)
+                    continue
+                if not name.endswith(wanted) or not entry.is_file(follow_symlinks=False):
+                    continue
+                rel = prefix + name
+                if name.endswith(".json"):
+                    if name == "package.json":
+                        packages.append(rel)
                         continue
-                    stack.append(rel)
-                    continue
-                if not entry.is_file(follow_symlinks=False):
-                    continue
-                if name == ".git":  # worktree or submodule marker file
-                    git_roots.append(rel_dir)
-                    continue
-                if name == "package.json":
-                    packages.append(rel)
-                    continue
-                if name == "tsconfig.json":
-                    tsconfigs.append(rel)
-                    continue
-                kind = file_kind(name)
-                if kind is None or (kind == "json" and not _json_wanted(rel)):
+                    if name == "tsconfig.json":
+                        tsconfigs.append(rel)
+                        continue
+                    if name.startswith("tsconfig") or name in JSON_CONFIG_SKIP or not _json_wanted(rel):
+                        continue
+                    kind = "json"
+                elif name.endswith(".sql"):
+                    kind = "sql"
+                elif name.endswith(TS_EXTENSIONS):
+                    kind = "tsx" if name.endswith(".tsx") else "ts"
+                else:
+                    if name == ".git":  # worktree or submodule marker file
+                        git_roots.append(rel_dir)
                     continue
                 st = entry.stat(follow_symlinks=False)
             except OSError:
                 continue
-            if st.st_size > MAX_FILE_BYTES:
-                continue
-            files.append(SourceFile(rel, kind, st.st_size, st.st_mtime_ns))
+            if st.st_size <= MAX_FILE_BYTES:
+                append(SourceFile(rel, kind, st.st_size, st.st_mtime_ns))
     files.sort(key=lambda f: f.rel)
     return Discovery(files, sorted(packages), sorted(tsconfigs), sorted(set(git_roots)), dirs)
 
