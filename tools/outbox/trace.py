@@ -240,14 +240,15 @@ class Tracer:
 
     def _not_found(self, kind: str, item_id: str, service: str | None, searched: list[str], table: str) -> TraceReport:
         retention = self.settings.conventions.retention_s
-        where = ", ".join(s for s in searched if s not in {p.service for p in self.unavailable}) or "no service"
+        down = [p.service for p in self.unavailable if p.service in searched]
+        where = ", ".join(s for s in searched if s not in down) or "no service"
         sentence = (
             f"no {table} row with id {item_id} in {where}. COMPLETED rows older than the retention "
             f"({retention}s) are purged, so an old finished {kind} leaves no row; a recent one was never written "
             "to these databases"
         )
-        if self.unavailable:
-            sentence += f" (not searched: {', '.join(p.service for p in self.unavailable)})"
+        if down:
+            sentence += f" (not searched: {', '.join(down)})"
         v = verdict("not_found", "warning", sentence, hop=table)
         hop = Hop(name=table, ref=f"{table} {item_id}", found=False, state="absent", healthy=None, detail=sentence)
         return TraceReport(kind=kind, id=item_id, service=service, searched_services=searched,  # type: ignore[arg-type]
@@ -309,7 +310,7 @@ class Tracer:
             outcomes=[(o.row, h, f) for o, h, f in outcome_chains],
             success_types=hit.success_types if hit else set(),
             searched=searched,
-            unavailable=[p.service for p in self.unavailable],
+            unavailable=[p.service for p in self.unavailable if p.service in searched],
         )
         ok_sentence = f"job {job_id} ran, succeeded, and its outbox row was cleaned up"
         return TraceReport(kind="job", id=job_id, service=hit.service if hit else service,
