@@ -36,7 +36,7 @@ import os
 import re
 import secrets
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -286,7 +286,7 @@ def verify_token(
     if current >= claims.exp:
         raise TokenRefused(
             "expired",
-            f"the approval token expired at {datetime.fromtimestamp(claims.exp).isoformat(timespec='seconds')}: "
+            f"the approval token expired at {datetime.fromtimestamp(claims.exp, UTC).isoformat(timespec='seconds')}: "
             f"have it re-approved with `mesh-mcp approve {plan_id}`",
         )
     return claims

@@ -22,7 +22,7 @@ import secrets
 import sys
 import unicodedata
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
@@ -178,7 +178,7 @@ def approve_plan(
         settings, plan_id=plan.plan_id, plan_sha256=plan.plan_sha256,
         plan_expires_at=datetime.fromisoformat(plan.expires_at), approver=approver, private_key=private_key,
     )
-    expires = datetime.fromtimestamp(claims.exp).isoformat(timespec="seconds")
+    expires = datetime.fromtimestamp(claims.exp, UTC).isoformat(timespec="seconds")
     audit.record("approved", plan_id=plan.plan_id, plan_sha256=plan.plan_sha256, approver=approver,
                  result="approved", detail=f"token expires {expires}", nonce=claims.nonce, expires=claims.exp)
     print(f"\nApproved by {approver}. The token approves this plan once and expires at {expires}.\n"

@@ -55,14 +55,14 @@ def _admit(settings: Settings, plan_id: str, token: str, dry_run: bool, audit: A
         claims = verify_token(settings, token, plan_id=plan.plan_id, plan_sha256=plan.plan_sha256)
         if store.is_expired(plan):
             raise RemediationRefused(f"plan {plan_id} expired at {plan.expires_at}: propose the remediation again")
-        if dry_run:
-            if nonce_used(settings, claims.nonce):
-                raise TokenRefused("reused", "this approval token was already used: tokens are single-use")
-            previous = store.application_record(settings, plan_id)
-            if previous is not None:
-                raise RemediationRefused(f"plan {plan_id} was already applied ({previous.get('status')}): "
-                                         "a plan runs once; propose the remediation again")
-        else:
+        if nonce_used(settings, claims.nonce):
+            raise TokenRefused("reused", "this approval token was already used: tokens are single-use; "
+                               f"have plan {plan_id} (or a fresh one) approved again")
+        previous = store.application_record(settings, plan_id)
+        if previous is not None:
+            raise RemediationRefused(f"plan {plan_id} was already applied ({previous.get('status')}): "
+                                     "a plan runs once; propose the remediation again")
+        if not dry_run:
             consume_nonce(settings, claims)  # atomic: a second use of the token is refused here
             store.claim_application(settings, plan_id, claims.approver)  # atomic: a plan runs once
     except MeshError as exc:
