@@ -205,7 +205,8 @@ def test_unresolved_references_are_reported(shared_service):
     r = shared_service.analyze_impact("events.publish_event")
     assert r.producers == []
     assert [(u.kind, u.file, u.line, u.detail["raw"]) for u in r.unresolved] == [
-        ("create_job", EVENT_SERVICE, 45, "this.pickType(...)")]
+        ("create_job", EVENT_SERVICE, 45, "this.pickType()")]
+    assert "not a function of the workspace" in r.unresolved[0].detail["reason"]
     assert any("not proof of absence" in n for n in r.notes)
 
 

@@ -100,3 +100,41 @@ def test_facts_of_an_unusual_file_do_not_crash():
     assert extract(b"<div>{x}</div>;", "tsx", cfg)["v"] >= 1
     assert extract(b"{ not json", "json", cfg).get("error") is True
     assert extract(b"", "ts", cfg).get("error") is None
+
+
+def test_outcome_events_fall_back_to_the_conventions(tmp_path):
+    """Without the audit trigger's SQL in the workspace, job outcomes come from [conventions] (heuristic)."""
+    write(tmp_path, "msg/package.json", '{"name": "@x/msg"}')
+    write(tmp_path, "msg/src/index.ts", "export enum BillingJobType { CHARGE = 'billing.charge' }\n")
+    write(tmp_path, "ms-billing/src/charge.ts",
+          "import { BillingJobType } from '@x/msg';\nimport { JobsOutboxEntity } from '@x/db';\n"
+          "export const f = () =>\n"
+          "  JobsOutboxEntity.createJob({ type: BillingJobType.CHARGE, emitter: 'ms-billing' });\n")
+    svc = IndexService(tmp_path, Conventions(), use_cache=False)
+    r = svc.analyze_impact("billing.charge")
+    outcomes = {(f.value, f.confidence, f.site.file) for f in r.followups}
+    assert outcomes == {
+        ("job.outbox.success", "heuristic", "(conventions)"),
+        ("billing:job:outbox:success", "heuristic", "(conventions)"),
+        ("job.outbox.failed", "heuristic", "(conventions)"),
+        ("billing:job:outbox:failure", "heuristic", "(conventions)"),
+        ("billing:job:outbox:failed", "heuristic", "(conventions)")}
+    assert all("was not found" in f.site.detail["reason"] for f in r.followups)
+
+
+def test_unresolved_reasons_name_the_missing_member(tmp_path):
+    write(tmp_path, "msg/package.json", '{"name": "@x/msg"}')
+    write(tmp_path, "msg/src/index.ts", "export enum BillingJobType { CHARGE = 'billing.charge' }\n")
+    write(tmp_path, "svc/src/a.ts",
+          "import { BillingJobType } from '@x/msg';\nimport { Other } from 'external-lib';\n"
+          "import { JobsOutboxEntity } from '@x/db';\n"
+          "export const a = () => JobsOutboxEntity.createJob({ type: BillingJobType.REFUND });\n"
+          "export const b = () => JobsOutboxEntity.createJob({ type: Other.X });\n"
+          "export const c = () => JobsOutboxEntity.createJob({ type: Missing.X });\n")
+    svc = IndexService(tmp_path, Conventions(), use_cache=False)
+    reasons = {u.detail["raw"]: u.detail["reason"] for u in svc.analyze_impact("billing.charge").unresolved}
+    assert reasons == {
+        "BillingJobType.REFUND": "BillingJobType (msg/src/index.ts) has no member 'REFUND'",
+        "Other.X": "'Other' is imported from 'external-lib', which is not in the workspace",
+        "Missing.X": "'Missing' is neither declared nor imported in this file",
+    }

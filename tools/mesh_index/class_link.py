@@ -152,7 +152,7 @@ class ClassLinker:
             if not any(n in bases for _p, n, _i in ancestors[1:]):
                 continue
             accepts, patterns, mode = self.accepted(ancestors)
-            streams, groups, how, raw = self.binding(path, name, ancestors)
+            streams, groups, how, (raw, raw_path) = self.binding(path, name, ancestors)
             detail = {
                 "post_processor_class": name, "stream": ", ".join(streams), "group": ", ".join(groups),
                 "filter": mode, "accepts": ", ".join(sorted(accepts)[:200]),
@@ -160,7 +160,9 @@ class ClassLinker:
             }
             site = self.l.site(path, info["line"], name, "post_processor", "exact", None, **detail)
             if not streams:
-                self.l.unresolved("stream", path, info["line"], name, "post_processor", raw or ["?", "no stream"],
+                self.l.unresolved("stream", path, info["line"], name, "post_processor",
+                                  raw or ["?", "no stream name found (class fields, super(), new, DI providers)"],
+                                  expr_path=raw_path,
                                   post_processor_class=name)
             self.idx.post_processors[(path, name)] = PostProcessorRec(
                 (path, name), site, streams, groups, accepts, patterns, mode == "all", mode == "unknown", how)
@@ -250,8 +252,13 @@ class ClassLinker:
                 target = self.r.resolve_decl(provide, path)
                 if isinstance(target, Decl) and target.kind == "class":
                     providers_by_class.setdefault((target.path, target.name), []).append((path, inject))
-                for name in news:
-                    providers_by_new.setdefault(name, []).append((path, inject))
+                    continue
+                for name in news:  # a token provider building `new X(...)`: X as imported here
+                    decl = self.r.symbol(path, name)
+                    if isinstance(decl, Decl) and decl.kind == "class":
+                        providers_by_class.setdefault((decl.path, decl.name), []).append((path, inject))
+                    else:
+                        providers_by_new.setdefault(name, []).append((path, inject))
         return {"new": by_new, "super": by_super, "token": by_token, "json": json_by_pkg,
                 "providers_class": providers_by_class, "providers_new": providers_by_new}
 
@@ -264,7 +271,7 @@ class ClassLinker:
             return ("d", decl.path, decl.name)
         return ("raw", json.dumps(expr))
 
-    def binding(self, path: str, name: str, ancestors: list) -> tuple[list[str], list[str], str, Any]:
+    def binding(self, path: str, name: str, ancestors: list) -> tuple[list[str], list[str], str, tuple[Any, Any]]:
         if self._bindings is None:
             self._bindings = self._index_bindings()
         idx = self._bindings
@@ -289,7 +296,7 @@ class ClassLinker:
             for tok in inject:
                 for bp, b in idx["token"].get(self.token_key(tok, pp_path), ()):
                     found.append((b["fields"], bp, "DI provider options"))
-        streams, groups, raw = [], [], None
+        streams, groups, raw, raw_path = [], [], None, None
         how = found[0][2] if found else "none"
         for fields, bp, _how in found:
             for names, out in ((self.sc.post_processor_stream_fields, streams),
@@ -299,8 +306,8 @@ class ClassLinker:
                         vals = self.r.eval(fields[fname], bp) or self.from_config(fields[fname], bp)
                         out.extend(v.value for v in vals)
                         if not vals and out is streams:
-                            raw = fields[fname]
-        return sorted(set(streams)), sorted(set(groups)), how, raw
+                            raw, raw_path = fields[fname], bp
+        return sorted(set(streams)), sorted(set(groups)), how, (raw, raw_path)
 
     def from_config(self, expr: Any, path: str) -> list[Val]:
         """Values of ``config.a.b`` read from the service's JSON config files (heuristic)."""

@@ -16,6 +16,7 @@ from typing import Any
 
 from server.config import Conventions
 from tools.mesh_index.class_link import ClassLinker
+from tools.mesh_index.explain import explain, render
 from tools.mesh_index.linked import LinkedIndex, SiteRec, TypeInfo
 from tools.mesh_index.sql_link import link_mappings, link_sql
 from tools.mesh_index.symbols import Decl, Resolver, Val
@@ -25,25 +26,6 @@ KINDS = ("job", "event", "ws_event", "queue", "stream")
 RELEVANT_KEYS = frozenset({"calls", "enums", "objects", "sql", "sql_strings", "bindings", "providers", "json",
                            "json_bindings", "roles"})
 """Files with none of these facts only matter as import/export hops, reached through the resolver."""
-
-
-def describe(expr: Any) -> tuple[str, str]:
-    """(raw text, reason) of an expression the resolver could not turn into a string."""
-    if not expr:
-        return "", "missing argument"
-    tag = expr[0]
-    if tag == "r":
-        return ".".join(expr[1]), "reference not resolved (unknown name, external package or non-string member)"
-    if tag == "p":
-        return expr[1], "a function parameter: the value comes from the callers"
-    if tag == "c":
-        callee = ".".join(expr[1][1]) if expr[1][0] == "r" else "?"
-        return f"{callee}(...)", "call whose result could not be evaluated"
-    if tag == "?":
-        return expr[1], "expression not understood"
-    if tag in ("t", "+"):
-        return "template/concatenation", "part of the string could not be resolved"
-    return str(expr)[:120], "expression not understood"
 
 
 class Linker:
@@ -81,8 +63,11 @@ class Linker:
                        {k: v for k, v in detail.items() if v})
 
     def unresolved(self, kind: str, path: str, line: int, symbol: str | None, site_kind: str, expr: Any,
-                   **detail: str) -> None:
-        raw, reason = describe(expr)
+                   expr_path: str | None = None, **detail: str) -> None:
+        """Record a site whose value could not be resolved (``expr`` is read in ``expr_path``, default ``path``)."""
+        raw, reason = explain(self.r, expr, expr_path or path)
+        if expr_path and expr_path != path:
+            detail["expr_file"] = expr_path
         self.idx.unresolved.setdefault(kind, []).append(
             self.site(path, line, symbol, site_kind, "heuristic", None, raw=raw, reason=reason, **detail))
 
@@ -239,7 +224,7 @@ class Linker:
         target_expr = self.field(obj, self.sc.job_target_fields)
         queues = self.r.eval(target_expr, path) if target_expr is not None else []
         queue = ", ".join(sorted({q.value for q in queues}))
-        target_raw = describe(target_expr)[0] if target_expr is not None and not queues else ""
+        target_raw = render(target_expr) if target_expr is not None and not queues else ""
         emitter = self.emitter(obj, path)
         if not vals:
             self.unresolved("job", path, line, symbol, "create_job", type_expr, queue=queue)
@@ -289,7 +274,7 @@ class Linker:
         for t in targets:
             self.use_decl(t.decl)
         streams = sorted({self.idx.stream_key(t.value) for t in targets})
-        stream_raw = describe(targets_expr)[0] if targets_expr is not None and not targets else ""
+        stream_raw = render(targets_expr) if targets_expr is not None and not targets else ""
         emitter = self.emitter(obj, path)
         if not vals:
             self.unresolved("event", path, line, symbol, "create_event", type_expr, stream=", ".join(streams))

@@ -19,7 +19,7 @@ import json
 import re
 from typing import TYPE_CHECKING, Any
 
-from tools.mesh_index.linked import MappingRec, OutcomeRec
+from tools.mesh_index.linked import MappingRec, OutcomeRec, SiteRec
 from tools.mesh_index.sql_sites import evaluate, evaluate_list, sql_facts
 from tools.mesh_index.symbols import Decl
 from tools.mesh_index.workspace import migration_order
@@ -164,6 +164,26 @@ def link_sql(linker: Linker) -> None:
     for path, line, ins, symbol in plain:
         _produce_sql(linker, path, line, symbol, "sql_insert", ins.get("type"), [], ins.get("target_services"),
                      emitters, {}, False)
+    if not linker.idx.outcomes:
+        _outcomes_from_conventions(linker, emitters)
+
+
+def _outcomes_from_conventions(linker: Linker, emitters: list[str]) -> None:
+    """No audit trigger in the workspace: job outcome names from [conventions] (heuristic, not producers)."""
+    conv = linker.conv
+    reason = (f"{conv.audit_trigger} was not found in the workspace's SQL; names from [conventions] "
+              "job_success_types / job_failure_types")
+    for names, status in ((conv.job_success_types, conv.statuses.completed),
+                          (conv.job_failure_types, conv.statuses.failed)):
+        for template in names:
+            if "{domain}" in template:
+                values = [(template.replace("{domain}", e.removeprefix("ms-")), e) for e in emitters]
+            else:
+                values = [(template, None)]
+            for value, emitter in values:
+                site = SiteRec("", "(conventions)", 0, conv.audit_trigger, "sql_trigger", "heuristic", False, value,
+                               {"reason": reason, "status": status, **({"emitter": emitter} if emitter else {})})
+                linker.idx.outcomes.append(OutcomeRec(site, value, status, emitter, True))
 
 
 def _emitters(linker: Linker) -> list[str]:
@@ -216,8 +236,8 @@ def link_mappings(linker: Linker) -> None:
     for path in linker.relevant:
         for name, info in linker.facts[path].get("objects", {}).items():
             computed = any(e[0] == "k" and not isinstance(e[1], str) for e in info[1])
-            if not (computed or any(name.endswith(s) for s in suffixes)):
-                continue
+            if not (computed or any(name.endswith(s) for s in suffixes)) or all(e[0] == "..." for e in info[1]):
+                continue  # not a table, or only merges other tables (their entries are linked already)
             entries = []
             for keys, values, line in linker.r.mapping_entries(Decl(path, name, "object")):
                 for k in keys:

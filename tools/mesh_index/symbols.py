@@ -186,6 +186,11 @@ class Resolver:
         out = []
         if decl.kind == "object":
             for entry in self.decl_info(decl)[1]:
+                if entry[0] == "...":
+                    target = self.resolve_decl(entry[1], decl.path)
+                    if isinstance(target, Decl) and target.kind == "object":
+                        out.extend(self.mapping_entries(target))
+                    continue
                 if entry[0] != "k":
                     continue
                 keys = [Val(entry[1])] if isinstance(entry[1], str) else self.eval(entry[1], decl.path)
