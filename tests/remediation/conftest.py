@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import re
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,40 +21,6 @@ from tests.remediation.target_sim import PostProcessor, new_event, push_event
 SCHEMA = (REPO_ROOT / "tools" / "outbox" / "schema.sql").read_text(encoding="utf-8")
 STREAM = "stream:event:created"
 GROUP = "pp-event"
-
-
-_MARKER = "mesh-mcp:test-db-in-use"
-_CLAIM = "if redis.call('DBSIZE') == 0 then redis.call('SET', KEYS[1], ARGV[1]) return 1 end return 0"
-
-
-@pytest.fixture
-def redis_url(redis_base_url: str) -> Iterator[str]:
-    """Like the shared fixture, but the empty logical database is claimed atomically (a marker key
-    set by a script only when DBSIZE is 0), so parallel test runs do not pick and flush the same one."""
-    token = uuid.uuid4().hex
-    chosen = None
-    deadline = time.monotonic() + 30  # other suites running in parallel may hold every database for a while
-    while chosen is None and time.monotonic() < deadline:
-        for db in range(15, 0, -1):
-            client = redis.Redis.from_url(f"{redis_base_url.rpartition('/')[0]}/{db}")
-            try:
-                if client.eval(_CLAIM, 1, _MARKER, token):
-                    chosen = db
-                    break
-            finally:
-                client.close()
-        else:
-            time.sleep(0.2)
-    if chosen is None:
-        pytest.fail("no empty Redis logical database (1-15) for a scratch test database")
-    base, _, last = redis_base_url.rpartition("/")
-    url = f"{base}/{chosen}" if last.isdigit() else f"{redis_base_url.rstrip('/')}/{chosen}"
-    yield url
-    client = redis.Redis.from_url(url)
-    try:
-        client.flushdb()
-    finally:
-        client.close()
 
 
 @pytest.fixture
