@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -51,48 +49,6 @@ def db(outbox_db: str) -> Iterator[psycopg.Connection]:
     """An autocommit connection to the service database, used the way the services write."""
     with psycopg.connect(outbox_db, autocommit=True) as conn:
         yield conn
-
-
-_CLAIM = "if redis.call('DBSIZE') == 0 then redis.call('SET', KEYS[1], ARGV[1]) return 1 end return 0"
-
-
-def _db_url(base_url: str, db: int) -> str:
-    head, _, last = base_url.rpartition("/")
-    return f"{head}/{db}" if last.isdigit() else f"{base_url.rstrip('/')}/{db}"
-
-
-@pytest.fixture
-def redis_url(redis_base_url: str) -> Iterator[str]:
-    """A scratch Redis logical database (1-15), claimed atomically, flushed afterwards.
-
-    Overrides the shared fixture for these tests: with redis-py 8 ``Redis.from_url(url, db=n)``
-    keeps the URL's own database, so the shared fixture always probes the base database;
-    here the database number goes into the URL, and the claim (a marker key set by a script
-    only when DBSIZE is 0) keeps parallel test runs off the same database.
-    """
-    token = uuid.uuid4().hex
-    chosen = None
-    deadline = time.monotonic() + 30
-    while chosen is None and time.monotonic() < deadline:
-        for db in range(15, 0, -1):
-            client = redis.Redis.from_url(_db_url(redis_base_url, db))
-            try:
-                if client.eval(_CLAIM, 1, "mesh-mcp:outbox-test-claim", token):
-                    chosen = db
-                    break
-            finally:
-                client.close()
-        else:
-            time.sleep(0.2)
-    if chosen is None:
-        pytest.fail("no empty Redis logical database (1-15) for a scratch test database")
-    url = _db_url(redis_base_url, chosen)
-    client = redis.Redis.from_url(url)
-    yield url  # the claim key stays until the flush, so other runs keep off this database
-    try:
-        client.flushdb()
-    finally:
-        client.close()
 
 
 @pytest.fixture
