@@ -185,3 +185,22 @@ def test_snapshot_is_not_used_when_a_package_json_changed(workspace, make_servic
     warm = make_service(workspace)
     assert warm.refresh().reparsed == 0
     assert calls == [1]
+
+
+def test_an_edit_that_leaves_the_facts_unchanged_does_not_relink(workspace, make_service, monkeypatch):
+    svc = make_service(workspace)
+    svc.refresh()
+    import tools.mesh_index.service as service_module
+
+    calls = []
+    real_link = service_module.link
+    monkeypatch.setattr(service_module, "link", lambda *a, **k: calls.append(1) or real_link(*a, **k))
+    path = workspace / SERVICE_FILE
+    # same lines, same facts: a comment inside a method body
+    text = path.read_text()
+    path.write_text(text.replace("private log(_m: string): void {}", "private log(_m: string): void { /**/ }"))
+    assert svc.refresh().reparsed == 1
+    assert calls == []
+    path.write_text(path.read_text().replace("EventsJobType.GEOCODE_EVENT", "EventsJobType.PUBLISH_EVENT"))
+    assert svc.refresh().reparsed == 1
+    assert calls == [1]

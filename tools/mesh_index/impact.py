@@ -51,12 +51,21 @@ class ImpactEngine:
         self.by_value: dict[str, list[Key]] = {}
         for key in self.known:
             self.by_value.setdefault(key[1], []).append(key)
-        self.by_norm: dict[str, set[Key]] = {}
-        for name, keys in [*idx.by_qual.items(), *((m, k) for m, ks in idx.by_member.items() for k in ks)]:
-            for key in keys if isinstance(keys, set) else [keys]:
-                self.by_norm.setdefault(norm(name), set()).add(key)
-        for key in self.known:
-            self.by_norm.setdefault(norm(key[1]), set()).add(key)
+        self._by_norm: dict[str, set[Key]] | None = None
+
+    @property
+    def by_norm(self) -> dict[str, set[Key]]:
+        """Names and values with case and separators removed (built on the first loose lookup)."""
+        if self._by_norm is None:
+            table: dict[str, set[Key]] = {}
+            for name, key in self.idx.by_qual.items():
+                table.setdefault(norm(name), set()).add(key)
+            for member, keys in self.idx.by_member.items():
+                table.setdefault(norm(member), set()).update(keys)
+            for key in self.known:
+                table.setdefault(norm(key[1]), set()).add(key)
+            self._by_norm = table
+        return self._by_norm
 
     # -- matching --------------------------------------------------------------------------------------
     def resolve_target(self, target: str) -> tuple[list[Key], bool]:

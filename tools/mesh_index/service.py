@@ -165,15 +165,18 @@ class IndexService:
             self._files.pop(rel, None)
             self._facts.pop(rel, None)
         results = parse_files(str(self.workspace), to_parse, self._cfg, progress, self.workers)
+        facts_changed = False
         for rel, size, mtime, sha, facts in results:
             self._files[rel] = (size, mtime, sha)
+            facts_changed = facts_changed or self._facts.get(rel) != facts
             self._facts[rel] = facts
         if cache is not None:
             cache.store(results)
             cache.touch(touched)
             cache.delete(removed)
         configs_changed = self._read_configs(found.packages, found.tsconfigs)
-        changed = bool(results or removed or configs_changed or self._index is None)
+        # an edit that leaves every file's facts as they were (a comment, a method body) needs no relink
+        changed = bool(facts_changed or removed or configs_changed or self._index is None)
         if changed:
             self._layout = self._make_layout()
             self._index = link(self._facts, self._layout, self.full_conventions, self.known_emitters)
@@ -182,6 +185,8 @@ class IndexService:
             self._pending_snapshot = True  # its digest is computed when written (on close, or now if large)
             if cache is not None and (len(results) >= SNAPSHOT_AT_ONCE or full):
                 self._write_snapshot()
+        if results or removed:
+            self._pending_snapshot = True  # file hashes changed: the snapshot digest must follow
         self._info = self._make_info(len(results), started, cache)
         if changed:
             gc.freeze()
