@@ -13,6 +13,7 @@ Layout (per domain ``d<i>``, about 100 files, scaled to reach N):
 Usage: ``python bench/gen_workspace.py OUT_DIR --files 20000``. Deterministic for a given N.
 """
 
+# ruff: noqa: E501 - the templates below are TypeScript source, kept as written in the target code base
 from __future__ import annotations
 
 import argparse
@@ -86,16 +87,17 @@ def messaging(root: Path, domains: list[str]) -> int:
     count = 3
     for d in domains:
         c = _cap(d)
-        jobs = "\n".join(f"  JOB_{j} = '{d}.job_{j}'," for j in range(JOBS_PER_DOMAIN))
-        fallback = f"  FALLBACK_UPDATE = '{d}.fallback_update',"
+        jobs = "\n".join(f"  {d.upper()}_JOB_{j} = '{d}.job_{j}'," for j in range(JOBS_PER_DOMAIN))
+        fallback = f"  FALLBACK_UPDATE_{d.upper()} = '{d}.fallback_update',"
         _w(root, f"{base}/src/jobs/{d}/payloads.ts", f"export enum {c}JobType {{\n{jobs}\n{fallback}\n}}\n")
         _w(root, f"{base}/src/jobs/{d}/queue.ts",
            f"export enum {c}Queue {{\n  MAIN = '{d}-queue',\n  FALLBACK = 'fallback-{d}-queue',\n}}\n")
-        events = "\n".join(f"  EVENT_{e} = '{d}.event_{e}'," for e in range(EVENTS_PER_DOMAIN))
+        events = "\n".join(f"  {d.upper()}_EVENT_{e} = '{d}.event_{e}'," for e in range(EVENTS_PER_DOMAIN))
         _w(root, f"{base}/src/events/{d}/payloads.ts", f"export enum {c}EventMessagingType {{\n{events}\n}}\n")
-        ws = "\n".join(f"  EVENT_{e} = 'ws.{d}.event_{e}'," for e in range(2))
+        ws = "\n".join(f"  {d.upper()}_EVENT_{e} = 'ws.{d}.event_{e}'," for e in range(2))
         _w(root, f"{base}/src/websockets/{d}/types.ts", f"export enum {c}WebsocketMessagingType {{\n{ws}\n}}\n")
-        mapping = "\n".join(f"  [{c}EventMessagingType.EVENT_{e}]: {c}WebsocketMessagingType.EVENT_{e}," for e in range(2))
+        mapping = "\n".join(f"  [{c}EventMessagingType.{d.upper()}_EVENT_{e}]: {c}WebsocketMessagingType.{d.upper()}_EVENT_{e},"
+                           for e in range(2))
         _w(root, f"{base}/src/websockets/{d}/mapping.ts",
            f"import {{ {c}EventMessagingType }} from '../../events/{d}/payloads.js';\n"
            f"import {{ {c}WebsocketMessagingType }} from './types.js';\n\n"
@@ -140,13 +142,13 @@ import {{ BaseCommandController }} from './base.command.controller.js';
 
 export class {c}CommandController extends BaseCommandController {{
   async update(data: {{ id: string }}, userId: string) {{
-    return this.withFallback(JobMessagingType.FALLBACK_UPDATE, userId, data, async () => ({{ ok: true }}));
+    return this.withFallback(JobMessagingType.FALLBACK_UPDATE_{d.upper()}, userId, data, async () => ({{ ok: true }}));
   }}
 }}
 """)
-    calls = "\n".join(f"""    out.push(JobsOutboxEntity.createJob({{ type: {c}JobType.JOB_{j}, target: {c}Queue.MAIN, emitter: 'ms-{d}',
+    calls = "\n".join(f"""    out.push(JobsOutboxEntity.createJob({{ type: {c}JobType.{d.upper()}_JOB_{j}, target: {c}Queue.MAIN, emitter: 'ms-{d}',
       emitterId: id, payload: {{ id }} }}));""" for j in range(JOBS_PER_DOMAIN - 1))
-    events = "\n".join(f"""    out.push(EventQueueEntity.createEvent({{ type: {c}EventMessagingType.EVENT_{e}, emitter: 'ms-{d}',
+    events = "\n".join(f"""    out.push(EventQueueEntity.createEvent({{ type: {c}EventMessagingType.{d.upper()}_EVENT_{e}, emitter: 'ms-{d}',
       targetServices: [Streams.{d.upper()}_EVENTS], payload: {{ after: {{ id }} }} }}));""" for e in range(3))
     _w(root, f"{base}/src/{d}.producer.service.ts", f"""import {{ JobsOutboxEntity, EventQueueEntity }} from '@bench/database';
 import {{ {c}JobType, {c}Queue, {c}EventMessagingType }} from '@bench/messaging';
@@ -196,7 +198,7 @@ def worker(root: Path, d: str) -> int:
         _w(root, f"{base}/src/handlers/job-{j}.handler.ts", f"""import {{ {c}JobType }} from '@bench/messaging';
 
 export class Job{j}Handler {{
-  readonly jobType = {c}JobType.JOB_{j};
+  readonly jobType = {c}JobType.{d.upper()}_JOB_{j};
 
   async handle(job: {{ data: {{ payload: unknown }} }}) {{
     return {{ originalPayload: job.data.payload }};
@@ -222,6 +224,7 @@ export class {c}Worker extends BaseWorker<string> {{
 
 def post_processor(root: Path, d: str) -> int:
     c = _cap(d)
+    D = d.upper()
     base = f"post-processors-runner/post-processor-{d}"
     _w(root, f"{base}/package.json", json.dumps({"name": f"post-processor-{d}"}))
     _w(root, f"{base}/src/{d}.post-processor.ts", f"""import {{ BatchPostProcessor }} from '@bench/post-processors';
@@ -229,7 +232,7 @@ import {{ {c}EventMessagingType }} from '@bench/messaging';
 
 export class {c}EventPostProcessor extends BatchPostProcessor<string> {{
   protected override shouldProcess(eventType: string): boolean {{
-    return eventType === {c}EventMessagingType.EVENT_0 || eventType === {c}EventMessagingType.EVENT_1;
+    return eventType === {c}EventMessagingType.{D}_EVENT_0 || eventType === {c}EventMessagingType.{D}_EVENT_1;
   }}
 }}
 """)

@@ -38,11 +38,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.gen_workspace import generate  # noqa: E402
-from server.config import Conventions  # noqa: E402
-from tools.mesh_index.indexer import CHUNK, worker_count  # noqa: E402
-from tools.mesh_index.service import IndexService  # noqa: E402
-from tools.mesh_index.workspace import discover  # noqa: E402
+from bench.gen_workspace import generate
+from server.config import Conventions
+from tools.mesh_index.indexer import CHUNK, worker_count
+from tools.mesh_index.service import IndexService
+from tools.mesh_index.workspace import discover
 
 
 def _parse_chunk(root: str, items: list[tuple[str, str]]) -> int:
@@ -76,7 +76,7 @@ def timed(fn):
 
 def pct(values: list[float], q: float) -> float:
     values = sorted(values)
-    return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
+    return values[min(len(values) - 1, round(q * (len(values) - 1)))]
 
 
 def main() -> int:
