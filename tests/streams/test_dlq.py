@@ -179,3 +179,27 @@ async def test_missing_streams_and_bad_arguments(machine: Backend, settings_for:
             await list_dead_letters(conns, settings, cursor="c1.!!!")
     finally:
         await conns.aclose()
+
+
+async def test_pel_lookup_falls_back_to_one_by_one_when_the_range_is_full(
+    backend: Backend, settings_for: Callable[..., Settings]
+) -> None:
+    """With a sample of 1, pp-main's PEL between the page's ids holds more entries than the range
+    read may return: each message is then looked up alone, with the same answer."""
+    wide = settings_for(backend)
+    narrow = settings_for(backend, limits={"stream_sample": 1})
+    sc_mod.build_streams(backend.client, wide.conventions, age=False)
+    answers = []
+    for settings in (wide, narrow):
+        conns = Connections(settings)
+        try:
+            page = await list_dead_letters(conns, settings, stream=STREAM)
+        finally:
+            await conns.aclose()
+        answers.append([
+            (e.message_id, e.original.in_stream if e.original else None, e.bookkeeping,
+             [(h.group, h.consumer, h.deliveries) for h in (e.original.pending_in if e.original else [])])
+            for e in page.entries
+        ])
+    assert answers[0] == answers[1]  # idle times aside, which move between the two reads
+    assert [held for *_, held in answers[1]] == [[], [(MAIN, "pp-dead", 1)], []]

@@ -4,7 +4,9 @@ For each dead letter whose ``messageId`` is a stream id, and each consumer group
 source stream (``XINFO GROUPS``):
 
 - whether the original entry is still in the source stream (``XRANGE id id``) and in
-  which groups' PEL it sits (``XPENDING stream group id id 1``: owner, idle, deliveries);
+  which groups' PEL it sits (owner, idle, deliveries): one ``XPENDING`` per group over the
+  page's id range, bounded to ``max(stream_sample, ids) + 1`` entries; when the range holds
+  more, ``XPENDING stream group id id 1`` per message;
 - the retry bookkeeping ``retry_key`` (+ ``retry_attempt_suffix``,
   ``retry_last_error_suffix``) and the score in ``retry_queue_key``;
 - the idempotency lock ``idempotency_key`` and its TTL.
@@ -85,16 +87,19 @@ async def join_dead_letters(redis: Any, settings: Settings, letters: list[DeadLe
         groups = _value(replies[2 * i + 1]) if exists[source] else None
         groups_of[source] = [text(g["name"]) or "" for g in groups or []][: settings.limits.max_count]
 
+    # round 2: the originals, one PEL range per group, and the bookkeeping keys of every (letter, group)
+    located = [d for d in letters if exists[d.source_stream] and try_parse(d.message_id or "") is not None]
+    members = {(s, g): [d for d in letters if d.source_stream == s] for s in sources for g in groups_of[s]}
     pipe = redis.pipeline(transaction=False)
-    located = [(d, try_parse(d.message_id or "") is not None and exists[d.source_stream]) for d in letters]
-    for letter, is_id in located:
-        if is_id:
-            mid = letter.message_id or ""
-            pipe.xrange(letter.source_stream, mid, mid, count=1)
-            for group in groups_of[letter.source_stream]:
-                pipe.xpending_range(letter.source_stream, group, mid, mid, 1)
-    pairs = sorted({(d.source_stream, g) for d in letters for g in groups_of[d.source_stream]})
-    members = {pair: [d for d in letters if d.source_stream == pair[0]] for pair in pairs}
+    for letter in located:
+        pipe.xrange(letter.source_stream, letter.message_id, letter.message_id, count=1)
+    ranges: list[tuple[tuple[str, str], list[str], int]] = []
+    for (source, group), batch in members.items():
+        ids = sorted({d.message_id or "" for d in batch if d in located}, key=lambda m: try_parse(m))
+        if ids:
+            bound = max(settings.limits.stream_sample, len(ids)) + 1
+            pipe.xpending_range(source, group, ids[0], ids[-1], bound)
+            ranges.append(((source, group), ids, bound))
     for (_, group), batch in members.items():
         mids = [d.message_id or "" for d in batch]
         pipe.mget([retry_attempt_key(conv, group, m) for m in mids])
@@ -103,21 +108,20 @@ async def join_dead_letters(redis: Any, settings: Settings, letters: list[DeadLe
         pipe.exists(*[retry_key(conv, group, m) for m in mids])
     answers = iter(await pipe.execute(raise_on_error=False))
 
-    for letter, is_id in located:
-        original = OriginalState(source_exists=exists[letter.source_stream], in_stream=False,
-                                 groups_checked=groups_of[letter.source_stream])
-        if is_id:
-            original.in_stream = bool(_value(next(answers)))
-            for group in groups_of[letter.source_stream]:
-                rows = _value(next(answers)) or []
-                if rows:
-                    row = rows[0]
-                    original.pending_in.append(PendingHolder(
-                        group=group, consumer=text(row["consumer"]) or "",
-                        idle_ms=int(row["time_since_delivered"]), deliveries=int(row["times_delivered"])))
-        letter.original = original
+    in_stream = {id(d): bool(_value(next(answers))) for d in located}
+    holders: dict[tuple[str, str, str], PendingHolder] = {}
+    unresolved: list[tuple[str, str, str]] = []  # (source, group, message id) to ask one by one
+    for (source, group), ids, bound in ranges:
+        rows = _value(next(answers)) or []
+        if len(rows) >= bound:
+            unresolved.extend((source, group, m) for m in ids)
+            continue
+        wanted = set(ids)
+        for row in rows:
+            mid = text(row["message_id"]) or ""
+            if mid in wanted:
+                holders[(source, group, mid)] = _holder(group, row)
 
-    # per (letter, group): attempt, lock and retry-queue score; base keys are only counted per group
     pairs_found: list[_Pair] = []
     for (_, group), batch in members.items():
         attempts = _value(next(answers)) or [None] * len(batch)
@@ -127,7 +131,21 @@ async def join_dead_letters(redis: Any, settings: Settings, letters: list[DeadLe
         for letter, attempt, lock, score in zip(batch, attempts, locks, scores, strict=True):
             if any_base or attempt is not None or lock is not None or score is not None:
                 pairs_found.append(_Pair(letter, group, attempt, score))
-    await _bookkeeping(redis, settings, pairs_found)
+
+    await _round_three(redis, settings, pairs_found, unresolved, holders)
+    for letter in letters:
+        groups = groups_of[letter.source_stream]
+        letter.original = OriginalState(
+            source_exists=exists[letter.source_stream],
+            in_stream=in_stream.get(id(letter), False),
+            pending_in=[h for g in groups if (h := holders.get((letter.source_stream, g, letter.message_id or "")))],
+            groups_checked=groups,
+        )
+
+
+def _holder(group: str, row: dict[str, Any]) -> PendingHolder:
+    return PendingHolder(group=group, consumer=text(row["consumer"]) or "", idle_ms=int(row["time_since_delivered"]),
+                         deliveries=int(row["times_delivered"]))
 
 
 @dataclass
@@ -138,18 +156,31 @@ class _Pair:
     score: Any
 
 
-async def _bookkeeping(redis: Any, settings: Settings, pairs: list[_Pair]) -> None:
-    """Round 3: base key, last error (byte-capped) and lock TTL of the (letter, group) pairs with anything."""
-    if not pairs:
+async def _round_three(
+    redis: Any,
+    settings: Settings,
+    pairs: list[_Pair],
+    unresolved: list[tuple[str, str, str]],
+    holders: dict[tuple[str, str, str], PendingHolder],
+) -> None:
+    """PEL lookups one by one where a group's range was too full, and for the (letter, group)
+    pairs with anything: base key, last error (byte-capped) and lock TTL."""
+    if not pairs and not unresolved:
         return
     conv, max_bytes = settings.conventions, settings.limits.payload_max_bytes
     pipe = redis.pipeline(transaction=False)
+    for source, group, mid in unresolved:
+        pipe.xpending_range(source, group, mid, mid, 1)
     for pair in pairs:
         mid = pair.letter.message_id or ""
         pipe.exists(retry_key(conv, pair.group, mid))
         pipe.getrange(retry_last_error_key(conv, pair.group, mid), 0, max_bytes)
         pipe.pttl(idempotency_key(conv, pair.group, mid))
     answers = iter(await pipe.execute(raise_on_error=False))
+    for source, group, mid in unresolved:
+        rows = _value(next(answers)) or []
+        if rows:
+            holders[(source, group, mid)] = _holder(group, rows[0])
     for pair in pairs:
         base_exists, last_error, pttl = (_value(next(answers)) for _ in range(3))
         mid = pair.letter.message_id or ""
