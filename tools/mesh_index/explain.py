@@ -15,8 +15,8 @@ from tools.mesh_index.symbols import Decl, Namespace, Resolver
 MAX_RAW = 160
 
 
-def render(expr: Any) -> str:
-    """Source-like text of an expression."""
+def render(expr: Any, compact: bool = False) -> str:
+    """Source-like text of an expression (``compact``: call arguments shown as ``...``)."""
     if not expr:
         return ""
     tag = expr[0]
@@ -29,6 +29,8 @@ def render(expr: Any) -> str:
     if tag == "p":
         return expr[1]
     if tag == "c":
+        if compact:
+            return f"{render(expr[1], True)}(...)"
         return f"{render(expr[1])}({', '.join(render(a) for a in expr[2])})"
     if tag == "n":
         return f"new {render(expr[1])}(...)"

@@ -224,7 +224,7 @@ class Linker:
         target_expr = self.field(obj, self.sc.job_target_fields)
         queues = self.r.eval(target_expr, path) if target_expr is not None else []
         queue = ", ".join(sorted({q.value for q in queues}))
-        target_raw = render(target_expr) if target_expr is not None and not queues else ""
+        target_raw = render(target_expr, compact=True) if target_expr is not None and not queues else ""
         emitter = self.emitter(obj, path)
         if not vals:
             self.unresolved("job", path, line, symbol, "create_job", type_expr, queue=queue)
@@ -274,7 +274,7 @@ class Linker:
         for t in targets:
             self.use_decl(t.decl)
         streams = sorted({self.idx.stream_key(t.value) for t in targets})
-        stream_raw = render(targets_expr) if targets_expr is not None and not targets else ""
+        stream_raw = render(targets_expr, compact=True) if targets_expr is not None and not targets else ""
         emitter = self.emitter(obj, path)
         if not vals:
             self.unresolved("event", path, line, symbol, "create_event", type_expr, stream=", ".join(streams))
