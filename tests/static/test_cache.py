@@ -11,7 +11,7 @@ from tools.mesh_index.indexer import parse_files
 from tools.mesh_index.service import extract_config
 
 SERVICE_FILE = "ms-event/src/modules/event/event.service.ts"
-TOTAL = 62
+TOTAL = 66
 
 
 def _answer(svc, target: str = "GEOCODE_EVENT") -> dict:

@@ -18,7 +18,6 @@ EXPECTED_ORPHANS = {
     ("event", "job.outbox.success"): ["no producer"],
     ("event", "requirement.changed"): ["no consumer (no post-processor accepts it)"],
     ("event", "tag.changed"): ["no consumer (no post-processor accepts it)"],
-    ("event", "user.created"): ["no consumer (no post-processor accepts it)"],
     ("event", "user:job:outbox:failure"): ["no consumer (no post-processor accepts it)"],
     ("event", "user:job:outbox:success"): ["no consumer (no post-processor accepts it)"],
     ("queue", "archive-queue"): ["no worker listens", "no producer targets it"],
@@ -29,7 +28,6 @@ EXPECTED_ORPHANS = {
     ("stream", "stream:misc:unused"): ["no consumer group (no post-processor reads it)", "nothing writes to it"],
     ("stream", "stream:user:job:outbox:failure"): ["no consumer group (no post-processor reads it)"],
     ("stream", "stream:user:job:outbox:success"): ["no consumer group (no post-processor reads it)"],
-    ("stream", "stream:user:users"): ["no consumer group (no post-processor reads it)"],
 }
 
 

@@ -212,7 +212,7 @@ def test_unresolved_references_are_reported(shared_service):
 
 def test_index_info(shared_service):
     r = shared_service.analyze_impact("GEOCODE_EVENT")
-    assert r.index.files == 62
+    assert r.index.files == 66
     assert r.index.parse_errors == 1 and r.index.parse_error_files == ["ms-event/src/legacy/broken.ts"]
     assert r.index.stale_files == []
 
@@ -224,3 +224,13 @@ def test_invalid_arguments(shared_service, kwargs):
         shared_service.analyze_impact(**kwargs)
     with pytest.raises(InvalidArgument):
         shared_service.catalogue(kind="jobs")
+
+
+def test_stream_and_group_read_from_a_json_config(shared_service):
+    r = shared_service.analyze_impact("user.created")
+    assert where(r.consumers) == {
+        ("post_processor", "ws-service/src/post-processors/user-created.post-processor.ts:8", "user.created")}
+    pp = r.consumers[0]
+    assert (pp.detail["stream"], pp.detail["group"]) == ("stream:user:users", "ws-users")
+    assert "config" in pp.detail["binding"] and pp.confidence == "heuristic"
+    assert pp.detail["accepts"] == "user.created"  # SUPPORTED.has(type), a module-level Set

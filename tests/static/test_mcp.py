@@ -44,9 +44,9 @@ async def test_analyze_impact_structured_result_and_progress(settings):
             ("ws_event", "ws.event.fallback_create_event")]
         assert {c["kind"] for c in data["consumers"]} == {"handler", "worker", "post_processor"}
         assert max(f["depth"] for f in data["followups"]) == 2
-        assert data["index"]["files"] == 62
+        assert data["index"]["files"] == 66
         assert "FALLBACK_CREATE_EVENT: 3 match(es)" in result.content[0].text
-        assert progress and progress[-1] == (62.0, 62.0)
+        assert progress and progress[-1] == (66.0, 66.0)
 
         again = await client.call_tool("analyze_impact", {"target": "GEOCODE_EVENTS"})
         assert not again.is_error
@@ -94,5 +94,5 @@ async def test_analyze_impact_over_stdio(mesh_config, workspace: Path, tmp_path:
         assert {(p["kind"], p["file"], p["line"]) for p in data["producers"]} == {
             ("create_job", "ms-event/src/modules/event/event.service.ts", 14)}
         catalogue = await client.call_tool("list_catalogue", {"orphans_only": True})
-        assert catalogue.structured_content["orphans"] == 26
+        assert catalogue.structured_content["orphans"] == 24
     assert (tmp_path / "state" / "static-index.sqlite").is_file()

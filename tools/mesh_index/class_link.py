@@ -165,7 +165,8 @@ class ClassLinker:
                                   expr_path=raw_path,
                                   post_processor_class=name)
             self.idx.post_processors[(path, name)] = PostProcessorRec(
-                (path, name), site, streams, groups, accepts, patterns, mode == "all", mode == "unknown", how)
+                (path, name), site, streams, groups, accepts, patterns, mode == "all", mode == "unknown", how,
+                "config" in how)
 
     def accepted(self, ancestors: list) -> tuple[dict[str, str], list[tuple[str, str]], str]:
         accepts: dict[str, str] = {}
@@ -305,6 +306,8 @@ class ClassLinker:
                     if fname in fields:
                         vals = self.r.eval(fields[fname], bp) or self.from_config(fields[fname], bp)
                         out.extend(v.value for v in vals)
+                        if out is streams and any(v.heuristic for v in vals):
+                            how = how + " (stream from a config file)" if "config" not in how else how
                         if not vals and out is streams:
                             raw, raw_path = fields[fname], bp
         return sorted(set(streams)), sorted(set(groups)), how, (raw, raw_path)

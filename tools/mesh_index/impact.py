@@ -150,7 +150,7 @@ class ImpactEngine:
                 continue
             if routes and pp.streams and not routes & set(pp.streams):
                 continue
-            out.append((pp, conf if routes and pp.streams else "heuristic"))
+            out.append((pp, conf if routes and pp.streams and not pp.stream_heuristic else "heuristic"))
         return out
 
     def routes(self, key: Key) -> list[Route]:

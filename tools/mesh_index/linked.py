@@ -82,6 +82,7 @@ class PostProcessorRec:
     accept_all: bool = False
     filter_unknown: bool = False
     binding: str | None = None  # how stream/group were found
+    stream_heuristic: bool = False  # the stream name came from a config file or a guess
 
     def accepts_value(self, value: str) -> str | None:
         """``exact``/``heuristic`` when this post-processor's filter lets ``value`` through, else None."""

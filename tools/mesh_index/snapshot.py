@@ -27,7 +27,7 @@ from tools.mesh_index.linked import (
 )
 from tools.mesh_index.workspace import Discovery
 
-FORMAT = 1
+FORMAT = 2
 
 
 def config_mtimes(workspace: Path, found: Discovery) -> dict[str, int]:
@@ -86,7 +86,8 @@ def dump(idx: LinkedIndex, parse_error_files: list[str]) -> dict[str, Any]:
         "workers": [[*w.key, ref(w.site), w.queues, [list(h) for h in w.handlers], w.switch_jobs, w.queue_raw]
                     for w in idx.workers.values()],
         "post_processors": [[*p.key, ref(p.site), p.streams, p.groups, p.accepts, [list(x) for x in p.patterns],
-                             p.accept_all, p.filter_unknown, p.binding] for p in idx.post_processors.values()],
+                             p.accept_all, p.filter_unknown, p.binding, p.stream_heuristic]
+                            for p in idx.post_processors.values()],
         "mappings": [[m.name, ref(m.site), [[*f, *t, line, h] for f, t, line, h in m.entries]] for m in idx.mappings],
         "outcomes": [[ref(o.site), o.value, o.status, o.emitter, o.heuristic] for o in idx.outcomes],
         "unresolved": [[kind, [ref(s) for s in sites]] for kind, sites in idx.unresolved.items()],
@@ -127,10 +128,10 @@ def load(data: dict[str, Any]) -> tuple[LinkedIndex, list[str]]:
         idx.workers[rec.key] = rec
         for q in rec.queues:
             idx.workers_by_queue.setdefault(q, []).append(rec)
-    for path, name, at, streams, groups, accepts, patterns, all_, unknown, binding in data["post_processors"]:
+    for path, name, at, streams, groups, accepts, patterns, all_, unknown, binding, guessed in data["post_processors"]:
         idx.post_processors[(path, name)] = PostProcessorRec(
             (path, name), sites[at], list(streams), list(groups), dict(accepts), [tuple(p) for p in patterns],
-            all_, unknown, binding)
+            all_, unknown, binding, guessed)
     for name, at, entries in data["mappings"]:
         rec = MappingRec(name, sites[at], [((f0, f1), (t0, t1), line, h) for f0, f1, t0, t1, line, h in entries])
         idx.mappings.append(rec)

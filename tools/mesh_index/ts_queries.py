@@ -65,4 +65,9 @@ def queries(kind: str, cfg: ExtractConfig) -> dict[str, Query]:
 
 
 def captures(query: Query, node: Node) -> dict[str, list[Node]]:
-    return QueryCursor(query).captures(node)
+    """Captured nodes by name, each list in document order (facts must not depend on match order)."""
+    return {name: sorted(nodes, key=_start) for name, nodes in QueryCursor(query).captures(node).items()}
+
+
+def _start(node: Node) -> int:
+    return node.start_byte
