@@ -138,3 +138,48 @@ def test_unresolved_reasons_name_the_missing_member(tmp_path):
         "Other.X": "'Other' is imported from 'external-lib', which is not in the workspace",
         "Missing.X": "'Missing' is neither declared nor imported in this file",
     }
+
+
+def test_more_code_shapes(tmp_path):
+    """Handlers listed in a const array, options in a const object, nested `as const` objects, queue.add."""
+    write(tmp_path, "msg/package.json", '{"name": "@x/msg"}')
+    write(tmp_path, "msg/src/index.ts",
+          "export const Jobs = { billing: { CHARGE: 'billing.charge', REFUND: 'billing.refund' } } as const;\n"
+          "export enum BillingJobType { CHARGE = 'billing.charge', REFUND = 'billing.refund' }\n"
+          "export enum BillingQueue { MAIN = 'billing' }\nexport enum BillingEventType { PAID = 'billing.paid' }\n")
+    write(tmp_path, "pp/package.json", '{"name": "@x/pp"}')
+    write(tmp_path, "pp/src/index.ts", "export abstract class BatchPostProcessor {}\n")
+    write(tmp_path, "svc/src/producer.ts",
+          "import { Jobs } from '@x/msg';\nimport { JobsOutboxEntity } from '@x/db';\n"
+          "export const charge = () => JobsOutboxEntity.createJob({ type: Jobs.billing.CHARGE });\n")
+    write(tmp_path, "svc/src/direct.ts",
+          "import { BillingJobType } from '@x/msg';\n"
+          "export const refund = (queue: any) => queue.add(BillingJobType.REFUND, { id: 1 });\n")
+    write(tmp_path, "worker/src/handlers.ts",
+          "import { BillingJobType } from '@x/msg';\n"
+          "export class ChargeHandler { readonly jobType = BillingJobType.CHARGE; }\n"
+          "export class RefundHandler { readonly jobType = BillingJobType.REFUND; }\n"
+          "export const HANDLERS = [ChargeHandler, RefundHandler];\n")
+    write(tmp_path, "worker/src/billing.worker.ts",
+          "import { Processor } from '@nestjs/bullmq';\nimport { BillingQueue } from '@x/msg';\n"
+          "import { HANDLERS } from './handlers.js';\n"
+          "@Processor(BillingQueue.MAIN)\nexport class BillingWorker { handlers = HANDLERS; }\n")
+    write(tmp_path, "consumer/src/paid.ts",
+          "import { BatchPostProcessor } from '@x/pp';\nimport { BillingEventType } from '@x/msg';\n"
+          "export class PaidPostProcessor extends BatchPostProcessor {\n"
+          "  shouldProcess(t: string) { return t === BillingEventType.PAID; }\n}\n")
+    write(tmp_path, "consumer/src/main.ts",
+          "import { PaidPostProcessor } from './paid.js';\n"
+          "const OPTIONS = { streamName: 'stream:billing', groupName: 'paid' };\n"
+          "export const start = (redis: any) => new PaidPostProcessor(redis, OPTIONS);\n")
+    svc = IndexService(tmp_path, Conventions(), use_cache=False)
+    charge = svc.analyze_impact("billing.charge")
+    assert {(p.kind, p.file) for p in charge.producers} == {("create_job", "svc/src/producer.ts")}
+    assert {(c.kind, c.symbol) for c in charge.consumers} == {("handler", "ChargeHandler"), ("worker", "BillingWorker")}
+    refund = svc.analyze_impact("BillingJobType.REFUND")
+    assert [(p.kind, p.confidence) for p in refund.producers] == [("direct_queue", "heuristic")]
+    assert {c.symbol for c in refund.consumers} == {"RefundHandler", "BillingWorker"}
+    paid = svc.analyze_impact("billing.paid")
+    assert [(c.symbol, c.detail["stream"], c.detail["group"]) for c in paid.consumers] == [
+        ("PaidPostProcessor", "stream:billing", "paid")]
+    assert paid.consumers[0].detail["binding"] == "new PaidPostProcessor(..., OPTIONS)"

@@ -121,6 +121,12 @@ class ClassLinker:
                 decl = self.r.symbol(path, ident)
                 if isinstance(decl, Decl) and (decl.path, decl.name) in self.idx.handlers:
                     handlers.append((decl.path, decl.name))
+                elif isinstance(decl, Decl) and decl.kind == "const":  # const HANDLERS = [AHandler, BHandler]
+                    expr = self.r.decl_info(decl)[1]
+                    for item in expr[1] if expr[0] == "a" else ():
+                        target = self.r.resolve_decl(item, decl.path) if item and item[0] == "r" else None
+                        if isinstance(target, Decl) and (target.path, target.name) in self.idx.handlers:
+                            handlers.append((target.path, target.name))
             switch_jobs = []
             for expr, _line in info.get("cases", ()):
                 for v in self.r.eval(expr, path):
@@ -237,6 +243,8 @@ class ClassLinker:
         json_by_pkg: dict[str, list] = {}
         providers_by_class: dict[tuple[str, str], list] = {}
         providers_by_new: dict[str, list] = {}
+        by_const: dict[tuple[str, str], dict[str, Any]] = {}
+        constructions: dict[str, list] = {}
         for path in self.l.relevant:
             f = self.l.facts[path]
             for b in f.get("bindings", ()):
@@ -246,6 +254,10 @@ class ClassLinker:
                     by_super.setdefault((path, b["super_of"]), []).append((path, b))
                 elif "provide" in b:
                     by_token.setdefault(self.token_key(b["provide"], path), []).append((path, b))
+                elif "const" in b:
+                    by_const[(path, b["const"])] = b
+            for name, idents, _line in f.get("news", ()):
+                constructions.setdefault(name, []).append((path, idents))
             if "json" in f:
                 pkg = self.l.layout.package_dir_of(path)
                 json_by_pkg.setdefault(pkg, []).extend((path, k, v) for k, v in f["json"])
@@ -261,7 +273,8 @@ class ClassLinker:
                     else:
                         providers_by_new.setdefault(name, []).append((path, inject))
         return {"new": by_new, "super": by_super, "token": by_token, "json": json_by_pkg,
-                "providers_class": providers_by_class, "providers_new": providers_by_new}
+                "providers_class": providers_by_class, "providers_new": providers_by_new, "const": by_const,
+                "news": constructions}
 
     def token_key(self, expr: Any, path: str) -> Any:
         vals = self.r.eval(expr, path)
@@ -292,6 +305,15 @@ class ClassLinker:
             decl = self.r.symbol(bp, name)
             if decl is None or (isinstance(decl, Decl) and (decl.path, decl.name) == (path, name)):
                 found.append((b["fields"], bp, f"new {name}(...) options"))
+        for np, idents in idx["news"].get(name, ()):  # new X(redis, OPTIONS) with a const options object
+            decl = self.r.symbol(np, name)
+            if decl is not None and not (isinstance(decl, Decl) and (decl.path, decl.name) == (path, name)):
+                continue
+            for ident in idents:
+                opts = self.r.symbol(np, ident)
+                if isinstance(opts, Decl) and (opts.path, opts.name) in idx["const"]:
+                    fields = idx["const"][(opts.path, opts.name)]["fields"]
+                    found.append((fields, opts.path, f"new {name}(..., {ident})"))
         wired = idx["providers_class"].get((path, name), []) + idx["providers_new"].get(name, [])
         for pp_path, inject in wired:
             for tok in inject:

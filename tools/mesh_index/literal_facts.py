@@ -14,7 +14,9 @@ from tools.mesh_index.expressions import enclosing_symbol, line_of, object_entri
 from tools.mesh_index.sql_sites import sql_facts
 from tools.mesh_index.ts_queries import ExtractConfig, captures
 
-FACTS_VERSION = 6
+FACTS_VERSION = 7
+BUILTINS = frozenset({"Date", "Map", "Set", "Error", "Promise", "URL", "RegExp", "Array", "Proxy", "WeakMap",
+                      "Intl", "Logger"})
 
 
 def json_facts(source: bytes, cfg: ExtractConfig) -> dict[str, Any]:
@@ -78,7 +80,20 @@ class LiteralFacts:
                 owner = _binding_owner(obj)
                 if owner is not None:
                     binding.update(owner)
+                elif obj.parent is not None and obj.parent.type == "variable_declarator":
+                    binding["const"] = text(obj.parent.child_by_field_name("name"))
                 self.add("bindings", binding)
+
+    def news(self, root: Node) -> None:
+        """``new X(a, OPTIONS)``: constructions passing a named value after the first argument."""
+        for node in captures(self.q["news"], root).get("n", []):
+            name = text(node.child_by_field_name("constructor"))
+            args = node.child_by_field_name("arguments")
+            if not name[:1].isupper() or name in BUILTINS or args is None or args.named_child_count < 2:
+                continue
+            idents = [text(a) for a in args.named_children[1:] if a.type == "identifier"]
+            if idents:
+                self.add("news", [name, idents, line_of(node)])
 
     def sql_strings(self, root: Node) -> None:
         tokens = tuple(t.lower() for t in self.cfg.sql_tokens)

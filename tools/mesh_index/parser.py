@@ -66,6 +66,8 @@ class _FileExtractor(ClassFacts, LiteralFacts):
         keys = self.cfg.stream_fields + self.cfg.group_fields + ("provide",)
         if any(k.encode() in self.src for k in keys):
             self.objects(root)
+        if b"new " in self.src:
+            self.news(root)
         if any(tok.encode() in self.src.lower() for tok in self.cfg.sql_tokens):
             self.sql_strings(root)
 

@@ -23,7 +23,7 @@ from tools.mesh_index.symbols import Decl, Resolver, Val
 from tools.mesh_index.workspace import Layout, is_test_path
 
 KINDS = ("job", "event", "ws_event", "queue", "stream")
-RELEVANT_KEYS = frozenset({"calls", "enums", "objects", "sql", "sql_strings", "bindings", "providers", "json",
+RELEVANT_KEYS = frozenset({"calls", "enums", "objects", "sql", "sql_strings", "bindings", "providers", "json", "news",
                            "json_bindings", "roles"})
 """Files with none of these facts only matter as import/export hops, reached through the resolver."""
 

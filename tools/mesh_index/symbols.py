@@ -231,8 +231,19 @@ class Resolver:
                 member = self.members(cur).get(rest[0])
                 if member is not None:
                     out = [member]
+            elif cur.kind == "object":  # nested literal: Jobs.user.CREATED
+                out = self._nested(self.decl_info(cur)[1], rest, cur.path)
         self._refs[key] = out
         return out
+
+    def _nested(self, entries: list[Any], rest: list[str], path: str) -> list[Val]:
+        for entry in reversed(entries):
+            if entry[0] == "k" and entry[1] == rest[0]:
+                value = entry[2]
+                if len(rest) == 1:
+                    return self.eval(value, path)
+                return self._nested(value[1], rest[1:], path) if value[0] == "o" else []
+        return []
 
     def eval(self, expr: Expr, path: str, bind: Binding | None = None, depth: int = 0) -> list[Val]:
         """Possible string values of ``expr`` evaluated in file ``path`` (empty when unknown)."""

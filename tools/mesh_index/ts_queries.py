@@ -50,6 +50,7 @@ def queries(kind: str, cfg: ExtractConfig) -> dict[str, Query]:
         "pairs": f"""(pair key: [(property_identifier) (string (string_fragment))] @k
                      (#any-of? @k {quote_names(keys)})) @pair""",
         "strings": "[(string) (template_string)] @s",
+        "news": "(new_expression constructor: (identifier) @c arguments: (arguments)) @n",
         "refs": "[(identifier) (type_identifier)] @id",
         "cases": "(switch_case value: (_) @v)",
         "members": "(member_expression) @m",
