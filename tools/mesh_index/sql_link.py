@@ -147,25 +147,56 @@ def link_sql(linker: Linker) -> None:
             _produce_sql(linker, path, line, tname, "sql_trigger", ins.get("type"), args,
                          ins.get("target_services"), emitters, detail, False)
     audit = conv.audit_trigger.lower()
-    finals = {(order[1], line, name): inserts for (_repo, name), (order, line, inserts) in defs.by_repo.items()}
+    audits = {name for (_repo, name) in defs.by_repo
+              if name == audit or conv.tables.job_audit in attached.get(name, [])}
+    finals = {(order[1], line, name): inserts for (_repo, name), (order, line, inserts) in defs.by_repo.items()
+              if name not in audits}
     for (path, _line, name), inserts in sorted(finals.items()):
-        is_audit = name == audit or conv.tables.job_audit in attached.get(name, [])
-        for ins in inserts:
-            if _uses_argv(ins.get("type")):
-                continue
-            kind = "sql_trigger" if name in attached else "sql_insert"
-            detail = {"function": name, "status": ins.get("status", ""), "table": ",".join(attached.get(name, []))}
-            sites = _produce_sql(linker, path, ins["line"], name, kind, ins.get("type"), [],
-                                 ins.get("target_services"), emitters, detail, False)
-            if is_audit:
-                for site, heuristic, emitter in sites:
-                    outcome = OutcomeRec(site, site.value or "", ins.get("status"), emitter, heuristic)
-                    linker.idx.outcomes.append(outcome)
+        _function_inserts(linker, path, name, inserts, attached, emitters, outcome=False)
+    for name in sorted(audits):
+        _audit_outcomes(linker, defs, name, attached, emitters)
     for path, line, ins, symbol in plain:
         _produce_sql(linker, path, line, symbol, "sql_insert", ins.get("type"), [], ins.get("target_services"),
                      emitters, {}, False)
     if not linker.idx.outcomes:
         _outcomes_from_conventions(linker, emitters)
+
+
+def _function_inserts(linker: Linker, path: str, name: str, inserts: list[dict[str, Any]],
+                      attached: dict[str, list[str]], emitters: list[str], outcome: bool) -> None:
+    """Sites of the inserts of a function that do not depend on trigger arguments."""
+    for ins in inserts:
+        if _uses_argv(ins.get("type")):
+            continue
+        kind = "sql_trigger" if name in attached else "sql_insert"
+        detail = {"function": name, "status": ins.get("status", ""), "table": ",".join(attached.get(name, []))}
+        sites = _produce_sql(linker, path, ins["line"], name, kind, ins.get("type"), [],
+                             ins.get("target_services"), emitters, detail, False)
+        if outcome:
+            for site, heuristic, emitter in sites:
+                linker.idx.outcomes.append(OutcomeRec(site, site.value or "", ins.get("status"), emitter, heuristic))
+
+
+def _audit_outcomes(linker: Linker, defs: _Definitions, name: str, attached: dict[str, list[str]],
+                    emitters: list[str]) -> None:
+    """Outcome events of the audit trigger: for each emitter, the last definition in its own repository
+    (where its jobs are written), else the workspace's last definition."""
+    repos_of: dict[str, set[str]] = {}
+    for key, sites in linker.idx.producers.items():
+        if key[0] == "job":
+            for s in sites:
+                if s.detail.get("emitter") and not s.test_only:
+                    repos_of.setdefault(s.detail["emitter"], set()).add(s.repo)
+    done: set[tuple[str, int, str]] = set()
+    for emitter in emitters or [""]:
+        own = {r for (r, n) in defs.by_repo if n == name and r.split("/")[-1] == emitter}
+        repos = repos_of.get(emitter, set()) | own
+        chosen = [defs.by_repo[(r, name)] for r in sorted(repos) if (r, name) in defs.by_repo] or [defs.latest[name]]
+        for (_order, path), _line, inserts in chosen:
+            key = (path, _line, emitter)
+            if key not in done:
+                done.add(key)
+                _function_inserts(linker, path, name, inserts, attached, [emitter] if emitter else [], outcome=True)
 
 
 def _outcomes_from_conventions(linker: Linker, emitters: list[str]) -> None:
@@ -214,11 +245,11 @@ def _produce_sql(linker: Linker, path: str, line: int, symbol: str | None, kind:
         return []
     targets = evaluate_list(targets_expr, argv, emitters)
     out = []
-    seen = set()
+    seen = linker.sql_seen
     for value, heuristic, emitter in values:
-        if (value, emitter) in seen:
+        if (path, line, value, emitter) in seen:
             continue
-        seen.add((value, emitter))
+        seen.add((path, line, value, emitter))
         streams = sorted({linker.idx.stream_key(t) for t, _h, em in targets if em is None or em == emitter})
         conf = "heuristic" if heuristic or force_heuristic else "exact"
         trigger_emitter = evaluate(argv[1], [], []) if len(argv) > 1 else []
