@@ -13,7 +13,7 @@ Seeds one Redis logical database (it must be empty; it is flushed at the end unl
   up to ``--keys`` keys in the database (default 100,000).
 
 It then times the library calls the MCP tools run (the same code, without the
-transport), with the dead-consumer and lag thresholds lowered to 10 s and the claim
+transport), with the dead-consumer and lag thresholds lowered to 1 s and the claim
 interval to 1 s so that every anomaly rule fires and follows its longest path, and the
 redis-cli commands a person would type for the same answer (one process per command,
 as typed). Goals: inspect_stream p95 < 100 ms, a list_pending page
@@ -271,10 +271,10 @@ def main() -> int:
     db = claim_db(base, args.db)
     url = f"{base}/{db}"
     client = redis.Redis.from_url(url)
-    # thresholds of seconds, not minutes, so that every rule fires on the freshly seeded data (the worst case)
+    # thresholds of 1 s, not minutes, so that every rule fires on the freshly seeded data (the worst case)
     settings = load_settings(environ={}, overrides={
         "redis": {"url": url},
-        "limits": {"dead_consumer_idle_ms": 10_000, "lag_max_age_ms": 10_000},
+        "limits": {"dead_consumer_idle_ms": 1000, "lag_max_age_ms": 1000},
         "conventions": {"claim_interval_ms": 1000},
     })
     try:
