@@ -183,3 +183,30 @@ def test_more_code_shapes(tmp_path):
     assert [(c.symbol, c.detail["stream"], c.detail["group"]) for c in paid.consumers] == [
         ("PaidPostProcessor", "stream:billing", "paid")]
     assert paid.consumers[0].detail["binding"] == "new PaidPostProcessor(..., OPTIONS)"
+
+
+def test_other_apis_with_the_same_method_names_are_not_producers(tmp_path):
+    """A gRPC client's createEvent({ type }) of a domain "event", a UI withFallback: not messaging calls."""
+    write(tmp_path, "msg/package.json", '{"name": "@x/msg"}')
+    write(tmp_path, "msg/src/index.ts",
+          "export enum BillingEventType { PAID = 'billing.paid' }\nexport enum BillingJobType { CHARGE = 'c' }\n")
+    write(tmp_path, "contracts/src/index.ts", "export enum EventKind { CLEANUP = 'cleanup' }\n")
+    write(tmp_path, "gateway/src/events.controller.ts",
+          "import { EventKind } from '../../contracts/src/index.js';\nimport { BillingEventType } from '@x/msg';\n"
+          "export class C {\n  a() { return this.client.createEvent({ title: 't', type: EventKind.CLEANUP }); }\n"
+          "  b() { return this.client.createEvent({ type: BillingEventType.PAID }); }\n"
+          "  c() { return this.withFallback(() => 1, 2); }\n  d() { return this.withFallback(value, 2); }\n}\n")
+    svc = IndexService(tmp_path, Conventions(), use_cache=False)
+    assert svc.analyze_impact("cleanup").matches == []
+    assert [p.symbol for p in svc.analyze_impact("billing.paid").producers] == ["C.b"]
+    assert svc.linked().unresolved == {}
+
+
+def test_a_package_name_declared_twice_resolves_to_the_real_package(tmp_path):
+    for root, value in (("npm-packages/packages/msg", "real.job"), ("tools/fixtures/msg", "copy.job")):
+        write(tmp_path, f"{root}/package.json", '{"name": "@x/msg"}')
+        write(tmp_path, f"{root}/src/index.ts", f"export enum PayJobType {{ PAY = '{value}' }}\n")
+    write(tmp_path, "svc/src/a.ts", "import { PayJobType } from '@x/msg';\nimport { JobsOutboxEntity } from '@x/db';\n"
+          "export const a = () => JobsOutboxEntity.createJob({ type: PayJobType.PAY });\n")
+    svc = IndexService(tmp_path, Conventions(), use_cache=False)
+    assert [p.file for p in svc.analyze_impact("real.job").producers] == ["svc/src/a.ts"]

@@ -222,6 +222,11 @@ class Linker:
         vals = self.r.eval(type_expr, path) if type_expr is not None else []
         if not vals and targs:
             vals = self.r.eval(targs[0], path)
+        entity = self._is_entity_call(receiver)
+        if not entity:  # another API named createJob: only a declared job type makes it a producer
+            vals = [v for v in vals if self.kind_of(v, None) == "job"]
+            if not vals:
+                return
         target_expr = self.field(obj, self.sc.job_target_fields)
         queues = self.r.eval(target_expr, path) if target_expr is not None else []
         queue = ", ".join(sorted({q.value for q in queues}))
@@ -242,15 +247,17 @@ class Linker:
     def fallback(self, path: str, args: list[Any], line: int, symbol: str | None, classes: ClassLinker) -> None:
         if not args:
             return
-        vals = self.r.eval(args[0], path)
+        if args[0][0] not in ("r", "s", "p", "x", "c"):
+            return  # withFallback(() => ..., ...) of some other library
+        vals = [v for v in self.r.eval(args[0], path) if self.kind_of(v, None) == "job"]
         cls = (symbol or "").split(".")[0]
         wrapper, how = classes.fallback_wrapper(path, cls)
         queue = wrapper.detail.get("queue", "") if wrapper is not None else ""
         detail = {"queue": queue, "emitter": wrapper.detail.get("emitter", "") if wrapper else "",
                   "wrapper": f"{wrapper.file}:{wrapper.line}" if wrapper else "", "wrapper_found": how}
         if not vals:
-            if args[0][0] == "p":
-                return  # forwarding wrapper of the helper (its callers are seen)
+            if args[0][0] == "p" or (args[0][0] == "r" and len(args[0][1]) < 2):
+                return  # forwarding wrapper of the helper (its callers are seen), or not a job type
             self.unresolved("job", path, line, symbol, "fallback", args[0], **detail)
             return
         for v in vals:
@@ -270,6 +277,10 @@ class Linker:
         vals = self.r.eval(type_expr, path) if type_expr is not None else []
         if not vals and targs:
             vals = self.r.eval(targs[0], path)
+        if not self._is_entity_call(receiver):  # e.g. a gRPC client's createEvent(...) of a domain "event"
+            vals = [v for v in vals if self.kind_of(v, None) in ("event", "ws_event")]
+            if not vals:
+                return
         targets_expr = self.field(obj, self.sc.target_services_fields)
         targets = self.r.eval_list(targets_expr, path) if targets_expr is not None else []
         for t in targets:

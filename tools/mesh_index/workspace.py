@@ -155,6 +155,16 @@ def migration_order(rel: str) -> int:
     return int(digits) if len(digits) >= 8 else 0
 
 
+_COPY_MARKERS = ("/test/", "/tests/", "/__tests__/", "/fixtures/", "/fixture/", "/examples/", "/example/",
+                 "/samples/", "/sample/", "/vendor/", "/tmp/")
+
+
+def _package_preference(pkg: Package) -> tuple[int, int, str]:
+    """Packages in test/fixture/example folders last, then the shallowest, then by path."""
+    probe = "/" + pkg.dir + "/"
+    return (1 if any(m in probe for m in _COPY_MARKERS) else 0, pkg.dir.count("/"), pkg.dir)
+
+
 class Layout:
     """Repositories, packages and module resolution over the discovered file set."""
 
@@ -164,7 +174,7 @@ class Layout:
         self.tsconfigs = sorted(tsconfigs, key=lambda t: len(t.dir), reverse=True)
         self.files = set(files)
         self.packages: dict[str, Package] = {}
-        for pkg in packages:
+        for pkg in sorted(packages, key=_package_preference):  # a name declared twice: the real one wins
             self.packages.setdefault(pkg.name, pkg)
         self.package_dirs = sorted((p.dir for p in self.packages.values()), key=len, reverse=True)
         self.git_roots = sorted((r for r in git_roots if r), key=len, reverse=True)
