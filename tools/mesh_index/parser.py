@@ -14,6 +14,7 @@ Python walk of every node, to stay within a small factor of the parse time.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from tree_sitter import Node
@@ -33,6 +34,25 @@ from tools.mesh_index.sql_sites import sql_facts
 from tools.mesh_index.ts_queries import ExtractConfig, captures, parser, queries
 
 __all__ = ["FACTS_VERSION", "ExtractConfig", "extract"]
+
+NEW_CALL = re.compile(rb"new\s+[A-Z]\w*\s*\(")
+NAMED = re.compile(rb"\s*[A-Za-z_$][\w$]*\s*[,)]")
+
+
+def has_new_with_named_arg(src: bytes) -> bool:
+    """Pre-filter of :meth:`LiteralFacts.news`: ``new X(a, NAME)`` somewhere in the file."""
+    for m in NEW_CALL.finditer(src):
+        depth, i, end = 1, m.end(), min(len(src), m.end() + 400)
+        while i < end and depth:
+            ch = src[i]
+            if ch in b"([{":
+                depth += 1
+            elif ch in b")]}":
+                depth -= 1
+            elif ch == 44 and depth == 1 and NAMED.match(src, i + 1):  # a top-level ", NAME"
+                return True
+            i += 1
+    return False
 
 
 def extract(source: bytes, kind: str, cfg: ExtractConfig) -> dict[str, Any]:
@@ -66,7 +86,7 @@ class _FileExtractor(ClassFacts, LiteralFacts):
         keys = self.cfg.stream_fields + self.cfg.group_fields + ("provide",)
         if any(k.encode() in self.src for k in keys):
             self.objects(root)
-        if b"new " in self.src:
+        if b"new " in self.src and has_new_with_named_arg(self.src):
             self.news(root)
         if any(tok.encode() in self.src.lower() for tok in self.cfg.sql_tokens):
             self.sql_strings(root)
