@@ -210,3 +210,14 @@ def test_a_package_name_declared_twice_resolves_to_the_real_package(tmp_path):
           "export const a = () => JobsOutboxEntity.createJob({ type: PayJobType.PAY });\n")
     svc = IndexService(tmp_path, Conventions(), use_cache=False)
     assert [p.file for p in svc.analyze_impact("real.job").producers] == ["svc/src/a.ts"]
+
+
+def test_values_only_tests_mention_stay_out_of_the_catalogue(tmp_path):
+    write(tmp_path, "msg/package.json", '{"name": "@x/msg"}')
+    write(tmp_path, "msg/src/index.ts", "export enum PayJobType { PAY = 'pay.job' }\n")
+    write(tmp_path, "svc/src/pay.spec.ts", "import { JobsOutboxEntity } from '@x/db';\n"
+          "it('x', () => JobsOutboxEntity.createJob({ type: 'spec.only.job', target: 'spec-queue' }));\n")
+    svc = IndexService(tmp_path, Conventions(), use_cache=False)
+    assert {(e.kind, e.value) for e in svc.catalogue().entries} == {("job", "pay.job")}
+    r = svc.analyze_impact("spec.only.job", include_tests=True)  # still answered when asked
+    assert [p.test_only for p in r.producers] == [True]

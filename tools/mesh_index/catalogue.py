@@ -70,6 +70,8 @@ def build_catalogue(engine: ImpactEngine, info: IndexInfo, kind: str | None = No
         test_prod = len(sites) - prod
         cons = sum(1 for c in engine.consumers(key)
                    if not c.test_only and (key[0] != "job" or c.kind != "worker" or c.detail.get("route") == "switch"))
+        if declared is None and prod == 0 and cons == 0:
+            continue  # a value only test code mentions (a spec's own job type): not part of the system
         reasons = _reasons(engine, key, prod, test_prod, cons)
         if orphans_only and not reasons:
             continue
