@@ -133,7 +133,7 @@ class Linker:
             if info is None:
                 where = self.site(val.path or path, val.line, val.qual.split(".")[0] if val.qual else name,
                                   "declaration", value=val.value)
-                info = self.idx.declared[key] = TypeInfo(kind, val.value, val.qual or alias, where)
+                info = self.idx.declared[key] = TypeInfo(kind, key[1], val.qual or alias, where)
             if alias != info.name and alias not in info.aliases:
                 info.aliases.append(alias)
             self.idx.by_qual.setdefault(alias, key)
