@@ -89,3 +89,20 @@ def test_other_tables_and_plain_inserts():
     assert len(facts) == 1 and facts[0][0] == "ins"
     assert evaluate(facts[0][2]["type"], [], []) == [("e.plain", False, None)]
     assert sql_facts(text, 1, None, table="other") == []
+
+
+def test_trigger_of_a_function_defined_outside_the_workspace(tmp_path):
+    from server.config import Conventions
+    from tools.mesh_index.service import IndexService
+
+    (tmp_path / "ms-post/src").mkdir(parents=True)
+    (tmp_path / "ms-post/src/post.trigger.sql").write_text(
+        "CREATE TRIGGER posts_trg AFTER INSERT ON posts\n"
+        "FOR EACH ROW EXECUTE FUNCTION create_post_event_queue_record('post.changed', 'ms-post');\n"
+        "CREATE TRIGGER audit_trg AFTER INSERT ON posts FOR EACH ROW EXECUTE FUNCTION log_changes('x');\n")
+    svc = IndexService(tmp_path, Conventions(), use_cache=False)
+    r = svc.analyze_impact("post.changed")
+    assert [(p.kind, p.line, p.confidence, p.detail["emitter"]) for p in r.producers] == [
+        ("sql_trigger", 1, "heuristic", "ms-post")]
+    assert "function body not found" in r.producers[0].detail["reason"]
+    assert svc.analyze_impact("x").matches == []
