@@ -136,7 +136,7 @@ def link_sql(linker: Linker) -> None:
         if definition is None:
             # create_event_queue_record, or a domain variant (create_post_event_queue_record) defined elsewhere
             if (fn in linker.sc.sql_event_functions or table in fn) and args:
-                _produce_sql(linker, path, line, tname, "sql_trigger", args[0], [], None, emitters,
+                _produce_sql(linker, path, line, tname, "sql_trigger", ["argv", 0], args, None, emitters,
                              {"function": fn, "table": ttable, "trigger": tname,
                               "reason": "function body not found; type taken from its first argument"}, True)
             continue
