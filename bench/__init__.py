@@ -1,0 +1,1 @@
+"""Benchmarks of mesh-mcp: speed goals are measured here, never in timed tests."""
