@@ -1,5 +1,5 @@
 """The queue tests share the stream tests' Redis fixtures (Redis 7 and 6.2, scratch databases)."""
 
-from tests.streams.conftest import backend, claimed_redis_url, machine, redis62, settings_for
+from tests.streams.conftest import backend, machine, redis62, settings_for
 
-__all__ = ["backend", "claimed_redis_url", "machine", "redis62", "settings_for"]
+__all__ = ["backend", "machine", "redis62", "settings_for"]
