@@ -221,3 +221,23 @@ def test_values_only_tests_mention_stay_out_of_the_catalogue(tmp_path):
     assert {(e.kind, e.value) for e in svc.catalogue().entries} == {("job", "pay.job")}
     r = svc.analyze_impact("spec.only.job", include_tests=True)  # still answered when asked
     assert [p.test_only for p in r.producers] == [True]
+
+
+def test_post_processor_extending_an_aliased_external_base(tmp_path):
+    write(tmp_path, "msg/package.json", '{"name": "@x/msg"}')
+    write(tmp_path, "msg/src/index.ts", "export enum PayEventType { PAID = 'pay.paid' }\n")
+    write(tmp_path, "pp/src/paid.ts",
+          "import { BatchPostProcessor as Batch } from '@external/post-processors';\n"
+          "import * as pp from '@external/post-processors';\nimport { PayEventType } from '@x/msg';\n"
+          "export class Paid extends Batch {\n"
+          "  readonly stream = 'stream:pay';\n  readonly eventTypes = [PayEventType.PAID];\n}\n"
+          "export class Paid2 extends pp.SinglePostProcessor { readonly stream = 'stream:pay'; }\n")
+    write(tmp_path, "svc/src/pay.ts",
+          "import { PayEventType } from '@x/msg';\nimport { EventQueueEntity } from '@x/db';\n"
+          "export const e = () =>\n"
+          "  EventQueueEntity.createEvent({ type: PayEventType.PAID, targetServices: ['pay'] });\n")
+    svc = IndexService(tmp_path, Conventions(), use_cache=False)
+    consumers = svc.analyze_impact("pay.paid").consumers
+    # a post-processor without a filter consumes what is routed to its stream (heuristic)
+    assert {(c.symbol, c.detail["filter"], c.confidence) for c in consumers} == {
+        ("Paid", "types", "exact"), ("Paid2", "all", "heuristic")}

@@ -364,7 +364,10 @@ class Resolver:
             decl = self.resolve_decl(["r", base.split(".")], cur_path)
             if isinstance(decl, Decl) and decl.kind == "class":
                 cur_path, cur_name = decl.path, decl.name
-            else:
-                out.append((None, base.split(".")[-1], None))
+            else:  # outside the workspace: its exported name (`import { Batch as B }` extends B -> Batch)
+                imported = self._import_table(cur_path).get(base.split(".")[0])
+                external = imported[0] if imported and imported[0] not in ("*", "default") and "." not in base \
+                    else base.split(".")[-1]
+                out.append((None, external, None))
                 break
         return out
