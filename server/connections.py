@@ -185,8 +185,13 @@ class Connections:
         try:
             yield
         except redis_errors.AuthenticationError as exc:
+            text = _first_line(exc)
+            if "HELLO must be called" in text or "NOAUTH" in text or "Authentication required" in text:
+                reason = "a password is required and [redis] url has none"
+            else:
+                reason = f"authentication failed ({text})"
             raise ServiceUnavailable(
-                self.redis_label(), f"authentication failed ({_first_line(exc)}): put the password in [redis] url"
+                self.redis_label(), f"{reason}: put the password in [redis] url (redis://:PASSWORD@host:port/db)"
             ) from None
         except redis_errors.ResponseError as exc:
             text = _first_line(exc)

@@ -54,7 +54,7 @@ async def test_password_needed_but_not_configured(
         for name, args in EVERY_TOOL:
             result = await client.call_tool(name, args)
             assert result.is_error, name
-            assert "password" in result.content[0].text and "[redis] url" in result.content[0].text, name
+            assert "a password is required" in result.content[0].text and "[redis] url" in result.content[0].text, name
 
 
 async def test_wrong_password_and_right_password(
