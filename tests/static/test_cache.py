@@ -157,6 +157,7 @@ def test_warm_process_loads_the_linked_snapshot(workspace, make_service, monkeyp
     info = warm.refresh()
     assert (info.files, info.reparsed, info.parse_errors) == (TOTAL, 0, 1)
     assert info.parse_error_files == ["ms-event/src/legacy/broken.ts"]
+    assert warm.refresh().reparsed == 0  # the next refreshes (the MCP server's) neither load facts nor relink
     assert _answer(warm, "FALLBACK_CREATE_EVENT") == expected
     assert warm.catalogue().model_dump(exclude={"index"}) == expected_catalogue
     assert warm.package_dir_of(SERVICE_FILE) == "ms-event"

@@ -121,6 +121,7 @@ class IndexService:
         self._facts_loaded = False
         self._errors: list[str] = []
         self._pending_snapshot = False
+        self._snapshot_digest: str | None = None  # digest of the snapshot this process loaded
 
     # -- building ------------------------------------------------------------------------------
     def _open_cache(self) -> FactCache | None:
@@ -154,7 +155,7 @@ class IndexService:
             if cache is not None:
                 cache.clear()
         elif not self._facts_loaded:
-            if self._index is None and cache is not None and self._from_snapshot(found, cache, started):
+            if cache is not None and self._from_snapshot(found, cache, started):
                 assert self._info is not None
                 return self._info
             self._load_facts(cache)
@@ -212,13 +213,23 @@ class IndexService:
         self._facts_loaded = True
 
     def _from_snapshot(self, found: Discovery, cache: FactCache, started: float) -> bool:
-        """A new process on an unchanged workspace: load the linked snapshot instead of facts + link."""
-        self._files = cache.load_stats()
+        """A new process on an unchanged workspace: load the linked snapshot instead of facts + link.
+
+        Also answers the refreshes that follow while nothing changes (facts stay unloaded)."""
+        if self._index is None:
+            self._files = cache.load_stats()
         to_parse, touched = self._changed(found.files)
         current = {f.rel for f in found.files}
-        data = None
-        if not to_parse and all(rel in current for rel in self._files):
-            data = cache.load_snapshot(self._digest(found, snapshot.config_mtimes(self.workspace, found)))
+        if to_parse or not all(rel in current for rel in self._files):
+            return False
+        digest = self._digest(found, snapshot.config_mtimes(self.workspace, found))
+        if self._index is not None:
+            if digest != self._snapshot_digest:
+                return False
+            cache.touch(touched)
+            self._info = self._make_info(0, started, cache)
+            return True
+        data = cache.load_snapshot(digest)
         if data is None:
             return False
         try:
@@ -227,6 +238,7 @@ class IndexService:
             log.warning("ignoring the index snapshot: %s", exc)
             return False
         cache.touch(touched)
+        self._snapshot_digest = digest
         self._engine = ImpactEngine(self._index)
         self._layout = None
         self._info = self._make_info(0, started, cache)
