@@ -19,6 +19,7 @@ createEvent({ type: t })`` is seen as ``type: getEventForJob(j)``.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from tree_sitter import Node
@@ -108,7 +109,8 @@ def _local_init(node: Node, name: str) -> tuple[str, Node | None]:
                 return "init", found
         elif parent.type in FUNCTION_NODES and name in _param_names(parent):
             return "param", None
-        elif parent.type in ("for_in_statement", "for_statement") and name in text(parent.child_by_field_name("left")):
+        elif parent.type in ("for_in_statement", "for_statement") and re.search(
+                rf"(?<![\w$]){re.escape(name)}(?![\w$])", text(parent.child_by_field_name("left"))):
             return "loop", None
         child = parent
         parent = parent.parent
