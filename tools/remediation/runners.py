@@ -124,14 +124,37 @@ async def _xack(ctx: RunContext, step: Step, op: XAckOp) -> StepOutcome:
     return StepOutcome(f"acknowledged {acked} entr(ies) in group {op.group}", op.ids, {"acked": acked}, count)
 
 
+def _planned_digests(step: Step, kind: str, key_arg: str) -> dict[str, str]:
+    """``{key: digest}`` of the step's ``kind`` checks: the exact state the human approved."""
+    return {str(c.args[key_arg]): str(c.args["digest"]) for c in step.checks if c.kind == kind and "digest" in c.args}
+
+
 async def _del(ctx: RunContext, step: Step, op: DelOp) -> StepOutcome:
+    """Back up, then DEL the keys in one MULTI/EXEC under WATCH.
+
+    The snapshots are taken after WATCH: if any key changes between its backup and the
+    DEL (a consumer re-took a lock, a retry counter moved), EXEC aborts and nothing is
+    deleted, so what is deleted is exactly what was backed up. A key whose value differs
+    from the approved digest is not deleted either.
+    """
     redis = ctx.connections.redis()
-    records = []
-    for key in op.keys:
-        snap = await rr.key_snapshot(redis, key)
-        records.append(("key", key, snap.model_dump() if snap else {"key": key, "missing": True}))
-    count = ctx.backups.write(step.number, records)
-    deleted = int(await redis.delete(*op.keys))
+    planned = _planned_digests(step, "key_unchanged", "key")
+    async with redis.pipeline(transaction=True) as pipe:
+        await pipe.watch(*op.keys)
+        records = []
+        for key in op.keys:
+            snap = await rr.key_snapshot(pipe, key)
+            if snap is not None and key in planned and snap.digest != planned[key]:
+                raise Drift(f"key {key} changed since the plan was approved; nothing was deleted")
+            records.append(("key", key, snap.model_dump() if snap else {"key": key, "missing": True}))
+        count = ctx.backups.write(step.number, records)
+        pipe.multi()
+        pipe.delete(*op.keys)
+        try:
+            (deleted,) = await pipe.execute()
+        except redis_exceptions.WatchError:
+            raise Drift("a key changed between its backup and the DEL; nothing was deleted") from None
+    deleted = int(deleted)
     return StepOutcome(f"deleted {deleted} key(s) ({len(op.keys) - deleted} already gone)", op.keys,
                        {"deleted": deleted}, count)
 
@@ -222,21 +245,30 @@ async def _sql_update(ctx: RunContext, step: Step, op: SqlUpdateOp) -> StepOutco
 
 
 async def _bullmq_retry(ctx: RunContext, step: Step, op: BullRetryOp) -> StepOutcome:
+    """Per job: WATCH the failed set and the job hash, read and back up the job, then MULTI/EXEC the retry.
+
+    The job is read after WATCH, so the backup is the state the retry replaces; a job that
+    left ``failed`` or differs from the approved digest is not touched, and any change
+    before EXEC aborts that job's transaction.
+    """
     redis = ctx.connections.redis()
+    planned = _planned_digests(step, "bull_job_failed", "job_id")
     total = 0
     done: list[str] = []
     failed_key = bull_key(op.prefix, op.queue, "failed")
     for job_id in op.job_ids:
         job_key = bull_key(op.prefix, op.queue, job_id)
-        fields = await redis.hgetall(job_key)
-        score = await redis.zscore(failed_key, job_id)
-        total += ctx.backups.write(step.number, [("bull_job", job_key, {
-            "queue": op.queue, "job_id": job_id, "hash": {rr.text(k): rr.jsonable(v) for k, v in fields.items()},
-            "failed_score": score})])
         async with redis.pipeline(transaction=True) as pipe:
             await pipe.watch(failed_key, job_key)
-            if await pipe.zscore(failed_key, job_id) is None:
+            fields = await pipe.hgetall(job_key)
+            score = await pipe.zscore(failed_key, job_id)
+            if score is None:
                 raise Drift(f"job {job_id} left the failed set meanwhile; retried so far: {done or 'none'}")
+            if job_id in planned and rr.hash_digest(fields) != planned[job_id]:
+                raise Drift(f"job {job_id} changed since the plan was approved; retried so far: {done or 'none'}")
+            total += ctx.backups.write(step.number, [("bull_job", job_key, {
+                "queue": op.queue, "job_id": job_id, "hash": {rr.text(k): rr.jsonable(v) for k, v in fields.items()},
+                "failed_score": score})])
             pipe.multi()
             for cmd in bull_retry_commands(op, job_id):
                 pipe.execute_command(*cmd)
