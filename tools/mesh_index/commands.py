@@ -146,8 +146,9 @@ def cmd_catalogue(args: argparse.Namespace) -> int:
     if args.json:
         print_json(catalogue)
         return 0
-    print_table(["kind", "name", "value", "producers", "consumers", "orphan reasons"],
-                [[e.kind, e.name, e.value, e.producers + 0, e.consumers, "; ".join(e.reasons)]
+    print_table(["kind", "name", "value", "producers", "consumers", "orphan reasons", "failing checks"],
+                [[e.kind, e.name, e.value, e.producers, e.consumers, "; ".join(e.reasons),
+                  ", ".join(e.failing_checks)]
                  for e in catalogue.entries], max_width=70)
     counts = ", ".join(f"{n} {k}" for k, n in sorted(catalogue.counts.items())) or "nothing"
     print(f"\n{counts}; {catalogue.orphans} orphan(s)")

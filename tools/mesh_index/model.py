@@ -131,6 +131,9 @@ class CatalogueEntry(BaseModel):
     reasons: list[str] = Field(default_factory=list, description="why it is an orphan")
     test_producers: int = Field(default=0, description="producers that exist only in tests")
     defined_at: Site | None = None
+    failing_checks: list[str] = Field(
+        default_factory=list, description="ids of the verify_flow checks this job or event type fails"
+    )
 
 
 class Catalogue(BaseModel):

@@ -64,5 +64,9 @@ def catalogue_text(c: Catalogue) -> str:
     lines = [f"catalogue: {counts}; {c.orphans} orphan(s)"]
     orphans = [f"  {e.kind} {e.name} = '{e.value}': {'; '.join(e.reasons)}" for e in c.entries if e.orphan]
     lines += _section("orphans", orphans)
+    failing = [
+        f"  {e.kind} {e.name} = '{e.value}': {', '.join(e.failing_checks)}" for e in c.entries if e.failing_checks
+    ]
+    lines += _section("failing verify_flow checks", failing)
     lines.append(index_line(c.index))
     return "\n".join(lines)

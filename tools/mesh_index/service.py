@@ -335,13 +335,25 @@ class IndexService:
             engine = self._ensure()
             return engine.analyze(target.strip(), depth, bool(include_tests), self._current_info())
 
-    def catalogue(self, kind: str | None = None, orphans_only: bool = False) -> Catalogue:
-        """Every job/event/ws_event/queue/stream with counts and orphan reasons."""
+    def catalogue(self, kind: str | None = None, orphans_only: bool = False, *, with_checks: bool = True) -> Catalogue:
+        """Every job/event/ws_event/queue/stream with counts and orphan reasons.
+
+        With ``with_checks`` each job and event entry also carries the ids of the
+        ``verify_flow`` checks it fails (computed once per index build).
+        """
         if kind is not None and kind not in KINDS:
             raise InvalidArgument(f"kind must be one of {', '.join(KINDS)} (got {kind!r})")
         with self._lock:
             engine = self._ensure()
-            return build_catalogue(engine, self._current_info(), kind, bool(orphans_only))
+            catalogue = build_catalogue(engine, self._current_info(), kind, bool(orphans_only))
+        if with_checks:
+            # verify_flow is built on this index; imported here to keep the dependency one-way at load time
+            from tools.verify.service import failing_checks_by_type
+
+            table = failing_checks_by_type(self)
+            for entry in catalogue.entries:
+                entry.failing_checks = table.get((entry.kind, entry.value), [])
+        return catalogue
 
     def info(self) -> IndexInfo:
         with self._lock:
