@@ -11,7 +11,7 @@ import redis.asyncio as aioredis
 from server.config import Conventions, Limits
 from tests.outbox import sim
 from tools.outbox.bull_state import bull_job_state
-from tools.outbox.delivery import find_dead_letters, message_delivery
+from tools.outbox.delivery import find_dead_letters, message_delivery, scan_dead_letters
 
 pytestmark = pytest.mark.anyio
 
@@ -122,3 +122,24 @@ async def test_dead_letters_are_read_in_bounded_pages(r, ar) -> None:
     assert [d.error for d in found] == ["mine"]
     capped = await find_dead_letters(ar, CONV, Limits(max_count=7, scan_max_iterations=2), stream, [target])
     assert capped == []  # 14 entries read at most: the bound holds
+
+
+async def test_dead_letter_field_names_come_from_conventions(r, ar) -> None:
+    stream = "stream:s"
+    target = r.xadd(stream, {"id": "x"}).decode()
+    r.xadd(stream + "-dlq", {"sourceId": target, "reason": "é" * 100, "at": "1700000000000"})
+    renamed = Conventions(dlq_message_id_field="sourceId", dlq_error_field="reason", dlq_timestamp_field="at")
+    (found,) = await find_dead_letters(ar, renamed, Limits(payload_max_bytes=64), stream, [target])
+    assert found.message_id == target and found.timestamp == "1700000000000"
+    assert found.error == "é" * 32  # cut at the byte cap, on a character boundary
+    assert await find_dead_letters(ar, CONV, Limits(), stream, [target]) == []  # default names: not this DLQ
+
+
+async def test_dead_letter_scan_says_when_its_bound_stopped_it(r, ar) -> None:
+    stream = "stream:s"
+    target = r.xadd(stream, {"id": "x"}).decode()
+    for i in range(3):
+        r.xadd(stream + "-dlq", {"messageId": f"0-{i}", "error": "other"})
+    assert await scan_dead_letters(ar, CONV, Limits(), stream, [target]) == ([], True)
+    assert await scan_dead_letters(ar, CONV, Limits(max_count=1, scan_max_iterations=2), stream, [target]) == (
+        [], False)

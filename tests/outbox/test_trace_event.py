@@ -187,3 +187,15 @@ async def test_event_id_must_be_a_uuid_for_a_named_service(db, r, outbox_setting
         with pytest.raises(InvalidArgument, match="not a UUID"):
             await tools.trace_event("1; DROP TABLE event_queue")
     assert db.execute("SELECT count(*) FROM event_queue").fetchone() == (0,)
+
+
+async def test_stream_entry_id_field_comes_from_conventions(db, r, outbox_settings, tools_for) -> None:
+    event_id = sim.insert_event(db, targets=["user:created"])
+    db.execute("UPDATE event_queue SET status = 'COMPLETED', processed_at = now(), updated_at = now() "
+               "WHERE id = %s", (event_id,))
+    entry = r.xadd("stream:user:created", {"eventId": event_id, "type": "user:created"}).decode()
+    async with tools_for(outbox_settings(conventions={"event_id_field": "eventId"})) as tools:
+        report = await tools.trace_event(event_id)
+    entry_hop = next(h for h in report.hops if h.name == "stream_entry")
+    assert entry_hop.found and entry_hop.entry.entry_id == entry
+    assert report.verdict.code == "pushed_not_consumed" and "no consumer group" in report.verdict.sentence

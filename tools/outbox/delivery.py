@@ -28,6 +28,7 @@ import redis.exceptions as redis_exceptions
 from pydantic import BaseModel, Field
 
 from server.config import Conventions, Limits
+from tools.outbox.bull_state import cut
 
 DeliveryState = Literal["not_delivered", "pending", "acknowledged", "dead_lettered"]
 
@@ -115,40 +116,60 @@ async def find_dead_letters(
     stream: str,
     message_ids: list[str],
 ) -> list[DeadLetter]:
-    """DLQ entries of ``stream`` whose ``messageId`` is one of ``message_ids``.
+    """DLQ entries of ``stream`` whose ``messageId`` is one of ``message_ids`` (see :func:`scan_dead_letters`)."""
+    found, _complete = await scan_dead_letters(redis, conventions, limits, stream, message_ids)
+    return found
+
+
+async def scan_dead_letters(
+    redis: Any,
+    conventions: Conventions,
+    limits: Limits,
+    stream: str,
+    message_ids: list[str],
+) -> tuple[list[DeadLetter], bool]:
+    """DLQ entries referring to ``message_ids``, and whether the search reached the DLQ's end.
 
     Reads ``<stream><dlq_suffix>`` from the oldest candidate's millisecond onwards, in pages
     of 50, 100, 200, ... entries (at most ``limits.max_count``), at most
-    ``limits.scan_max_iterations`` pages.
+    ``limits.scan_max_iterations`` pages; the second value is False when that bound stopped
+    the search first (a dead letter further on was not seen). Field names come from
+    ``conventions`` (``dlq_message_id_field``, ``dlq_error_field``, ``dlq_timestamp_field``);
+    the error text is cut at ``limits.payload_max_bytes``.
     """
     if not message_ids:
-        return []
+        return [], True
     wanted = set(message_ids)
     start_ms = min(parse_entry_id(m)[0] for m in message_ids)
     dlq = dlq_stream_of(conventions, stream)
+    id_field = conventions.dlq_message_id_field.encode()
+    error_field = conventions.dlq_error_field.encode()
+    time_field = conventions.dlq_timestamp_field.encode()
     found: list[DeadLetter] = []
     start: str = f"{start_ms}-0"
     count = min(50, limits.max_count)  # dead letters follow their message closely: start small, then double
     for _ in range(limits.scan_max_iterations):
         page = await redis.xrange(dlq, min=start, max="+", count=count)
         for raw_id, fields in page:
-            message_id = _text(fields.get(b"messageId", b""))
+            message_id = _text(fields.get(id_field, b""))
             if message_id in wanted:
+                error, _ = cut(_text(fields[error_field]), limits.payload_max_bytes) if error_field in fields else (
+                    None, False)
                 found.append(
                     DeadLetter(
                         dlq_stream=dlq,
                         dlq_entry_id=_text(raw_id),
                         message_id=message_id,
-                        error=_text(fields[b"error"]) if b"error" in fields else None,
-                        timestamp=_text(fields[b"timestamp"]) if b"timestamp" in fields else None,
+                        error=error,
+                        timestamp=_text(fields[time_field]) if time_field in fields else None,
                         group=_text(fields[b"group"]) if b"group" in fields else None,
                     )
                 )
         if len(page) < count:
-            break
+            return found, True
         start = "(" + _text(page[-1][0])
         count = min(count * 2, limits.max_count)
-    return found
+    return found, False
 
 
 def _format(pattern: str, **values: str) -> str:

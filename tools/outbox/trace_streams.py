@@ -42,7 +42,8 @@ async def locate_entry(
 ) -> tuple[StreamEntryRef, bool]:
     """The entry of ``stream`` whose ``id`` field is ``event_id``; second value: the stream exists.
 
-    The search is bounded to ``[min(around_ms) - window, max(around_ms) + window]`` and starts
+    The entry's id field is ``conventions.event_id_field``. The search is bounded to
+    ``[min(around_ms) - window, max(around_ms) + window]`` and starts
     where the entry most likely is: at ``expected_ms`` (the push time, i.e. ``processed_at``;
     the runner XADDs, then marks the row), reading backwards then forwards in alternating
     pages of 50, 100, 200, ... entries (at most ``max_count`` each, ``scan_max_iterations``
@@ -59,6 +60,7 @@ async def locate_entry(
         return ref, bool(await redis.exists(stream))
     ref.first_entry_id = _text(first[0][0])
     wanted = event_id.encode()
+    id_field = settings.conventions.event_id_field.encode()
     back: str | None = str(center)  # XREVRANGE max (inclusive of every entry of that millisecond)
     forward: str | None = f"{center + 1}-0"  # XRANGE min
     size = {"back": FIRST_PAGE, "forward": FIRST_PAGE}
@@ -73,7 +75,7 @@ async def locate_entry(
             page = await redis.xrange(stream, min=forward, max=str(end_ms), count=count)
         ref.scanned += len(page)
         for raw_id, fields in page:
-            if fields.get(b"id") == wanted:
+            if fields.get(id_field) == wanted:
                 _keep(ref, raw_id, fields, limits.payload_max_bytes)
                 return ref, True
         size[direction] = count * 2
