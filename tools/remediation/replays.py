@@ -3,8 +3,10 @@
 :func:`replay_state` tells whether a message added by a replay was processed by the
 target group: ``confirmed`` (delivered and acknowledged, not dead-lettered again),
 ``pending`` (delivered, not acknowledged: being processed or retried), ``undelivered``
-(no consumer read it yet) or ``dead_lettered`` (it failed again: the DLQ holds an entry
-whose ``messageId`` is the replayed id). Reads only: XINFO GROUPS, XPENDING, XRANGE.
+(no consumer read it yet), ``dead_lettered`` (it failed again: the DLQ holds an entry
+whose ``messageId`` is the replayed id) or ``unknown`` (the DLQ is too long after the replay
+to search within the scan bounds: never taken for confirmed). Reads only: XINFO GROUPS,
+XPENDING, XRANGE in bounded pages.
 
 :func:`prior_replays` reads the audit log's ``replayed`` records, so a new plan does not
 replay again a dead letter an earlier plan already replayed (it proposes the cleanup only
@@ -17,11 +19,11 @@ from typing import Any, Literal
 
 from server.audit import AuditLog
 from server.config import Settings
+from tools.outbox.delivery import scan_dead_letters
 from tools.remediation import redis_reads as rr
 from tools.streams.ids import StreamId
-from tools.streams.keys import dlq_key
 
-ReplayState = Literal["confirmed", "pending", "undelivered", "dead_lettered", "group_missing"]
+ReplayState = Literal["confirmed", "pending", "undelivered", "dead_lettered", "group_missing", "unknown"]
 AUDIT_TAIL_BYTES = 8 * 1024 * 1024
 
 
@@ -31,12 +33,12 @@ async def replay_state(redis: Any, settings: Settings, stream: str, group: str, 
     info = next((g for g in await rr.groups_of(redis, stream) if g["name"] == group), None)
     if info is None:
         return "group_missing", f"group {group} of {stream} no longer exists"
-    start = f"{StreamId.parse(new_id).ms}-0"
-    field = conv.dlq_message_id_field.encode()
-    rows = await redis.xrange(dlq_key(conv, stream), min=start, max="+", count=settings.limits.max_count)
-    for dlq_id, fields in rows:
-        if rr.text(fields.get(field, b"")) == new_id:
-            return "dead_lettered", f"the replay {new_id} failed again and was dead-lettered as {rr.text(dlq_id)}"
+    dead, complete = await scan_dead_letters(redis, conv, settings.limits, stream, [new_id])
+    if dead:
+        return "dead_lettered", f"the replay {new_id} failed again and was dead-lettered as {dead[0].dlq_entry_id}"
+    if not complete:
+        return "unknown", (f"the dead-letter stream of {stream} holds too many entries after the replay {new_id} to "
+                           "check within [limits] scan_max_iterations x max_count: not confirmed")
     pending = await rr.pending_of(redis, stream, group, new_id)
     if pending is not None:
         return "pending", (
