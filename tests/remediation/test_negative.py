@@ -196,3 +196,26 @@ async def test_redis_dies_mid_plan(tmp_path: Path) -> None:
     assert steps == [(1, "done"), (2, "done"), (3, "done"), (4, "failed")]
     with pytest.raises(TokenRefused):  # the token was used; a new plan must be approved
         await _apply(settings, plan.plan_id, token)
+
+
+@pytest.mark.anyio
+async def test_preconditions_that_cannot_be_checked_close_the_plan(settings, outbox_db) -> None:
+    import uuid
+
+    import psycopg
+
+    event_id = str(uuid.uuid4())
+    with psycopg.connect(outbox_db, autocommit=True) as conn:
+        conn.execute("INSERT INTO event_queue (id, status, type, emitter) VALUES (%s, 'FAILED', 't', 'ms-event')",
+                     (event_id,))
+    plan = await _propose(settings, "reconcile_outbox", service="event", ids=[event_id])
+    token = approve(settings, plan.plan_id)
+    with psycopg.connect(outbox_db, autocommit=True) as conn:
+        conn.execute("ALTER TABLE event_queue RENAME TO event_queue_old")  # a migration ran meanwhile
+    report = await _apply(settings, plan.plan_id, token)
+    assert report.status == "stopped" and "could not be checked" in report.summary
+    assert "event_queue" in report.summary and [s.status for s in report.steps] == ["not_run"]
+    assert store.application_record(settings, plan.plan_id)["status"] == "stopped"  # closed, not "applying"
+    assert audit_log(settings).read()[-1]["event"] == "apply_finished"
+    with psycopg.connect(outbox_db) as conn:
+        assert conn.execute("SELECT status FROM event_queue_old WHERE id = %s", (event_id,)).fetchone() == ("FAILED",)

@@ -28,7 +28,7 @@ from server.approval import TokenRefused, consume_nonce, nonce_used, verify_toke
 from server.audit import AuditLog, audit_log, audit_path
 from server.config import Settings
 from server.connections import Connections
-from server.errors import MeshError, RemediationRefused, ServiceUnavailable
+from server.errors import MeshError, RemediationRefused
 from tools.remediation import store
 from tools.remediation.backups import BackupError, BackupFile, backup_path
 from tools.remediation.model import ApplyReport, Plan, StepResult
@@ -119,9 +119,12 @@ async def apply_plan(
 
     try:
         drift = await _preflight(plan, check_ctx, connections)
-    except ServiceUnavailable as exc:
+    except Exception as exc:  # a service down, a table gone, a crash: the plan is closed, never left "applying"
+        if not isinstance(exc, MeshError):
+            log.exception("remediation pre-flight of %s crashed", plan_id)
+        detail = str(exc) if isinstance(exc, MeshError) else f"internal error ({type(exc).__name__}: {str(exc)[:300]})"
         return report("dry_run_drift" if dry_run else "stopped", _not_run(plan, 0, "not run"),
-                      f"STOPPED before any change: {exc}")
+                      f"STOPPED before any change: the preconditions could not be checked: {detail}")
     if drift is not None:
         index, problem = drift
         step = plan.steps[index]
