@@ -192,3 +192,43 @@ class ConsumerThread:
         self._thread.join(timeout=5)
         if self.error is not None:
             raise self.error
+
+
+class LiveConsumer:
+    """A consumer that keeps reading successfully (one small message every ``period_s``) while it runs.
+
+    Liveness is judged by the time since a consumer last *read something* (XINFO CONSUMERS
+    ``idle`` before Redis 7.2, ``inactive`` after), so a live consumer on a quiet stream must
+    be fed to stay live however slow the machine is. Its messages carry no event: they are
+    acknowledged at once and never pending.
+    """
+
+    def __init__(self, client: redis.Redis, stream: str, group: str, consumer: str, period_s: float = 0.05) -> None:
+        self.r, self.stream, self.group, self.consumer = client, stream, group, consumer
+        self.period_s = period_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.error: BaseException | None = None
+
+    def beat(self) -> None:
+        self.r.xadd(self.stream, {"tick": "1"})
+        for _, rows in self.r.xreadgroup(self.group, self.consumer, {self.stream: ">"}, count=100) or []:
+            self.r.xack(self.stream, self.group, *[i for i, _ in rows])
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.wait(self.period_s):
+                self.beat()
+        except BaseException as exc:  # surfaced by __exit__
+            self.error = exc
+
+    def __enter__(self) -> LiveConsumer:
+        self.beat()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        if self.error is not None:
+            raise self.error

@@ -16,7 +16,7 @@ from server.connections import Connections
 from server.errors import RemediationRefused
 from tests.remediation.conftest import GROUP, STREAM, Poison, approve, settings_for
 from tests.remediation.redis_proc import ThrowawayRedis
-from tests.remediation.target_sim import ConsumerThread, new_event, push_event
+from tests.remediation.target_sim import ConsumerThread, LiveConsumer, new_event, push_event
 from tools.remediation import store
 from tools.remediation.backups import read_backup
 from tools.remediation.executor import apply_plan
@@ -147,10 +147,8 @@ async def test_message_acknowledged_between_propose_and_apply_stops_before_any_c
     lock = f"idempotency:post-processor:{GROUP}:{message_id}"
     redis_client.set(lock, "processing", ex=86400)  # its lock stayed
     time.sleep(1.1)
-    push_event(redis_client, STREAM, new_event())
-    for _, rows in redis_client.xreadgroup(GROUP, "pp-live", {STREAM: ">"}):  # a live consumer at work
-        redis_client.xack(STREAM, GROUP, *[i for i, _ in rows])
-    plan = await _propose(settings, "claim_dead_consumer")
+    with LiveConsumer(redis_client, STREAM, GROUP, "pp-live"):  # a live consumer at work
+        plan = await _propose(settings, "claim_dead_consumer")
     assert [s.action for s in plan.steps] == ["export", "delete_stale_locks", "xclaim"]
     token = approve(settings, plan.plan_id)
     redis_client.xack(STREAM, GROUP, message_id)  # meanwhile, the message was acknowledged

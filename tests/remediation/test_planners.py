@@ -15,7 +15,7 @@ from server.audit import audit_log
 from server.connections import Connections
 from server.errors import InvalidArgument, NotFound
 from tests.remediation.conftest import GROUP, STREAM, Poison, approve, event_status, settings_for
-from tests.remediation.target_sim import ConsumerThread, PostProcessor, new_event, push_event
+from tests.remediation.target_sim import ConsumerThread, LiveConsumer, PostProcessor, new_event, push_event
 from tools.remediation.backups import BackupFile, read_backup
 from tools.remediation.executor import apply_plan
 from tools.remediation.model import SqlRow, SqlUpdateOp, Step
@@ -92,29 +92,28 @@ async def test_cleanup_only_after_a_confirmed_replay(tmp_path, outbox_db, redis_
     assert redis_client.xlen(DLQ) == 0
 
 
-def _dead_and_live(client: redis.Redis, settings, count: int) -> list[str]:
+def _dead_consumer(client: redis.Redis, count: int) -> list[str]:
+    """``count`` entries read by ``pp-dead``, which then stops reading for longer than the 1 s threshold."""
     client.xgroup_create(STREAM, GROUP, id="0", mkstream=True)
     ids = [push_event(client, STREAM, new_event()) for _ in range(count)]
     client.xreadgroup(GROUP, "pp-dead", {STREAM: ">"})
     time.sleep(1.1)
-    push_event(client, STREAM, new_event())
-    for _, rows in client.xreadgroup(GROUP, "pp-live", {STREAM: ">"}):
-        client.xack(STREAM, GROUP, *[i for i, _ in rows])
     return ids
 
 
 @pytest.mark.anyio
 async def test_claim_dead_consumer(tmp_path, outbox_db, redis_url, redis_client):
     settings = settings_for(tmp_path, outbox_db, redis_url, limits={"dead_consumer_idle_ms": 1000})
-    m1, m2, m3 = _dead_and_live(redis_client, settings, 3)
+    m1, m2, m3 = _dead_consumer(redis_client, 3)
     lock = f"idempotency:post-processor:{GROUP}:{m1}"
     redis_client.set(lock, "processing", ex=86400)
     redis_client.xdel(STREAM, m3)  # trimmed: nothing left to process
-    plan = await _propose(settings, "claim_dead_consumer", stream=STREAM)
-    assert [s.action for s in plan.steps] == ["export", "delete_stale_locks", "xclaim", "xack"]
-    xclaim = plan.steps[2]
-    assert xclaim.command == f"XCLAIM {STREAM} {GROUP} pp-live 1000 {m1} {m2} JUSTID"
-    report = await _apply(settings, plan)
+    with LiveConsumer(redis_client, STREAM, GROUP, "pp-live"):  # alive however slow the machine is
+        plan = await _propose(settings, "claim_dead_consumer", stream=STREAM)
+        assert [s.action for s in plan.steps] == ["export", "delete_stale_locks", "xclaim", "xack"]
+        xclaim = plan.steps[2]
+        assert xclaim.command == f"XCLAIM {STREAM} {GROUP} pp-live 1000 {m1} {m2} JUSTID"
+        report = await _apply(settings, plan)
     assert report.status == "completed", report.summary_text()
     owners = {p["message_id"].decode(): p["consumer"].decode()
               for p in redis_client.xpending_range(STREAM, GROUP, "-", "+", 10)}

@@ -221,6 +221,7 @@ def test_direct_queue_calls(ts) -> None:
         """
     )
     calls = facts_producers.direct_queue_calls(pf, CONV)
+    assert facts_producers.collection_receivers(pf) == set()
     assert [(c.name_expr, c.queue_expr, c.symbol) for c in calls] == [
         ("JobMessagingType.A", "ShopQueue.RETURNS", "S.a"),
         ("JobMessagingType.B", "ShopQueue.SHOP", "S.a"),
@@ -288,3 +289,20 @@ def test_registry_entries_rewrite_import_aliases(ts) -> None:
         ("JobMessagingType.SHIP", False, 4, "IShip"),
         ("raw.value", True, 5, "IRaw"),
     ]
+
+
+def test_collection_receivers(ts) -> None:
+    pf = ts(
+        """
+        export class S {
+          private readonly seen = new Set<string>();
+          private readonly byType: Map<string, number> = new Map();
+          private readonly q = new Queue(ShopQueue.SHOP);
+          run(bus: Bus) {
+            const names = [];
+            const other = bus;
+          }
+        }
+        """
+    )
+    assert facts_producers.collection_receivers(pf) == {"this.seen", "this.byType", "names"}

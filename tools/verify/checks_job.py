@@ -125,9 +125,19 @@ def check_in_registry(inp: FlowInputs) -> Check:
 # --- producers --------------------------------------------------------------------------
 
 
+def _confirmed(site: Site) -> bool:
+    """False for a ``.add(TYPE)`` call the service could not confirm is made on a BullMQ queue.
+
+    The index records any ``x.add(JobType.X, ...)`` as a possible direct push; only a receiver bound to
+    ``@InjectQueue(...)`` or ``new Queue(...)`` makes it one (``confidence`` exact). An unconfirmed call
+    may be a push through a receiver the reader cannot follow, or a ``Set.add``: it proves nothing either way.
+    """
+    return site.kind not in DIRECT_KINDS or site.confidence == "exact"
+
+
 def _producers(inp: FlowInputs) -> tuple[list[Site], bool]:
-    """Production producers, or the test ones when there is none (flag says which)."""
-    all_sites = inp.job_producers()
+    """Production producers, or the test ones when there is none (flag says which); unconfirmed pushes left out."""
+    all_sites = [s for s in inp.job_producers() if _confirmed(s)]
     prod = inp.production(all_sites)
     return (prod, True) if prod else ([s for s in all_sites if s.test_only], False)
 
@@ -225,7 +235,7 @@ def check_producer_uses_outbox(inp: FlowInputs) -> Check:
     prod = inp.production(inp.job_producers())
     if not prod:
         return _unknown("producer_uses_outbox", "no production producer to inspect", [])
-    direct = [p for p in prod if p.kind in DIRECT_KINDS]
+    direct = [p for p in prod if p.kind in DIRECT_KINDS and _confirmed(p)]
     if direct:
         ev = [evidence(p, "pushed straight to BullMQ") for p in direct]
         return _fail(
@@ -239,6 +249,18 @@ def check_producer_uses_outbox(inp: FlowInputs) -> Check:
     if len(outbox) == len(prod):
         ev = [evidence(p, f"{p.kind} (outbox)") for p in outbox]
         return _pass("producer_uses_outbox", f"every production producer writes the outbox ({len(outbox)})", ev)
+    maybe_direct = [p for p in prod if p.kind in DIRECT_KINDS]
+    if maybe_direct:
+        p = maybe_direct[0]
+        receiver = p.detail.get("receiver") or "an object"
+        return _unknown(
+            "producer_uses_outbox",
+            f"{describe(p)} hands the job type to {receiver}.add(...), which is not provably a BullMQ queue: "
+            "a direct push cannot be ruled out",
+            [evidence(s, f"{s.detail.get('receiver') or '?'}.add(...): receiver not resolved") for s in maybe_direct],
+            "If it is a BullMQ queue, write the job with `JobsOutboxEntity.createJob({...})` in the service's "
+            "transaction instead; inject queues with @InjectQueue(<Queue member>) so pushes can be checked.",
+        )
     other = [p for p in prod if p.kind not in OUTBOX_JOB_KINDS]
     return _unknown(
         "producer_uses_outbox",

@@ -2,6 +2,7 @@
 
 - :func:`direct_queue_calls` — ``queue.add(name, ...)`` on a BullMQ ``Queue`` object, with
   the job name and the queue as written (``@InjectQueue(X)`` / ``new Queue(X)``);
+- :func:`collection_receivers` — receivers bound to a ``Set``/``Map``/array, whose ``add`` is no push;
 - :func:`transaction_context` — whether a producer call sits inside a database
   transaction (a ``transaction(cb)`` callback, an explicit start/commit pair, or a
   transaction handle received from the caller).
@@ -121,6 +122,36 @@ def _direct_queue_calls(pf: ParsedFile, conv: StaticConventions) -> list[DirectQ
         symbol = _enclosing_symbol(pf, node)
         for name_expr, queue in _pushed_names(pf, call_arguments(node), queue_expr):
             out.append(DirectQueueCall(line_of(node), symbol, method, name_expr, queue))
+    return out
+
+
+BUILTIN_COLLECTIONS = frozenset({"Set", "Map", "WeakSet", "WeakMap", "Array"})
+"""JavaScript collections whose ``add`` is not a queue push."""
+
+
+def collection_receivers(pf: ParsedFile) -> set[str]:
+    """Receivers (``this.x`` and ``x``) the file binds to a built-in Set/Map or an array literal.
+
+    ``x.add(JobType.X)`` on one of them stores a value; it pushes nothing. A binding is
+    recognised from a class field or variable initialised with ``new Set(...)`` (or Map,
+    WeakSet, WeakMap, Array) or ``[...]``; anything else is not listed.
+    """
+    return pf.memoized(("collections",), lambda: _collection_receivers(pf))
+
+
+def _collection_receivers(pf: ParsedFile) -> set[str]:
+    out: set[str] = set()
+    for node in walk(pf.root):
+        if node.type not in ("public_field_definition", "variable_declarator"):
+            continue
+        name = node.child_by_field_name("name")
+        value = unwrap(node.child_by_field_name("value"))
+        if name is None or value is None or name.type not in ("identifier", "property_identifier"):
+            continue
+        ctor = value.child_by_field_name("constructor") if value.type == "new_expression" else None
+        if value.type == "array" or (ctor is not None and pf.text(ctor) in BUILTIN_COLLECTIONS):
+            key = pf.text(name)
+            out.add(f"this.{key}" if node.type == "public_field_definition" else key)
     return out
 
 

@@ -27,7 +27,7 @@ from tools.mesh_index.model import Catalogue, ImpactResult, Match, Site
 from tools.verify.checks_event import run_event_checks
 from tools.verify.checks_job import run_job_checks
 from tools.verify.facts import norm_expr, registry_entries
-from tools.verify.facts_producers import direct_queue_calls
+from tools.verify.facts_producers import collection_receivers, direct_queue_calls
 from tools.verify.inputs import ConsumerView, FlowInputs, Registry, RegistryKey, evidence
 from tools.verify.model import FlowReport, ResolvedTarget, VerifyAllReport
 from tools.verify.modules import ModuleScanner
@@ -198,9 +198,12 @@ class _Session:
             )
         return next(iter(distinct.values())), impact
 
-    def confirm_direct_push(self, site: Site, value: str) -> Site:
-        """A ``direct_queue`` site re-read: exact, with its queue, when the receiver is provably a BullMQ queue."""
+    def confirm_direct_push(self, site: Site, value: str) -> Site | None:
+        """A ``direct_queue`` site re-read: exact, with its queue, when the receiver is provably a BullMQ queue;
+        None when it is provably a built-in collection (``Set.add``); else unchanged (heuristic)."""
         parsed = parse_file(self.workspace / site.file)
+        if parsed is not None and norm_expr(site.detail.get("receiver", "")) in collection_receivers(parsed):
+            return None
         calls = direct_queue_calls(parsed, self.conv) if parsed is not None else []
         for call in calls:
             if call.line != site.line:
@@ -226,10 +229,11 @@ class _Session:
             return site.value is None or site.value == match.value
 
         producers = [s for s in impact.producers if about(s)]
-        producers = [
+        confirmed = [
             self.confirm_direct_push(s, match.value) if s.kind == "direct_queue" and s.confidence != "exact" else s
             for s in producers
         ]
+        producers = [s for s in confirmed if s is not None]
         inp = FlowInputs(
             workspace=self.workspace,
             conv=self.conv,
