@@ -280,3 +280,32 @@ def test_run_time_job_types_make_a_missing_producer_unknown(workspace: Path, ind
     assert check.status == "unknown" and seed.failing == []
     assert "only test code produces it" in check.detail and "compute their type at run time" in check.detail
     assert any(e.file.endswith("pricing.service.ts") for e in check.evidence)
+
+
+def test_an_add_call_that_may_not_be_a_queue_push(workspace: Path, index: IndexService) -> None:
+    """`x.add(JobType.X)` is a direct push only on a BullMQ queue: a Set is none, an unknown receiver is unknown."""
+    seen = workspace / "ms-shop/src/modules/order/seen.ts"
+    source = """import { JobMessagingType } from '@acme/messaging';
+
+export class SeenJobs {
+  private readonly seen = new Set<string>();
+  constructor(private readonly bus: Bus) {}
+
+  remember(): void {
+    RECEIVER.add(JobMessagingType.SHIP_ORDER);
+  }
+}
+"""
+    seen.write_text(source.replace("RECEIVER", "this.seen"), encoding="utf-8")
+    index.refresh()
+    assert verify_flow(index, "SHIP_ORDER").summary.verdict == "ok"
+
+    seen.write_text(source.replace("RECEIVER", "this.bus"), encoding="utf-8")
+    index.refresh()
+    report = verify_flow(index, "SHIP_ORDER")
+    check = report.check("producer_uses_outbox")
+    assert check.status == "unknown" and report.failing == []
+    assert "this.bus.add(...)" in check.detail and check.evidence[0].file.endswith("seen.ts")
+    # the unconfirmed call has no known target: the queue checks judge the real producer only
+    assert statuses(report)["queue_matches_target"] == "pass"
+
