@@ -36,7 +36,7 @@ def settings_for(tmp_path: Path, pg: str | None, redis_url: str, **overrides: An
         "redis": {"url": redis_url},
         "enable_remediation": True,
         "approval": {"secret_file": str(tmp_path / "secret" / "approval.key")},
-        "limits": {"replay_confirm_timeout_ms": 5000},
+        "limits": {"replay_confirm_timeout_ms": 30_000},  # a ceiling: the confirm step returns once processed
     }
     if pg is not None:
         data["services"] = {"event": {"postgres": pg}}

@@ -79,7 +79,7 @@ async def test_over_stdio(tmp_path: Path, mesh_config, outbox_db: str, redis_url
         "redis": {"url": redis_url},
         "services": {"event": {"postgres": outbox_db}},
         "approval": {"secret_file": str(tmp_path / "secret" / "approval.key")},
-        "limits": {"replay_confirm_timeout_ms": 5000},
+        "limits": {"replay_confirm_timeout_ms": 30_000},  # a ceiling: the confirm step returns once processed
     })
     settings = load_settings(config_file=config, environ={})
     poison = Poison(redis_client, outbox_db, settings)
