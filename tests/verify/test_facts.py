@@ -94,6 +94,28 @@ def test_try_at_the_end_is_not_a_fall_through(ts) -> None:
     assert kinds(f) == ["original_payload"]
 
 
+RETURN = "return { originalPayload: job.data.payload };"
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        # a path that falls off the end of handle returns nothing
+        (f"if (job.data.payload.ok) {{\n  {RETURN}\n}}", ["original_payload", "nothing"]),
+        (f"try {{\n  {RETURN}\n}} catch (e) {{\n  this.log(e);\n}}", ["original_payload", "nothing"]),
+        (f"if (a) {{\n  {RETURN}\n}} else if (b) {{\n  {RETURN}\n}}", ["original_payload"] * 2 + ["nothing"]),
+        # every path leaves by a return or a throw
+        (f"if (a) {{\n  {RETURN}\n}} else {{\n  throw new E();\n}}", ["original_payload"]),
+        (f"try {{\n  {RETURN}\n}} finally {{\n  this.done();\n}}", ["original_payload"]),
+        # a switch at the end is not read: opaque, so the check says unknown rather than pass
+        (f"switch (job.data.payload.kind) {{\n  case 'a':\n    {RETURN}\n}}", ["original_payload", "opaque"]),
+        ("throw new E();", []),
+    ],
+)
+def test_every_way_out_of_handle_is_judged(ts, body: str, expected: list[str]) -> None:
+    assert kinds(handler(ts, body)) == expected
+
+
 @pytest.mark.parametrize(
     ("body", "field"),
     [

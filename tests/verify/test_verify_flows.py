@@ -309,3 +309,17 @@ export class SeenJobs {
     # the unconfirmed call has no known target: the queue checks judge the real producer only
     assert statuses(report)["queue_matches_target"] == "pass"
 
+
+def test_a_handler_that_can_end_without_returning(workspace: Path, index: IndexService) -> None:
+    handler = workspace / "workers-runners/worker-shop/src/workers/handlers/ship-order.handler.ts"
+    text = handler.read_text(encoding="utf-8")
+    good = "    return { originalPayload: job.data.payload };\n"
+    handler.write_text(text.replace(good, f"    if (orderId) {{\n  {good}    }}\n"), encoding="utf-8")
+    index.refresh()
+    check = verify_flow(index, "SHIP_ORDER").check("returns_original_payload")
+    assert check.status == "fail" and "returns nothing" in check.detail
+
+    handler.write_text(text.replace(good, "    throw new InternalServerError('not yet', 'TODO');\n"), encoding="utf-8")
+    index.refresh()
+    check = verify_flow(index, "SHIP_ORDER").check("returns_original_payload")
+    assert check.status == "unknown" and "never returns" in check.detail

@@ -29,6 +29,9 @@ def check_returns_original_payload(inp: FlowInputs) -> Check:
         facts = handler_facts(pf, cls, inp.conv) if pf else None
         if facts is None or not facts.found:
             return "unknown", [evidence(site, f"{cls}: no handle method in this file")]
+        if not facts.returns:
+            line = facts.method_line or site.line
+            return "unknown", [at(site, line, f"{cls}.handle never returns (it always throws)")]
         bad = [r for r in facts.returns if r.kind in ("nothing", "missing_key", "wrong_value")]
         if bad:
             words = {"nothing": "returns nothing", "missing_key": f"returns no {key}", "wrong_value": "wrong value"}

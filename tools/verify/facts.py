@@ -5,8 +5,9 @@ what it sees with 1-based line numbers; it never resolves a symbol across files 
 is the index's job) and never guesses: a shape it does not recognise is reported as
 ``opaque`` / ``unresolved`` so the checks can answer ``unknown``.
 
-- :func:`handler_facts` — the return statements of a handler's ``handle`` method and
-  its reads of ``job.data.<field>`` outside the envelope fields;
+- :func:`handler_facts` — the ways a handler's ``handle`` method returns (each ``return``,
+  and falling off its end), its reads of ``job.data.<field>`` outside the envelope fields,
+  and the places it hands its envelope to other code;
 - :func:`bare_throws` — ``throw new Error(...)`` inside a class (the routing worker);
 - :func:`registry_entries` — the keys of the job registry interface.
 
@@ -161,13 +162,53 @@ def _classify_value(pf: ParsedFile, value: Node | None, env: _Envelope) -> Retur
     return "original_payload" if target is not None and env.is_payload(norm_expr(pf.text(target))) else "wrong_value"
 
 
-def _falls_through(body: Node) -> bool:
-    """True when the last statement of ``body`` is a plain statement (the function ends there)."""
-    statements = [c for c in body.named_children if c.type != "comment"]
-    if not statements:
-        return True
-    last = statements[-1]
-    return last.type in ("expression_statement", "lexical_declaration", "variable_declaration", "empty_statement")
+Ending = Literal["returns", "falls_through", "unclear"]
+
+_PLAIN_STATEMENTS = frozenset(
+    {"expression_statement", "lexical_declaration", "variable_declaration", "empty_statement"}
+)
+
+
+def _ending(node: Node | None) -> Ending:
+    """How control leaves ``node`` (a statement): always by ``return``/``throw``, by falling off its end, or unclear.
+
+    Blocks are judged by their last statement, ``if`` by both branches (no ``else`` can fall
+    through), ``try`` by its block and handler unless its ``finally`` always leaves. Loops,
+    ``switch`` and labels are ``unclear``: whether they fall through is not read.
+    """
+    if node is None:
+        return "falls_through"
+    kind = node.type
+    if kind in ("return_statement", "throw_statement"):
+        return "returns"
+    if kind in _PLAIN_STATEMENTS:
+        return "falls_through"
+    if kind == "statement_block":
+        statements = [c for c in node.named_children if c.type != "comment"]
+        return _ending(statements[-1] if statements else None)
+    if kind in ("else_clause", "catch_clause", "finally_clause"):
+        inner = node.child_by_field_name("body")
+        return _ending(inner or next((c for c in reversed(node.named_children) if c.type != "comment"), None))
+    if kind == "if_statement":
+        alternative = node.child_by_field_name("alternative")
+        if alternative is None:
+            return "falls_through"
+        return _both(_ending(node.child_by_field_name("consequence")), _ending(alternative))
+    if kind == "try_statement":
+        finalizer = node.child_by_field_name("finalizer")
+        if finalizer is not None and _ending(finalizer) == "returns":
+            return "returns"
+        handler = node.child_by_field_name("handler")
+        body = _ending(node.child_by_field_name("body"))
+        return body if handler is None else _both(body, _ending(handler))
+    return "unclear"
+
+
+def _both(first: Ending, second: Ending) -> Ending:
+    """Ending of two alternative paths: falls through if either can, returns only if both do."""
+    if "falls_through" in (first, second):
+        return "falls_through"
+    return "returns" if first == second == "returns" else "unclear"
 
 
 def handler_facts(pf: ParsedFile, class_name: str, conv: StaticConventions) -> HandlerFacts:
@@ -215,8 +256,13 @@ def _handler_facts(pf: ParsedFile, class_name: str, conv: StaticConventions) -> 
     for node in walk(body, skip=FUNCTION_NODES):
         if node.type == "return_statement":
             facts.returns.append(ReturnFact(line_of(node), _classify_return(pf, node, env), pf.text(node)[:200]))
-    if _falls_through(body):
+    ending = _ending(body)
+    if ending == "falls_through":
         facts.returns.append(ReturnFact(body.end_point[0] + 1, "nothing", "(end of handle without return)"))
+    elif ending == "unclear":
+        last = next((c for c in reversed(body.named_children) if c.type != "comment"), body)
+        what = last.type.replace("_", " ")
+        facts.returns.append(ReturnFact(line_of(last), "opaque", f"(the {what} ending it may finish without a return)"))
     return facts
 
 
