@@ -19,7 +19,30 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from server.conventions import (
+    ColumnNames,
+    Conventions,
+    StaticConventions,
+    Statuses,
+    TableNames,
+)
+
 CONFIG_FILE_NAME = "mesh.toml"
+
+__all__ = [
+    "ApprovalSettings",
+    "ColumnNames",
+    "ConfigError",
+    "Conventions",
+    "Limits",
+    "RedisSettings",
+    "ServiceSettings",
+    "Settings",
+    "StaticConventions",
+    "Statuses",
+    "TableNames",
+    "load_settings",
+]
 
 
 class ConfigError(Exception):
@@ -64,208 +87,58 @@ class RedisSettings(_Strict):
         return value
 
 
-class TableNames(_Strict):
-    jobs_outbox: str = "jobs_outbox"
-    event_queue: str = "event_queue"
-    job_audit: str = "job_audit"
-
-
-class Statuses(_Strict):
-    pending: str = "PENDING"
-    processing: str = "PROCESSING"
-    completed: str = "COMPLETED"
-    failed: str = "FAILED"
-
-
-class ColumnNames(_Strict):
-    """Column names of the outbox tables (a name applies to every table that has the column)."""
-
-    id: str = "id"
-    status: str = "status"
-    attempts: str = "attempts"
-    last_error: str = "lastError"
-    type: str = "type"
-    emitter: str = "emitter"
-    emitter_id: str = "emitterId"
-    target: str = "target"
-    payload: str = "payload"
-    scheduled_at: str = "scheduled_at"
-    created_at: str = "created_at"
-    updated_at: str = "updated_at"
-    trace_id: str = "traceId"
-    traceparent: str = "traceparent"
-    version: str = "version"
-    target_services: str = "target_services"
-    correlation_id: str = "correlation_id"
-    processed_at: str = "processed_at"
-    job_id: str = "job_id"
-    job_type: str = "job_type"
-    worker_id: str = "worker_id"
-    current_attempt: str = "current_attempt"
-    started_at: str = "started_at"
-    finished_at: str = "finished_at"
-    result_payload: str = "result_payload"
-    error_message: str = "error_message"
-    error_stack: str = "error_stack"
-
-
-class StaticConventions(_Strict):
-    """Names the static index looks for in the TypeScript code."""
-
-    messaging_package: str = "npm-packages/packages/messaging"
-    merged_job_object: list[str] = ["JobMessagingType"]
-    job_registry: list[str] = ["JobRegistry"]
-    create_job_calls: list[str] = ["createJob"]
-    fallback_calls: list[str] = ["withFallback"]
-    create_event_calls: list[str] = ["createEvent", "createFollowUp"]
-    outbox_entities: list[str] = ["JobsOutboxEntity", "EventQueueEntity"]
-    processor_decorators: list[str] = ["Processor"]
-    worker_base_classes: list[str] = ["BaseWorker"]
-    handler_type_fields: list[str] = ["jobType"]
-    handler_methods: list[str] = ["handle"]
-    handler_interfaces: list[str] = ["IJobHandler"]
-    post_processor_base_classes: list[str] = [
-        "SinglePostProcessor",
-        "BatchPostProcessor",
-        "BasePostProcessor",
-        "PostProcessor",
-    ]
-    post_processor_filter_methods: list[str] = ["shouldProcess"]
-    post_processor_type_fields: list[str] = ["eventTypes", "handledTypes", "supportedTypes", "types"]
-    post_processor_stream_fields: list[str] = ["stream", "streamName", "streamKey"]
-    post_processor_group_fields: list[str] = ["group", "groupName", "consumerGroup"]
-    mapping_table_suffixes: list[str] = ["_MAPPING", "_MAP"]
-    sql_event_functions: list[str] = ["create_event_queue_record"]
-    migration_query_calls: list[str] = ["query"]
-    direct_queue_calls: list[str] = ["add", "addBulk"]
-    direct_queue_classes: list[str] = ["Queue", "FlowProducer"]
-    job_type_suffixes: list[str] = ["JobType", "JobMessagingType"]
-    event_type_suffixes: list[str] = ["EventType", "EventMessagingType", "Events"]
-    ws_type_markers: list[str] = ["Ws", "WS", "WebSocket", "Websocket"]
-    queue_suffixes: list[str] = ["Queue"]
-    stream_enum_names: list[str] = ["Streams", "Stream"]
-    skip_dirs: list[str] = ["node_modules", "dist", "build", "coverage", ".git", ".mesh"]
-    test_path_markers: list[str] = [
-        "/tests/",
-        "/test/",
-        "/__tests__/",
-        "/e2e/",
-        "/controllers/tests/",
-        ".spec.",
-        ".test.",
-        ".e2e-spec.",
-    ]
-    known_emitters: list[str] = []
-    # field names inside the object passed to createJob / createEvent (added by issue 3)
-    type_fields: list[str] = ["type"]
-    job_target_fields: list[str] = ["target"]
-    target_services_fields: list[str] = ["targetServices", "target_services"]
-    emitter_fields: list[str] = ["emitter"]
-    # verify_flow (issue 8): shapes of handlers, workers, Nest modules and transactions
-    job_data_field: str = "data"
-    job_payload_field: str = "payload"
-    job_envelope_fields: list[str] = ["payload", "traceparent", "traceId"]
-    original_payload_key: str = "originalPayload"
-    bare_error_classes: list[str] = ["Error"]
-    module_decorators: list[str] = ["Module"]
-    module_provider_fields: list[str] = ["providers"]
-    inject_queue_decorators: list[str] = ["InjectQueue"]
-    transaction_calls: list[str] = ["transaction"]
-    start_transaction_calls: list[str] = ["startTransaction"]
-    commit_transaction_calls: list[str] = ["commitTransaction"]
-    transaction_param_types: list[str] = ["EntityManager", "QueryRunner"]
-
-
-class Conventions(_Strict):
-    """Every name of the diagnosed system; defaults follow target-system.md."""
-
-    tables: TableNames = TableNames()
-    columns: ColumnNames = ColumnNames()
-    statuses: Statuses = Statuses()
-    audit_trigger: str = "notify_job_audit_status_change"
-    # job outcome event types written by the audit trigger; {domain} is the emitter without "ms-"
-    job_success_types: list[str] = ["job.outbox.success", "{domain}:job:outbox:success"]
-    job_failure_types: list[str] = [
-        "job.outbox.failed",
-        "{domain}:job:outbox:failure",
-        "{domain}:job:outbox:failed",
-    ]
-    stream_prefix: str = "stream:"
-    dlq_suffix: str = "-dlq"
-    stream_maxlen: int = 10000
-    retry_key: str = "retry:post-processor:{group}:{message_id}"
-    retry_attempt_suffix: str = ":attempt"
-    retry_last_error_suffix: str = ":lastError"
-    retry_queue_key: str = "retry-queue:post-processor:{group}"
-    idempotency_key: str = "idempotency:post-processor:{group}:{message_id}"
-    idempotency_ttl_s: int = 86400
-    max_retries: int = 5
-    claim_interval_ms: int = 30000
-    claim_min_idle_ms: int = 60000
-    # field names of a dead-letter entry and of a stream entry (event type and event id)
-    dlq_message_id_field: str = "messageId"
-    dlq_error_field: str = "error"
-    dlq_payload_field: str = "payload"
-    dlq_timestamp_field: str = "timestamp"
-    event_type_field: str = "type"
-    event_id_field: str = "id"
-    # remediation replays (issue 7): the stream field holding the event JSON, the envelope fields
-    # rebuilt from that event when the original entry was trimmed, and the key of the DLQ payload
-    # object (the post-processor's ParseResult) that holds the event JSON text
-    event_body_field: str = "event"
-    stream_envelope_fields: list[str] = [
-        "emitter", "emitterId", "correlationId", "traceId", "traceparent", "version", "createdAt", "payload",
-    ]
-    dlq_event_key: str = "payload"
-    bullmq_prefix: str = "bull"
-    # BullMQ structures holding job ids, per state (lists, then sorted sets), under <prefix>:<queue>:
-    bullmq_state_lists: list[str] = ["wait", "active", "paused"]
-    bullmq_state_sorted_sets: list[str] = ["delayed", "prioritized", "waiting-children", "failed", "completed"]
-    # payload keys of a job-outcome event_queue row that hold the jobs_outbox id
-    job_outcome_id_keys: list[str] = ["jobId"]
-    job_completed_key: str = "job:completed:{job_id}"
-    job_attempts: int = 3
-    retention_s: int = 86400
-    static: StaticConventions = StaticConventions()
-
-
 class Limits(_Strict):
-    max_rows: int = Field(default=500, ge=1, le=100_000)
-    default_rows: int = Field(default=50, ge=1, le=10_000)
-    statement_timeout_ms: int = Field(default=5000, ge=10, le=600_000)
-    connect_timeout_s: float = Field(default=3.0, gt=0, le=120)
-    redis_timeout_s: float = Field(default=3.0, gt=0, le=120)
-    payload_max_bytes: int = Field(default=4096, ge=64, le=10_000_000)
-    max_count: int = Field(default=500, ge=1, le=100_000)
-    scan_max_iterations: int = Field(default=200, ge=1, le=100_000)
-    scan_count: int = Field(default=1000, ge=10, le=100_000)
-    stream_window_ms: int = Field(default=120_000, ge=0, le=86_400_000)
-    pending_ageing_s: int = Field(default=300, ge=1)
-    processing_ageing_s: int = Field(default=300, ge=1)
-    failed_alert_count: int = Field(default=1, ge=1)
-    max_plan_messages: int = Field(default=100, ge=1, le=10_000)
-    # a consumer idle longer than this while holding pending entries is reported as dead
-    dead_consumer_idle_ms: int = Field(default=300_000, ge=1_000, le=7 * 86_400_000)
-    # entries LPOS scans from each end of a BullMQ list (wait/active/paused) to find a job id
-    bull_list_scan_max: int = Field(default=10_000, ge=10, le=1_000_000)
-    # a consumer group whose oldest undelivered stream entry waits longer than this is reported as lagging
-    lag_max_age_ms: int = Field(default=300_000, ge=0, le=7 * 86_400_000)
-    # pending entries, retry-queue members and trimmed ids inspect_stream examines per consumer group
-    stream_sample: int = Field(default=50, ge=1, le=10_000)
-    # apply_remediation waits at most this long for a replayed message to be processed (issue 7)
-    replay_confirm_timeout_ms: int = Field(default=30_000, ge=500, le=600_000)
+    """Caps and thresholds: every read is bounded by these."""
+
+    max_rows: int = Field(default=500, ge=1, le=100_000, description="row cap of any SQL read")
+    default_rows: int = Field(default=50, ge=1, le=10_000, description="rows per page when a tool is not told")
+    statement_timeout_ms: int = Field(default=5000, ge=10, le=600_000, description="statement timeout of SQL reads")
+    connect_timeout_s: float = Field(default=3.0, gt=0, le=120, description="PostgreSQL and Redis connect timeout")
+    redis_timeout_s: float = Field(default=3.0, gt=0, le=120, description="Redis command timeout")
+    payload_max_bytes: int = Field(
+        default=4096, ge=64, le=10_000_000, description="JSON payloads are cut at this size (with truncated=true)"
+    )
+    max_count: int = Field(default=500, ge=1, le=100_000, description="cap of COUNT in Redis reads")
+    scan_max_iterations: int = Field(default=200, ge=1, le=100_000, description="SCAN calls per discovery")
+    scan_count: int = Field(default=1000, ge=10, le=100_000, description="COUNT hint of each SCAN call")
+    stream_window_ms: int = Field(
+        default=120_000, ge=0, le=86_400_000, description="stream search window around a row's time"
+    )
+    pending_ageing_s: int = Field(default=300, ge=1, description="a PENDING row older than this is stuck")
+    processing_ageing_s: int = Field(default=300, ge=1, description="a PROCESSING row older than this is stuck")
+    failed_alert_count: int = Field(default=1, ge=1, description="FAILED rows from which outbox_health alerts")
+    max_plan_messages: int = Field(default=100, ge=1, le=10_000, description="messages one remediation plan touches")
+    dead_consumer_idle_ms: int = Field(
+        default=300_000, ge=1_000, le=7 * 86_400_000,
+        description="a consumer idle longer than this while holding pending entries is dead",
+    )
+    bull_list_scan_max: int = Field(
+        default=10_000, ge=10, le=1_000_000, description="entries LPOS scans in a BullMQ list to find a job"
+    )
+    lag_max_age_ms: int = Field(
+        default=300_000, ge=0, le=7 * 86_400_000,
+        description="a group whose oldest undelivered entry waits longer than this is lagging",
+    )
+    stream_sample: int = Field(
+        default=50, ge=1, le=10_000, description="pending entries inspect_stream examines per group"
+    )
+    replay_confirm_timeout_ms: int = Field(
+        default=30_000, ge=500, le=600_000, description="apply_remediation waits this long for a replay"
+    )
 
 
 class ApprovalSettings(_Strict):
-    mode: Literal["local", "signature"] = "local"
+    mode: Literal["local", "signature"] = Field(
+        default="local", description="local (HMAC, zero setup) or signature (Ed25519 approver keys)"
+    )
     secret_file: str | None = Field(
         default=None, description="HMAC secret for local mode (default ~/.config/mesh-mcp/approval.key)"
     )
     approvers: dict[str, str] = Field(
         default_factory=dict, description="approver id -> Ed25519 public key (base64 raw or PEM)"
     )
-    token_ttl_s: int = Field(default=600, ge=30, le=86_400)
-    plan_ttl_s: int = Field(default=3600, ge=60, le=7 * 86_400)
+    token_ttl_s: int = Field(default=600, ge=30, le=86_400, description="approval tokens expire after this")
+    plan_ttl_s: int = Field(default=3600, ge=60, le=7 * 86_400, description="plans expire after this")
 
 
 class Settings(_Strict):

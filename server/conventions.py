@@ -1,0 +1,185 @@
+"""``[conventions]``: every name of the diagnosed system, as a setting.
+
+Tables, columns, statuses, Redis key patterns, stream entry fields, and the call,
+decorator, field and base-class names the static index looks for in the TypeScript
+code. The defaults follow the target system's documentation; a deployment that renames
+something overrides it in ``mesh.toml`` (or ``MESH_CONVENTIONS__...``). Patterns use
+``{group}``, ``{message_id}``, ``{job_id}`` and ``{domain}`` (the emitter without ``ms-``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _d(default: Any, description: str) -> Any:
+    """A field with a default and the description the settings reference prints."""
+    return Field(default=default, description=description)
+
+
+class TableNames(_Strict):
+    jobs_outbox: str = _d("jobs_outbox", "the job outbox table (one row per job to push to BullMQ)")
+    event_queue: str = _d("event_queue", "the event outbox table (never event_outbox)")
+    job_audit: str = _d("job_audit", "the table workers write each job's execution into")
+
+
+class Statuses(_Strict):
+    pending: str = _d("PENDING", "status of a row waiting for the outbox runner")
+    processing: str = _d("PROCESSING", "status of a row claimed by the runner (or a job running in a worker)")
+    completed: str = _d("COMPLETED", "status after the push (jobs_outbox) or the execution (job_audit)")
+    failed: str = _d("FAILED", "status of a row or job that failed")
+
+
+class ColumnNames(_Strict):
+    """Column names of the outbox tables (a name applies to every table that has the column)."""
+
+    id: str = _d("id", "primary key (uuid); jobs_outbox.id is also the BullMQ job id")
+    status: str = _d("status", "row status")
+    attempts: str = _d("attempts", "push attempts of the runner")
+    last_error: str = _d("lastError", "last push error (camelCase: quoted in SQL)")
+    type: str = _d("type", "job or event type (the string value of the enum member)")
+    emitter: str = _d("emitter", "the service that wrote the row (ms-<domain>)")
+    emitter_id: str = _d("emitterId", "id of the entity or user that caused the row")
+    target: str = _d("target", "jobs_outbox: the BullMQ queue the job is pushed to")
+    payload: str = _d("payload", "jsonb payload")
+    scheduled_at: str = _d("scheduled_at", "jobs_outbox: not pushed before this time")
+    created_at: str = _d("created_at", "row creation time")
+    updated_at: str = _d("updated_at", "last status change")
+    trace_id: str = _d("traceId", "old trace field (uuid)")
+    traceparent: str = _d("traceparent", "W3C trace context; NULL is normal for rows written by SQL triggers")
+    version: str = _d("version", "event_queue: payload version")
+    target_services: str = _d("target_services", "event_queue: the streams (targets) the event is pushed to")
+    correlation_id: str = _d("correlation_id", "event_queue: correlation id (scatter-gather)")
+    processed_at: str = _d("processed_at", "event_queue: push time")
+    job_id: str = _d("job_id", "job_audit: the jobs_outbox id of the job")
+    job_type: str = _d("job_type", "job_audit: the job type")
+    worker_id: str = _d("worker_id", "job_audit: the worker that ran the job")
+    current_attempt: str = _d("current_attempt", "job_audit: attempt number")
+    started_at: str = _d("started_at", "job_audit: start of the execution")
+    finished_at: str = _d("finished_at", "job_audit: end of the execution")
+    result_payload: str = _d("result_payload", "job_audit: what the handler returned")
+    error_message: str = _d("error_message", "job_audit: the handler's error")
+    error_stack: str = _d("error_stack", "job_audit: the handler's stack trace")
+
+
+class StaticConventions(_Strict):
+    """Names the static index and verify_flow look for in the TypeScript code."""
+
+    messaging_package: str = _d("npm-packages/packages/messaging", "the contracts package (job/event/queue types)")
+    merged_job_object: list[str] = _d(["JobMessagingType"], "objects merging every domain's job types by spread")
+    job_registry: list[str] = _d(["JobRegistry"], "interfaces mapping each job type to its payload")
+    create_job_calls: list[str] = _d(["createJob"], "calls that write a jobs_outbox row")
+    fallback_calls: list[str] = _d(["withFallback"], "helpers that write a FALLBACK job when the wrapped call fails")
+    create_event_calls: list[str] = _d(["createEvent", "createFollowUp"], "calls that write an event_queue row")
+    outbox_entities: list[str] = _d(["JobsOutboxEntity", "EventQueueEntity"], "classes the create calls belong to")
+    processor_decorators: list[str] = _d(["Processor"], "decorator binding a worker class to a BullMQ queue")
+    worker_base_classes: list[str] = _d(["BaseWorker"], "base class of BullMQ workers")
+    handler_type_fields: list[str] = _d(["jobType"], "handler field naming the job type it handles")
+    handler_methods: list[str] = _d(["handle"], "handler method that runs a job")
+    handler_interfaces: list[str] = _d(["IJobHandler"], "interfaces job handlers implement")
+    post_processor_base_classes: list[str] = _d(
+        ["SinglePostProcessor", "BatchPostProcessor", "BasePostProcessor", "PostProcessor"],
+        "base classes of Redis Streams consumers",
+    )
+    post_processor_filter_methods: list[str] = _d(["shouldProcess"], "post-processor method filtering event types")
+    post_processor_type_fields: list[str] = _d(
+        ["eventTypes", "handledTypes", "supportedTypes", "types"], "post-processor fields listing accepted types"
+    )
+    post_processor_stream_fields: list[str] = _d(["stream", "streamName", "streamKey"], "fields naming the stream")
+    post_processor_group_fields: list[str] = _d(["group", "groupName", "consumerGroup"], "fields naming the group")
+    mapping_table_suffixes: list[str] = _d(["_MAPPING", "_MAP"], "names of type-to-type mapping tables end so")
+    sql_event_functions: list[str] = _d(["create_event_queue_record"], "SQL functions triggers call to write events")
+    migration_query_calls: list[str] = _d(["query"], "calls whose string argument is SQL (queryRunner.query)")
+    direct_queue_calls: list[str] = _d(["add", "addBulk"], "BullMQ calls that push a job without the outbox")
+    direct_queue_classes: list[str] = _d(["Queue", "FlowProducer"], "BullMQ classes whose instances push jobs")
+    job_type_suffixes: list[str] = _d(["JobType", "JobMessagingType"], "enum/object names holding job types")
+    event_type_suffixes: list[str] = _d(
+        ["EventType", "EventMessagingType", "Events"], "enum/object names holding event types"
+    )
+    ws_type_markers: list[str] = _d(["Ws", "WS", "WebSocket", "Websocket"], "name parts of websocket message types")
+    queue_suffixes: list[str] = _d(["Queue"], "enum names holding BullMQ queue names")
+    stream_enum_names: list[str] = _d(["Streams", "Stream"], "enum names holding stream names")
+    skip_dirs: list[str] = _d(
+        ["node_modules", "dist", "build", "coverage", ".git", ".mesh"], "folders never indexed"
+    )
+    test_path_markers: list[str] = _d(
+        ["/tests/", "/test/", "/__tests__/", "/e2e/", "/controllers/tests/", ".spec.", ".test.", ".e2e-spec."],
+        "a file whose path contains one of these is test-only",
+    )
+    known_emitters: list[str] = _d([], "emitters to resolve SQL-built names for, beyond those found in code")
+    type_fields: list[str] = _d(["type"], "field of the createJob/createEvent argument holding the type")
+    job_target_fields: list[str] = _d(["target"], "field of the createJob argument holding the queue")
+    target_services_fields: list[str] = _d(
+        ["targetServices", "target_services"], "field of the createEvent argument holding the target streams"
+    )
+    emitter_fields: list[str] = _d(["emitter"], "field of the create argument holding the emitter")
+    job_data_field: str = _d("data", "the BullMQ job's data field (job.data)")
+    job_payload_field: str = _d("payload", "the envelope field holding the payload (job.data.payload)")
+    job_envelope_fields: list[str] = _d(["payload", "traceparent", "traceId"], "fields of the job envelope")
+    original_payload_key: str = _d("originalPayload", "key a handler returns its payload under, for the audit")
+    bare_error_classes: list[str] = _d(["Error"], "error classes a worker should not throw (untyped errors)")
+    module_decorators: list[str] = _d(["Module"], "decorator of NestJS modules")
+    module_provider_fields: list[str] = _d(["providers"], "module field listing providers")
+    inject_queue_decorators: list[str] = _d(["InjectQueue"], "decorator injecting a BullMQ queue")
+    transaction_calls: list[str] = _d(["transaction"], "calls running a callback in a DB transaction")
+    start_transaction_calls: list[str] = _d(["startTransaction"], "calls opening a transaction")
+    commit_transaction_calls: list[str] = _d(["commitTransaction"], "calls committing a transaction")
+    transaction_param_types: list[str] = _d(
+        ["EntityManager", "QueryRunner"], "parameter types that carry the caller's transaction"
+    )
+
+
+class Conventions(_Strict):
+    """Every name of the diagnosed system; defaults follow target-system.md."""
+
+    tables: TableNames = TableNames()
+    columns: ColumnNames = ColumnNames()
+    statuses: Statuses = Statuses()
+    audit_trigger: str = _d("notify_job_audit_status_change", "trigger function writing job outcomes to event_queue")
+    job_success_types: list[str] = _d(
+        ["job.outbox.success", "{domain}:job:outbox:success"], "event types of a successful job (both versions)"
+    )
+    job_failure_types: list[str] = _d(
+        ["job.outbox.failed", "{domain}:job:outbox:failure", "{domain}:job:outbox:failed"],
+        "event types of a failed job (both versions, and the name the failure post-processor expects)",
+    )
+    stream_prefix: str = _d("stream:", "stream key = prefix + target service")
+    dlq_suffix: str = _d("-dlq", "dead-letter stream key = full stream key + suffix")
+    stream_maxlen: int = _d(10000, "approximate MAXLEN of the runner's XADD")
+    retry_key: str = _d("retry:post-processor:{group}:{message_id}", "retry bookkeeping key of a message")
+    retry_attempt_suffix: str = _d(":attempt", "suffix of the retry attempt counter key")
+    retry_last_error_suffix: str = _d(":lastError", "suffix of the retry last error key")
+    retry_queue_key: str = _d("retry-queue:post-processor:{group}", "sorted set of scheduled retries (score = ms)")
+    idempotency_key: str = _d("idempotency:post-processor:{group}:{message_id}", "idempotency lock (SET NX EX)")
+    idempotency_ttl_s: int = _d(86400, "TTL of the idempotency lock")
+    max_retries: int = _d(5, "business failures before a message is dead-lettered")
+    claim_interval_ms: int = _d(30000, "how often consumers re-read their pending entries")
+    claim_min_idle_ms: int = _d(60000, "consumers claim others' entries idle longer than this")
+    dlq_message_id_field: str = _d("messageId", "dead-letter field: id of the message in the source stream")
+    dlq_error_field: str = _d("error", "dead-letter field: the error")
+    dlq_payload_field: str = _d("payload", "dead-letter field: JSON of the parsed message")
+    dlq_timestamp_field: str = _d("timestamp", "dead-letter field: when it was dead-lettered")
+    event_type_field: str = _d("type", "stream entry field holding the event type")
+    event_id_field: str = _d("id", "stream entry field holding the event_queue id")
+    event_body_field: str = _d("event", "stream entry field holding the whole event JSON")
+    stream_envelope_fields: list[str] = _d(
+        ["emitter", "emitterId", "correlationId", "traceId", "traceparent", "version", "createdAt", "payload"],
+        "entry fields rebuilt from the event JSON when a replayed original was trimmed",
+    )
+    dlq_event_key: str = _d("payload", "key of the dead letter's payload object holding the event JSON text")
+    bullmq_prefix: str = _d("bull", "BullMQ key prefix: <prefix>:<queue>:...")
+    bullmq_state_lists: list[str] = _d(["wait", "active", "paused"], "BullMQ states kept in lists")
+    bullmq_state_sorted_sets: list[str] = _d(
+        ["delayed", "prioritized", "waiting-children", "failed", "completed"], "BullMQ states kept in sorted sets"
+    )
+    job_outcome_id_keys: list[str] = _d(["jobId"], "payload keys of a job-outcome event holding the job id")
+    job_completed_key: str = _d("job:completed:{job_id}", "the worker's idempotency guard of a finished job")
+    job_attempts: int = _d(3, "attempts BullMQ jobs are pushed with")
+    retention_s: int = _d(86400, "COMPLETED rows older than this are purged by the runner")
+    static: StaticConventions = StaticConventions()
