@@ -116,6 +116,12 @@ def test_every_way_out_of_handle_is_judged(ts, body: str, expected: list[str]) -
     assert kinds(handler(ts, body)) == expected
 
 
+def test_handing_the_job_on_is_recorded(ts) -> None:
+    f = handler(ts, f"await this.helper.run(job);\nthis.log(job.id);\n{RETURN}")
+    assert [(r.line, r.text) for r in f.envelope_passed] == [(5, "(job)")]
+    assert f.envelope_reads == []
+
+
 @pytest.mark.parametrize(
     ("body", "field"),
     [

@@ -70,7 +70,7 @@ def check_reads_envelope(inp: FlowInputs) -> Check:
             return "fail", [at(site, r.line, f"{cls} reads {r.text}") for r in facts.envelope_reads]
         if facts.envelope_passed:
             passed = facts.envelope_passed
-            return "unknown", [at(site, r.line, f"{cls} hands the envelope on: {r.text}") for r in passed]
+            return "unknown", [at(site, r.line, f"{cls} hands the job on: {r.text}") for r in passed]
         return "pass", [at(site, facts.method_line or site.line, f"{cls}.handle reads only the envelope's payload")]
 
     fails, unknowns, passes = _per_class(handlers, "handler_class", judge)

@@ -7,7 +7,7 @@ is the index's job) and never guesses: a shape it does not recognise is reported
 
 - :func:`handler_facts` — the ways a handler's ``handle`` method returns (each ``return``,
   and falling off its end), its reads of ``job.data.<field>`` outside the envelope fields,
-  and the places it hands its envelope to other code;
+  and the places it hands the job or its envelope to other code;
 - :func:`bare_throws` — ``throw new Error(...)`` inside a class (the routing worker);
 - :func:`registry_entries` — the keys of the job registry interface.
 
@@ -75,7 +75,7 @@ class HandlerFacts:
     returns: list[ReturnFact] = field(default_factory=list)
     envelope_reads: list[EnvelopeRead] = field(default_factory=list)
     envelope_passed: list[EnvelopeRead] = field(default_factory=list)
-    """Places where the envelope itself is handed to other code (what it reads there is not visible)."""
+    """Places where the job or its envelope is handed to other code (what is read there is not visible)."""
 
     @property
     def found(self) -> bool:
@@ -234,7 +234,8 @@ def _handler_facts(pf: ParsedFile, class_name: str, conv: StaticConventions) -> 
     _bind_parameter(pf, method, env)
     for node in walk(body):
         is_envelope = node.type in ("identifier", "member_expression") and norm_expr(pf.text(node)) in env.envelopes
-        if is_envelope and _passed_along(node):
+        is_job = node.type == "identifier" and pf.text(node) in env.jobs
+        if (is_envelope or is_job) and _passed_along(node):
             facts.envelope_passed.append(EnvelopeRead(line_of(node), "", pf.text(node.parent or node)[:200]))
         if node.type == "variable_declarator":
             _track_declarator(pf, node, env, facts.envelope_reads)
@@ -267,7 +268,7 @@ def _handler_facts(pf: ParsedFile, class_name: str, conv: StaticConventions) -> 
 
 
 def _passed_along(node: Node) -> bool:
-    """True when the envelope itself (``job.data``) is handed to other code rather than read here."""
+    """True when the job or its envelope (``job``, ``job.data``) is handed to other code rather than read here."""
     current = node
     parent = node.parent
     while parent is not None and parent.type in ("parenthesized_expression", "as_expression", "non_null_expression",
