@@ -8,7 +8,7 @@ token minted by a human with ``mesh-mcp approve PLAN_ID``.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult
@@ -17,12 +17,9 @@ from pydantic import Field
 from server.runtime import Runtime
 from server.toolkit import DESTRUCTIVE_REMOTE, READ_ONLY_REMOTE, mesh_tool, tool_result
 from tools.remediation.executor import apply_plan
-from tools.remediation.model import ApplyReport, Plan
+from tools.remediation.model import ApplyReport, Plan, Symptom
 from tools.remediation.planner import Request, propose
 
-SymptomArg = Literal[
-    "dlq_replay", "claim_dead_consumer", "clear_stale_lock", "reconcile_outbox", "requeue_stuck_job", "retry_failed_job"
-]
 Name = Annotated[str, Field(min_length=1, max_length=512)]
 Id = Annotated[str, Field(min_length=1, max_length=256)]
 
@@ -34,7 +31,7 @@ def register(server: MCPServer, runtime: Runtime) -> None:
     @mesh_tool
     async def propose_remediation(
         symptom: Annotated[
-            SymptomArg,
+            Symptom,
             Field(
                 description="dlq_replay (dead letters of a stream), claim_dead_consumer (entries held by a dead "
                 "consumer), clear_stale_lock (idempotency lock blocking a re-read), reconcile_outbox (FAILED "

@@ -14,7 +14,7 @@ after approval voids the token. No floats anywhere (their text form is not canon
 from __future__ import annotations
 
 import hashlib
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -28,14 +28,7 @@ Symptom = Literal[
     "requeue_stuck_job",
     "retry_failed_job",
 ]
-SYMPTOMS: tuple[str, ...] = (
-    "dlq_replay",
-    "claim_dead_consumer",
-    "clear_stale_lock",
-    "reconcile_outbox",
-    "requeue_stuck_job",
-    "retry_failed_job",
-)
+SYMPTOMS: tuple[str, ...] = get_args(Symptom)
 
 
 class _M(BaseModel):

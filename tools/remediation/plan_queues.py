@@ -93,5 +93,6 @@ async def build_retry_failed_job(b: PlanBuilder, connections: Connections, req: 
         b.warnings.append(f"queue {queue} is paused: the jobs go to its paused list and run once it is resumed")
     count = len(by_push["LPUSH"]) + len(by_push["RPUSH"])
     b.messages = count
-    b.notes.append("runbook step 3: approve once the handler's failure cause is fixed, else the job fails again")
+    if count:
+        b.notes.append("runbook step 3: approve once the handler's failure cause is fixed, else the job fails again")
     b.summary = f"retry {count} failed job(s) of BullMQ queue {queue}"
