@@ -6,8 +6,11 @@ and calls the tools in the runbook's order (``analyze_impact``, ``outbox_health`
 ``propose_remediation``). Each seeded fault of the :class:`~server.demo_seed.Scenario`
 is then checked against what the tools returned: a fault counts as *found* only when a
 tool's structured result carries the expected diagnosis code (a ``verdict``, a
-``finding`` or an ``anomaly``) about that fault's own identifiers. A tool missing from
-this build, or failing, is reported as such; nothing is filled in by the demo itself.
+``finding`` or an ``anomaly``) about that fault's own identifiers, or, for the listing
+tools that have no codes (``dlq_list``, ``inspect_queue``), a record whose fields equal
+the fault's identifiers and state (the dead letter of that message, that job ``failed``).
+A tool missing from this build, or failing, is reported as such; nothing is filled in by
+the demo itself.
 """
 
 from __future__ import annotations
@@ -80,12 +83,17 @@ class DemoReport(BaseModel):
 
 @dataclass(frozen=True)
 class Probe:
-    """A tool call that should report ``codes`` (any of) about ``mention`` (if given)."""
+    """A tool call that should report ``codes`` (any of) about ``mention`` (if given), or a ``record``.
+
+    ``record``: for tools without diagnosis codes, the field values (all of them) one item of
+    the result must have, e.g. ``(("message_id", "1-0"),)`` for a dead letter of message 1-0.
+    """
 
     tool: str
     arguments: dict[str, Any]
-    codes: frozenset[str]
+    codes: frozenset[str] = frozenset()
     mention: str | None = None
+    record: tuple[tuple[str, str], ...] = ()
 
 
 def _walk(value: Any) -> Iterator[dict[str, Any]]:
@@ -99,15 +107,24 @@ def _walk(value: Any) -> Iterator[dict[str, Any]]:
 
 
 def match_probe(structured: Any, probe: Probe) -> str | None:
-    """The sentence of the first result item carrying one of ``probe.codes`` about ``probe.mention``."""
+    """The evidence sentence of the first result item that satisfies ``probe``, else None.
+
+    An item satisfies it when it carries one of ``probe.codes`` (its ``code`` field) and, if
+    ``probe.mention`` is set, names it somewhere; or, for a probe with a ``record``, when each
+    of the record's fields has exactly the expected value.
+    """
     for item in _walk(structured):
+        if probe.record:
+            if all(str(item.get(key)) == value for key, value in probe.record):
+                shown = ", ".join(f"{key}={value}" for key, value in probe.record)
+                detail = item.get("failed_reason") or item.get("error") or ""
+                return f"{shown}: {str(detail).splitlines()[0] if detail else ''}".strip().rstrip(":")
+            continue
         code = item.get("code")
         about = probe.mention is None or probe.mention in json.dumps(item, default=str)
         if isinstance(code, str) and code in probe.codes and about:
             sentence = item.get("sentence") or item.get("message") or ""
             return f"{code}: {sentence}".strip().rstrip(":")
-    if not probe.codes and probe.mention is not None and probe.mention in json.dumps(structured, default=str):
-        return f"reports {probe.mention}"
     return None
 
 
@@ -126,18 +143,19 @@ def probes_of(fault: Fault, scn: Scenario) -> list[Probe]:
         ],
         "job_handler_failed": [
             Probe("trace_job", {"service": svc, "job_id": r.get("job_id")}, frozenset({"handler_failed"})),
-            Probe("inspect_queue", {"queue": scn.queue, "job_id": r.get("job_id")}, frozenset(), "GEOCODING_NO_RESULT"),
+            Probe("inspect_queue", {"queue": scn.queue, "job_id": r.get("job_id")},
+                  record=(("job_id", str(r.get("job_id"))), ("state", "failed"))),
         ],
         "dlq_poison_pill": [
-            Probe("dlq_list", {"stream": stream}, frozenset(), r.get("message_id")),
-            Probe("inspect_stream", {"stream": stream}, frozenset({"dlq_not_empty"})),
+            Probe("dlq_list", {"stream": stream}, record=(("message_id", str(r.get("message_id"))),)),
+            Probe("inspect_stream", {"stream": stream}, frozenset({"dlq_not_empty"}), scn.dlq_stream),
             Probe("trace_event", {"service": svc, "event_id": r.get("event_id")}, frozenset({"in_dlq"})),
         ],
         "dead_consumer": [
             Probe("inspect_stream", {"stream": stream}, frozenset({"dead_consumer"}), r.get("consumer")),
         ],
         "trimmed_pending": [
-            Probe("inspect_stream", {"stream": stream}, frozenset({"trimmed_pending"})),
+            Probe("inspect_stream", {"stream": stream}, frozenset({"trimmed_pending"}), r.get("message_id")),
             Probe("trace_event", {"service": svc, "event_id": r.get("event_id")}, frozenset({"trimmed"})),
         ],
         "stale_idempotency_lock": [

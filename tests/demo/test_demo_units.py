@@ -73,7 +73,14 @@ def test_probe_needs_the_code_about_the_fault() -> None:
     assert match_probe(result, Probe("inspect_stream", {}, frozenset({"dead_consumer"}), "c-2")) is None
     assert match_probe(result, Probe("inspect_stream", {}, frozenset({"trimmed_pending"}))) is None
     assert match_probe({"verdict": {"code": "ok"}}, Probe("trace_job", {}, frozenset({"stuck_processing"}))) is None
-    assert match_probe({"entries": [{"message_id": "1-0"}]}, Probe("dlq_list", {}, frozenset(), "1-0")) == "reports 1-0"
+    # tools without diagnosis codes: a record with exactly the fault's field values, not a mere mention
+    dead_letters = {"entries": [{"message_id": "2-0", "error": "boom", "payload": {"note": "1-0"}},
+                                {"message_id": "1-0", "error": "TypeError: x\n  at f"}]}
+    assert match_probe(dead_letters, Probe("dlq_list", {}, record=(("message_id", "1-0"),))) == (
+        "message_id=1-0: TypeError: x")
+    assert match_probe(dead_letters, Probe("dlq_list", {}, record=(("message_id", "3-0"),))) is None
+    job = {"job": {"job_id": "j1", "state": "completed"}}
+    assert match_probe(job, Probe("inspect_queue", {}, record=(("job_id", "j1"), ("state", "failed")))) is None
 
 
 def test_a_redis_outage_is_reported_not_papered_over(pg_admin_url: str, private_redis: str, tmp_path: Path) -> None:
