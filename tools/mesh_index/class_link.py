@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from tools.mesh_index.linked import HandlerRec, PostProcessorRec, SiteRec, WorkerRec
@@ -36,7 +37,7 @@ class ClassLinker:
         self._known: set[str] | None = None
         self._candidates: dict[str, list] | None = None
 
-    def classes(self, want: str):
+    def classes(self, want: str) -> Iterator[tuple[str, str, Any]]:
         """Classes of every file; ``want`` narrows to handler / worker / derived (has a base) candidates."""
         if self._candidates is None:
             cands: dict[str, list] = {"handler": [], "worker": [], "derived": []}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from typing import TextIO
 
 from server.cli_support import print_json, print_table, settings_from_args
 from server.errors import MeshError
@@ -30,7 +31,7 @@ def make_service(args: argparse.Namespace) -> IndexService:
 class ProgressBar:
     """A one-line progress bar on stderr; when stderr is not a terminal, a line every 10% of large runs."""
 
-    def __init__(self, stream=None, width: int = 30):
+    def __init__(self, stream: TextIO | None = None, width: int = 30) -> None:
         self.stream = stream or sys.stderr
         self.width = width
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())

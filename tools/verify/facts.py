@@ -117,7 +117,9 @@ def _bind_parameter(pf: ParsedFile, method: Node, env: _Envelope) -> None:
         _bind_destructuring(pf, pattern, env, source="job")
 
 
-def _bind_destructuring(pf: ParsedFile, pattern: Node, env: _Envelope, *, source: str, reads=None) -> None:
+def _bind_destructuring(
+    pf: ParsedFile, pattern: Node, env: _Envelope, *, source: str, reads: list[EnvelopeRead] | None = None
+) -> None:
     """``{ data } = job`` binds an envelope; ``{ payload, x } = job.data`` binds a payload and reads x."""
     conv = env.conv
     for child in pattern.named_children:

@@ -86,7 +86,14 @@ def module_providers(pf: ParsedFile, conv: StaticConventions) -> list[ModuleFact
     return modules
 
 
-def _collect_providers(pf, node, facts: ModuleFacts, imports, arrays, depth: int) -> None:
+def _collect_providers(
+    pf: ParsedFile,
+    node: Node | None,
+    facts: ModuleFacts,
+    imports: dict[str, str],
+    arrays: dict[str, Node],
+    depth: int,
+) -> None:
     node = unwrap(node)
     if node is None or depth > 8:
         return
