@@ -78,12 +78,11 @@ def recommended_indexes(schema: TableSchema, conventions: Conventions) -> list[R
     """Indexes the tools rely on for this table (only those whose columns exist)."""
     if not schema.exists:
         return []
-    type_role = "job_type" if schema.kind == "job_audit" else "type"
     wanted = [
         # INCLUDE (type): outbox_health counts FAILED rows by type from the index alone
         _btree(schema, ["status", "created_at", "id"], "query_outbox status filter and outbox_health",
-               include=[type_role]),
-        _btree(schema, [type_role, "created_at", "id"], "query_outbox type filter"),
+               include=[schema.type_role]),
+        _btree(schema, [schema.type_role, "created_at", "id"], "query_outbox type filter"),
         _btree(schema, ["created_at", "id"], "query_outbox newest-first listing"),
     ]
     if schema.kind == "job_audit":
@@ -139,7 +138,7 @@ class RecommendedStatistics:
 
 
 def recommended_statistics(schema: TableSchema) -> list[RecommendedStatistics]:
-    type_col = schema.col("job_type" if schema.kind == "job_audit" else "type")
+    type_col = schema.col(schema.type_role)
     status_col = schema.col("status")
     if not schema.exists or not type_col or not status_col:
         return []

@@ -93,10 +93,6 @@ class Keyset:
     id: Any
 
 
-def type_role(schema: TableSchema) -> str:
-    return "job_type" if schema.kind == "job_audit" else "type"
-
-
 def page_query(
     schema: TableSchema, service: str, filters: PageFilters, keyset: Keyset | None, limit: int, cap_bytes: int
 ) -> tuple[sql.Composed, list[Any]]:
@@ -109,7 +105,7 @@ def page_query(
         where.append(sql.SQL("{} = %s").format(_ident(schema.col("status") or "status")))
         params.append(filters.status)
     if filters.type is not None:
-        tcol = schema.col(type_role(schema))
+        tcol = schema.col(schema.type_role)
         if tcol is None:
             where.append(sql.SQL("false"))
         else:
@@ -231,7 +227,7 @@ def oldest_ages_query(schema: TableSchema, pending: str, processing: str) -> tup
 
 def failed_by_type_query(schema: TableSchema, failed: str, limit: int) -> tuple[sql.Composed, list[Any]]:
     status = _ident(schema.col("status") or "status")
-    tcol = schema.col(type_role(schema))
+    tcol = schema.col(schema.type_role)
     type_expr: sql.Composable = _ident(tcol) if tcol else sql.SQL("'(no type column)'")
     query = sql.SQL(
         "SELECT {ty} AS type, count(*)::bigint AS n FROM {t} WHERE {s} = %s GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT %s"

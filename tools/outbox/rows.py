@@ -103,13 +103,12 @@ def shape_row(service: str, schema: TableSchema, raw: dict[str, Any], cap_bytes:
         col = schema.col(role)
         return columns.get(col) if col else None
 
-    type_role = "job_type" if schema.kind == "job_audit" else "type"
     return OutboxRow(
         service=service,
         table=schema.kind,  # type: ignore[arg-type]
         id=str(by_role("id")),
         status=by_role("status"),
-        type=by_role(type_role),
+        type=by_role(schema.type_role),
         created_at=by_role("created_at"),
         updated_at=by_role("updated_at"),
         age_s=round(times.age_s, 3) if times.age_s is not None else None,

@@ -93,6 +93,11 @@ class TableSchema:
         name = getattr(self.names, role)
         return name if name in self.columns else None
 
+    @property
+    def type_role(self) -> str:
+        """The role of the column holding the job or event type: ``job_type`` in job_audit, else ``type``."""
+        return "job_type" if self.kind == "job_audit" else "type"
+
     def has(self, role: str) -> bool:
         return self.col(role) is not None
 

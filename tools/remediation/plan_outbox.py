@@ -16,7 +16,6 @@ guarded by the status and the ``updated_at`` seen when planning.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 from psycopg import sql
 
@@ -25,12 +24,8 @@ from server.errors import MeshError
 from tools.outbox.bull_state import bull_job_state
 from tools.remediation.backups import jsonable_value
 from tools.remediation.model import Check, SqlRow, SqlUpdateOp
-from tools.remediation.planner import UUID_RE, PlanBuilder, Request
+from tools.remediation.planner import UUID_RE, PlanBuilder, Request, check
 from tools.streams.keys import fill
-
-
-def _check(kind: str, **args: Any) -> Check:
-    return Check(kind=kind, args=args)  # type: ignore[arg-type]
 
 
 async def _rows(connections: Connections, b: PlanBuilder, service: str, table: str, ids: list[str]) -> list[dict]:
@@ -55,7 +50,7 @@ def _add_update(b: PlanBuilder, service: str, table: str, rows: list[dict], *, t
         rows=[SqlRow(id=r["id"], updated_at=_stamp(r) if guard_updated_at else None) for r in rows],
     )
     checks = [
-        _check("row_matches", service=service, table=table, id=r["id"], status=from_status,
+        check("row_matches", service=service, table=table, id=r["id"], status=from_status,
                updated_at=_stamp(r) if guard_updated_at else None)
         for r in rows
     ]

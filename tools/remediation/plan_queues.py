@@ -11,20 +11,15 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
 
 from server.connections import Connections
 from tools.remediation import redis_reads as rr
 from tools.remediation.model import BullRetryOp, Check
-from tools.remediation.planner import PlanBuilder, Request
+from tools.remediation.planner import PlanBuilder, Request, check
 from tools.streams.keys import bull_key
 
 DEFAULT_EVENTS_MAXLEN = 10_000
 _VERSION_RE = re.compile(r"(\d+)\.\d+")
-
-
-def _check(kind: str, **args: Any) -> Check:
-    return Check(kind=kind, args=args)  # type: ignore[arg-type]
 
 
 async def build_retry_failed_job(b: PlanBuilder, connections: Connections, req: Request) -> None:
@@ -67,7 +62,7 @@ async def build_retry_failed_job(b: PlanBuilder, connections: Connections, req: 
             opts = {}
         push = "RPUSH" if isinstance(opts, dict) and opts.get("lifo") else "LPUSH"
         by_push[push].append(job_id)
-        checks[push].append(_check("bull_job_failed", prefix=prefix, queue=queue, job_id=job_id,
+        checks[push].append(check("bull_job_failed", prefix=prefix, queue=queue, job_id=job_id,
                                    digest=rr.hash_digest(fields)))
         attempts = opts.get("attempts") if isinstance(opts, dict) else None
         made = rr.text(fields.get(b"attemptsMade", b"0"))
@@ -85,7 +80,7 @@ async def build_retry_failed_job(b: PlanBuilder, connections: Connections, req: 
                                   marker=marker, events_maxlen=events_maxlen),
             target=f"{prefix}:{queue}",
             precondition="each job still failed and unchanged; the queue's paused state unchanged",
-            checks=checks[push] + [_check("queue_paused", prefix=prefix, queue=queue, paused=paused)],
+            checks=checks[push] + [check("queue_paused", prefix=prefix, queue=queue, paused=paused)],
             backup="each job hash and its failed score", reversible=False,
         )
         b.keys += len(job_ids)

@@ -30,7 +30,7 @@ from tools.remediation.model import (
     XAckOp,
     XClaimOp,
 )
-from tools.remediation.planner import PlanBuilder, Request
+from tools.remediation.planner import PlanBuilder, Request, check
 from tools.streams.keys import (
     idempotency_key,
     is_dlq,
@@ -60,10 +60,6 @@ def pick_group(groups: list[dict[str, Any]], group: str | None, stream: str) -> 
     if len(names) == 1:
         return names[0]
     raise InvalidArgument(f"stream {stream} has several consumer groups ({', '.join(names)}): pass group")
-
-
-def check(kind: str, **args: Any) -> Check:
-    return Check(kind=kind, args=args)  # type: ignore[arg-type]
 
 
 async def _pending_targets(b: PlanBuilder, redis: Any, stream: str, group: str, ids: list[str] | None,

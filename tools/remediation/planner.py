@@ -36,6 +36,11 @@ UUID_RE = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]
 STREAM_ID_RE = re.compile(r"^\d{1,20}-\d{1,20}$")
 
 
+def check(kind: str, **args: Any) -> Check:
+    """A precondition of ``kind`` (see :mod:`tools.remediation.preconditions` for each kind's args)."""
+    return Check(kind=kind, args=args)  # type: ignore[arg-type]
+
+
 @dataclass
 class PlanBuilder:
     """Collects the steps of a plan and what they touch."""
