@@ -251,3 +251,16 @@ async def test_redis_down_still_reports_sql_hops(db, outbox_settings, tools_for)
     assert hop(report, "bullmq_job").state == "unknown"
     assert [p.service for p in report.unavailable] == ["redis"]
     assert report.verdict.code == "pushed_not_consumed"
+
+
+async def test_a_named_service_that_is_down_is_the_answer(outbox_settings, tools_for, down_dsn) -> None:
+    from server.errors import ServiceUnavailable
+
+    settings = outbox_settings(services={"ranking": {"postgres": down_dsn}})
+    async with tools_for(settings) as tools:
+        with pytest.raises(ServiceUnavailable, match="service 'ranking'"):  # not a not_found verdict
+            await tools.trace_job(str(uuid.uuid4()), service="ranking")
+        with pytest.raises(ServiceUnavailable, match="service 'ranking'"):
+            await tools.trace_event(str(uuid.uuid4()), service="ranking")
+        report = await tools.trace_job(str(uuid.uuid4()), service=None)
+    assert report.verdict.code == "not_found" and "not searched: ranking" in report.verdict.sentence

@@ -17,13 +17,12 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-import anyio
-
 from server.config import Settings
 from server.connections import Connections
 from server.errors import InvalidArgument, MeshError, NotFound
 from tools.outbox import queries
-from tools.outbox.model import OutboxRow, QueryOutboxResult, ServiceProblem
+from tools.outbox.fan_out import each_service
+from tools.outbox.model import OutboxRow, QueryOutboxResult
 from tools.outbox.rows import AUDIT_MISSING, hint_columns, hint_for, shape_row, times_of
 from tools.outbox.schema_discovery import TABLE_KINDS, SchemaCatalog, TableSchema
 
@@ -213,27 +212,15 @@ async def query_outbox(
 
     pages: dict[str, list[tuple[tuple[datetime, str, str], OutboxRow]]] = {}
     missing: dict[str, list[str]] = {}
-    problems: list[ServiceProblem] = []
 
     async def one(name: str) -> None:
-        try:
-            pages[name], missing_cols = await _service_page(
-                connections, settings, catalog, name, table, status, type_, row_id, older_than_s, keyset, limit
-            )
-            if missing_cols:
-                missing[name] = missing_cols
-        except MeshError as exc:
-            # one service named by the caller: its error is the answer; several: the others still answer
-            if service is not None or isinstance(exc, InvalidArgument):
-                raise
-            problems.append(ServiceProblem(service=name, error=str(exc)))
+        pages[name], missing_cols = await _service_page(
+            connections, settings, catalog, name, table, status, type_, row_id, older_than_s, keyset, limit
+        )
+        if missing_cols:
+            missing[name] = missing_cols
 
-    try:
-        async with anyio.create_task_group() as tg:
-            for name in services:
-                tg.start_soon(one, name)
-    except BaseExceptionGroup as group:
-        raise group.exceptions[0] from None
+    problems = await each_service(services, one, named=service is not None)
     merged = sorted((item for page in pages.values() for item in page), key=lambda kv: kv[0], reverse=True)
     more = len(merged) > limit
     rows = [row for _, row in merged[:limit]]
@@ -248,7 +235,7 @@ async def query_outbox(
         filters={k: v for k, v in filters.items() if v is not None},
         rows=rows,
         next_cursor=next_cursor,
-        unavailable=sorted(problems, key=lambda p: p.service),
+        unavailable=problems,
         missing_columns=missing,
     )
 

@@ -21,13 +21,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import anyio
-
 from server.config import Settings
 from server.connections import Connections
 from server.errors import InvalidArgument, MeshError, ServiceUnavailable
 from tools.outbox import queries
 from tools.outbox.bull_state import bull_job_state
+from tools.outbox.fan_out import each_service
 from tools.outbox.model import Hop, OutboxRow, ServiceProblem, TraceReport, Verdict
 from tools.outbox.query_outbox import typed_id, validate_text
 from tools.outbox.rows import AUDIT_MISSING, RowTimes, hint_columns, hint_for, shape_row, times_of
@@ -124,23 +123,11 @@ class Tracer:
         found: dict[str, ServiceRows] = {}
 
         async def one(name: str) -> None:
-            try:
-                tables = await self.catalog.tables(name)
-                rows = ServiceRows(service=name, tables=tables)
-                await fetch(rows)
-                found[name] = rows
-            except MeshError as exc:
-                if service is not None and not isinstance(exc, ServiceUnavailable):
-                    raise
-                self.unavailable.append(ServiceProblem(service=name, error=str(exc)))
+            rows = ServiceRows(service=name, tables=await self.catalog.tables(name))
+            await fetch(rows)
+            found[name] = rows
 
-        try:
-            async with anyio.create_task_group() as tg:
-                for name in services:
-                    tg.start_soon(one, name)
-        except BaseExceptionGroup as group:
-            raise group.exceptions[0] from None
-        self.unavailable.sort(key=lambda p: p.service)
+        self.unavailable.extend(await each_service(services, one, named=service is not None))
         return services, [found[n] for n in services if n in found]
 
     # -- Redis ----------------------------------------------------------------------------
