@@ -145,7 +145,14 @@ async def test_injection_attempts_are_data(db, r, outbox_settings, tools_for) ->
             with pytest.raises(InvalidArgument, match="cursor"):
                 await tools.query(table="jobs_outbox", cursor=attempt)
             assert (await tools.trace_job(attempt)).verdict.code == "not_found"
+            assert (await tools.trace_event(attempt, service=None)).verdict.code == "not_found"
+            with pytest.raises(NotFound, match="unknown service"):
+                await tools.health(attempt)
+            with pytest.raises(NotFound, match="unknown service"):
+                await tools.trace_job(str(uuid.uuid4()), service=attempt)
     assert db.execute("SELECT count(*) FROM jobs_outbox").fetchone() == (1,)
+    assert db.execute("SELECT count(*) FROM pg_tables WHERE tablename IN ('jobs_outbox', 'event_queue', 'job_audit')"
+                      ).fetchone() == (3,)
 
 
 async def test_limits_out_of_range_are_refused(db, r, outbox_settings, tools_for) -> None:
