@@ -145,7 +145,8 @@ def _signals_ignored() -> Iterator[None]:
 def _stop_postgres_now(pgdata: Path, timeout_s: float = 5.0) -> None:
     """Immediate shutdown (SIGQUIT) of the demo's own postmaster, found by its pid file.
 
-    Only a process whose command line names this very data directory is signalled.
+    Only a process whose command line names this very data directory is signalled (read with
+    psutil, which comes with the demo extra; without it nothing is signalled).
     """
     try:
         import psutil
@@ -283,20 +284,31 @@ def sweep_stale_demos(base: Path | None = None) -> list[Path]:
     file of a process that no longer exists are touched; a PostgreSQL still running on
     such a directory's data is stopped first. Returns the directories removed.
     """
-    import psutil
-
     removed = []
     for root in sorted(Path(base or tempfile.gettempdir()).glob(f"{ROOT_PREFIX}*")):
         try:
             pid = int((root / PID_FILE).read_text(encoding="ascii").strip())
         except (OSError, ValueError):
             continue
-        if psutil.pid_exists(pid):
+        if _process_exists(pid):
             continue
         _stop_postgres_now(root / "services" / "pgdata")
         shutil.rmtree(root, ignore_errors=True)
         removed.append(root)
     return removed
+
+
+def _process_exists(pid: int) -> bool:
+    """True when a process with this id exists (without psutil, which only the demo extra brings)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, owned by another user
+        return True
+    return True
 
 
 @dataclass
