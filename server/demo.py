@@ -30,6 +30,7 @@ import sys
 import tempfile
 import time
 import uuid
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -197,7 +198,9 @@ def start_services(root: Path, environ: dict[str, str]) -> DemoServices:
     embedded = EmbeddedServices(root=root / "services")
     try:
         say("starting an embedded PostgreSQL and an embedded Redis (throwaway, free ports)")
-        admin = embedded.start_postgres()
+        with warnings.catch_warnings():  # platformdirs' notice on machines without a session runtime dir
+            warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
+            admin = embedded.start_postgres()
         redis_url = embedded.start_redis()
         _create_database(admin, EMBEDDED_DB_NAME)
     except BaseException:
