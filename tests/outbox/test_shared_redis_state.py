@@ -143,3 +143,17 @@ async def test_dead_letter_scan_says_when_its_bound_stopped_it(r, ar) -> None:
     assert await scan_dead_letters(ar, CONV, Limits(), stream, [target]) == ([], True)
     assert await scan_dead_letters(ar, CONV, Limits(max_count=1, scan_max_iterations=2), stream, [target]) == (
         [], False)
+
+
+async def test_a_huge_job_field_is_not_read(r, ar) -> None:
+    from tools.outbox.bull_state import MAX_FIELD_BYTES
+
+    r.hset("bull:q:huge", mapping={"name": "t", "data": "x" * (MAX_FIELD_BYTES + 1), "attemptsMade": 2,
+                                   "failedReason": "boom"})
+    r.zadd("bull:q:failed", {"huge": 1})
+    job = await bull_job_state(ar, CONV, "q", "huge", value_max_bytes=100)
+    assert job.hash_exists and job.state == "failed" and job.name == "t" and job.attempts_made == 2
+    assert job.data is None and job.data_truncated and job.failed_reason == "boom"
+    r.hset("bull:q:wide", mapping={f"f{i}": i for i in range(100)} | {"name": "w"})
+    wide = await bull_job_state(ar, CONV, "q", "wide")
+    assert wide.hash_exists and wide.name == "w" and wide.state == "unknown"

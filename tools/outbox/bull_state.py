@@ -7,7 +7,11 @@ structure per state: the lists ``wait``, ``active``, ``paused`` and the sorted s
 probed with ``ZSCORE`` (O(1)); lists with ``LPOS ... MAXLEN`` from both ends, so a
 huge ``wait`` list costs at most ``2 * list_scan_max`` comparisons on the server.
 
-Only read commands are used (HGETALL, ZSCORE, LPOS, EXISTS). Callers wrap the call in
+The job hash is read with a bounded size: a field longer than :data:`MAX_FIELD_BYTES`
+(a huge ``data`` payload) is not read and shows as absent (``data_truncated`` is set), and
+the kept values are cut at ``value_max_bytes``.
+
+Only read commands are used (HLEN, HSTRLEN, HGETALL, HMGET, ZSCORE, LPOS). Callers wrap the call in
 ``Connections.redis_errors()`` to turn Redis failures into ``ServiceUnavailable``.
 """
 
@@ -102,6 +106,41 @@ def _stacktrace(value: bytes | str | None, max_bytes: int) -> list[str]:
     return out
 
 
+LARGE_FIELDS = ("data", "stacktrace", "returnvalue", "failedReason", "opts")
+"""Job hash fields whose size the job's producer or handler decides (the others are numbers and names)."""
+
+MAX_FIELD_BYTES = 1024 * 1024
+"""A large field longer than this is not read at all (Redis cannot read part of a hash field)."""
+
+MAX_HASH_FIELDS = 64
+"""A job hash has about 15 fields; a bigger hash is read field by field, known fields only."""
+
+KNOWN_FIELDS = (
+    "name", "data", "opts", "timestamp", "delay", "priority", "attemptsMade", "atm", "attemptsStarted", "ats",
+    "stalledCounter", "failedReason", "stacktrace", "returnvalue", "processedOn", "finishedOn", "processedBy",
+    "parentKey", "parent", "rjk", "deid",
+)
+
+
+async def _job_fields(redis: Any, key: str) -> tuple[dict[bytes, bytes], bool, set[str]]:
+    """``(fields, exists, left_out)``: the job hash read with a bounded size.
+
+    HGETALL when it is small (the usual case); else the known fields whose length is at
+    most :data:`MAX_FIELD_BYTES`. ``left_out`` names the large fields that were not read.
+    """
+    pipe = redis.pipeline(transaction=False)
+    pipe.hlen(key)
+    for name in LARGE_FIELDS:
+        pipe.hstrlen(key, name)
+    count, *lengths = await pipe.execute()
+    too_big = {name for name, length in zip(LARGE_FIELDS, lengths, strict=True) if int(length) > MAX_FIELD_BYTES}
+    if not too_big and int(count) <= MAX_HASH_FIELDS:
+        return dict(await redis.hgetall(key)), int(count) > 0, set()
+    names = [n for n in KNOWN_FIELDS if n not in too_big]
+    values = await redis.hmget(key, names)
+    return {n.encode(): v for n, v in zip(names, values, strict=True) if v is not None}, True, too_big
+
+
 def bull_key(conventions: Conventions, queue: str, suffix: str) -> str:
     """``<prefix>:<queue>:<suffix>``: a job hash (suffix = job id) or a state structure."""
     return f"{conventions.bullmq_prefix}:{queue}:{suffix}"
@@ -122,7 +161,7 @@ async def bull_job_state(
     ``removeOnComplete``, or it was never pushed to this queue).
     """
     key = bull_key(conventions, queue, job_id)
-    fields: dict[bytes, bytes] = await redis.hgetall(key)
+    fields, hash_exists, left_out = await _job_fields(redis, key)
     found: list[str] = []
     state: str | None = None
     delayed_until: int | None = None
@@ -148,9 +187,10 @@ async def bull_job_state(
             found.append(list_key)
             if state is None:
                 state = STATE_BY_STRUCTURE.get(name, name)
-    if not fields and not found:
+    if not hash_exists and not found:
         return None
     data, data_truncated = cut(_text(fields.get(b"data")), value_max_bytes)
+    data_truncated = data_truncated or "data" in left_out
     reason, _ = cut(_text(fields.get(b"failedReason")), value_max_bytes)
     attempts = _int(fields.get(b"attemptsMade"))
     if attempts is None:
@@ -159,7 +199,7 @@ async def bull_job_state(
         queue=queue,
         job_id=job_id,
         key=key,
-        hash_exists=bool(fields),
+        hash_exists=hash_exists,
         state=state or "unknown",
         found_in=found,
         name=_text(fields.get(b"name")),
