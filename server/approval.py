@@ -319,6 +319,12 @@ def nonce_used(settings: Settings, nonce: str) -> bool:
         return any(line.split(" ", 1)[0] == nonce for line in path.read_text(encoding="ascii").splitlines())
 
 
+def _expired_entry(line: str, now: int) -> bool:
+    """Whether a ``<nonce> <exp>`` line names a token expired before ``now`` (an unreadable line is kept)."""
+    parts = line.split(" ")
+    return len(parts) == 2 and parts[1].isdigit() and int(parts[1]) <= now
+
+
 def consume_nonce(settings: Settings, claims: Claims, *, now: float | None = None) -> None:
     """Record the token's nonce; :class:`TokenRefused` (``reused``) when it was recorded before.
 
@@ -336,7 +342,7 @@ def consume_nonce(settings: Settings, claims: Claims, *, now: float | None = Non
                 "(or a fresh one) approved again",
             )
         if len(lines) >= NONCES_PRUNE_LINES:
-            keep = [ln for ln in lines if len(ln.split(" ")) == 2 and int(ln.split(" ")[1]) > current]
+            keep = [ln for ln in lines if not _expired_entry(ln, current)]
             tmp = path.with_suffix(".tmp")
             tmp.write_text("".join(f"{ln}\n" for ln in keep), encoding="ascii")
             os.chmod(tmp, 0o600)

@@ -123,11 +123,11 @@ def test_nonce_file_prunes_expired_entries(tmp_path: Path) -> None:
     path = settings.resolved_state_dir / "used_nonces"
     path.parent.mkdir(parents=True)
     past = int(time.time()) - 10
-    path.write_text("".join(f"n{i:021d} {past}\n" for i in range(5000)))
+    path.write_text("".join(f"n{i:021d} {past}\n" for i in range(4999)) + "garbled line\n")
     _, claims = mint(settings)
     consume_nonce(settings, claims)
     lines = path.read_text().splitlines()
-    assert lines == [f"{claims.nonce} {claims.exp}"]
+    assert lines == ["garbled line", f"{claims.nonce} {claims.exp}"]  # an unreadable line is kept, not a crash
 
 
 def signature_settings(tmp_path: Path, approvers: dict[str, str]) -> Settings:
