@@ -194,6 +194,14 @@ async def test_catalogue_of_the_sample_workspace(make_settings: Callable[..., Se
     shutil.copytree(sample_workspace_dir(), workspace)
     async with in_process_client(make_settings(workspace=str(workspace))) as client:
         result = await client.read_resource("mesh://catalogue")
+        # the document follows the workspace on disk, like list_catalogue
+        jobs = workspace / "npm-packages/packages/messaging/src/jobs/events/payloads.ts"
+        text = jobs.read_text(encoding="utf-8")
+        added = "  ARCHIVE_EVENT = 'events.archive_event',\n  GEOCODE_EVENT ="
+        jobs.write_text(text.replace("  GEOCODE_EVENT =", added), encoding="utf-8")
+        after = json.loads((await client.read_resource("mesh://catalogue")).contents[0].text)
+    archived = next(e for e in after["entries"] if e["value"] == "events.archive_event")
+    assert archived["kind"] == "job" and archived["orphan"] and "has_producer" in archived["failing_checks"]
     (content,) = result.contents
     assert content.mime_type == "application/json"
     entries = {(e["kind"], e["value"]): e for e in json.loads(content.text)["entries"]}
