@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Annotated
 
 from mcp.server.mcpserver import MCPServer
@@ -25,6 +26,7 @@ from pydantic import Field
 from resources import prompts as prompt_texts
 from resources.catalogue import CATALOGUE_MIME_TYPE, CATALOGUE_URI, catalogue_json
 from resources.skills import NAME_PATTERN, SKILL_MIME_TYPE, Skill, find_skill, load_skills
+from server.config import Settings
 from server.errors import InvalidArgument, MeshError
 from server.runtime import Runtime
 
@@ -51,10 +53,6 @@ def _embedded(skill: Skill | None) -> list[Message]:
         return []
     contents = TextResourceContents(uri=skill.uri, mime_type=SKILL_MIME_TYPE, text=skill.text)
     return [UserMessage(EmbeddedResource(type="resource", resource=contents))]
-
-
-def _invalid(exc: MeshError) -> MCPError:
-    return MCPError(code=INVALID_PARAMS, message=str(exc))
 
 
 def register(server: MCPServer, runtime: Runtime) -> None:
@@ -97,7 +95,12 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         except MeshError as exc:
             raise ResourceError(str(exc)) from None
 
-    def messages(text: prompt_texts.PromptText) -> list[Message]:
+    def messages(build: Callable[[str, Settings], prompt_texts.PromptText], argument: str) -> list[Message]:
+        """The prompt's instructions and its skill; an invalid argument is an invalid-params error."""
+        try:
+            text = build(argument, runtime.settings)
+        except InvalidArgument as exc:
+            raise MCPError(code=INVALID_PARAMS, message=str(exc)) from None
         return [UserMessage(text.text), *_embedded(find_skill(skills, text.skill))]
 
     @server.prompt(
@@ -111,10 +114,7 @@ def register(server: MCPServer, runtime: Runtime) -> None:
     def diagnose_job(
         job: Annotated[str, Field(description="the jobs_outbox id (also the BullMQ job id) or the job type")],
     ) -> list[Message]:
-        try:
-            return messages(prompt_texts.diagnose_job(job, runtime.settings))
-        except InvalidArgument as exc:
-            raise _invalid(exc) from None
+        return messages(prompt_texts.diagnose_job, job)
 
     @server.prompt(
         name="diagnose_event",
@@ -127,10 +127,7 @@ def register(server: MCPServer, runtime: Runtime) -> None:
     def diagnose_event(
         event: Annotated[str, Field(description="the event_queue id or the event type")],
     ) -> list[Message]:
-        try:
-            return messages(prompt_texts.diagnose_event(event, runtime.settings))
-        except InvalidArgument as exc:
-            raise _invalid(exc) from None
+        return messages(prompt_texts.diagnose_event, event)
 
     @server.prompt(
         name="remediate_dlq",
@@ -143,7 +140,4 @@ def register(server: MCPServer, runtime: Runtime) -> None:
     def remediate_dlq(
         stream: Annotated[str, Field(description="the source stream key (its dead-letter stream name is accepted)")],
     ) -> list[Message]:
-        try:
-            return messages(prompt_texts.remediate_dlq(stream, runtime.settings))
-        except InvalidArgument as exc:
-            raise _invalid(exc) from None
+        return messages(prompt_texts.remediate_dlq, stream)
