@@ -193,6 +193,15 @@ def outcome_events_query(
     return query, [types, *([job_id] * len(matches)), limit]
 
 
+def audit_statuses_query(audit: TableSchema, job_ids: list[str]) -> tuple[sql.Composed, list[Any]]:
+    """``job_id, status`` of the job_audit rows of ``job_ids``."""
+    job_id = _ident(audit.col("job_id") or "job_id")
+    query = sql.SQL("SELECT {j} AS job_id, {s} AS status FROM {t} WHERE {j} = ANY(%s)").format(
+        j=job_id, s=_ident(audit.col("status") or "status"), t=_ident(audit.name)
+    )
+    return query, [job_ids]
+
+
 # -- outbox_health -----------------------------------------------------------------------
 
 

@@ -108,16 +108,11 @@ def _sort_key(created: datetime, service: str, row_id: str) -> tuple[datetime, s
 async def _audit_statuses(
     connections: Connections, service: str, audit: TableSchema, job_ids: list[str]
 ) -> dict[str, str]:
+    """job_audit status per job id (the jobs_outbox ids of a page), for the rows' hints."""
     if not audit.exists or not job_ids or not audit.has("job_id") or not audit.has("status"):
         return {}
-    from psycopg import sql
-
-    query = sql.SQL("SELECT {j} AS job_id, {s} AS status FROM {t} WHERE {j} = ANY(%s)").format(
-        j=sql.Identifier(audit.col("job_id") or "job_id"),
-        s=sql.Identifier(audit.col("status") or "status"),
-        t=sql.Identifier(audit.name),
-    )
-    result = await connections.read(service, query, (job_ids,), max_rows=len(job_ids))
+    query, params = queries.audit_statuses_query(audit, job_ids)
+    result = await connections.read(service, query, params, max_rows=len(job_ids))
     return {str(r["job_id"]): r["status"] for r in result.rows}
 
 

@@ -62,17 +62,14 @@ def json_ready(value: Any) -> Any:
 
 
 def times_of(raw: dict[str, Any]) -> RowTimes:
-    def num(key: str) -> Any:
-        value = raw.get(key)
-        return None if value is None else value
-
+    """The computed times of a row selected with :func:`queries.select_list` (None when the column is absent)."""
     return RowTimes(
-        created_ms=num(queries.CREATED_MS),
-        updated_ms=num(queries.UPDATED_MS),
-        processed_ms=num(queries.PROCESSED_MS),
-        age_s=num(queries.AGE),
-        updated_age_s=num(queries.UPDATED_AGE),
-        scheduled_in_s=num(queries.SCHEDULED_IN),
+        created_ms=raw.get(queries.CREATED_MS),
+        updated_ms=raw.get(queries.UPDATED_MS),
+        processed_ms=raw.get(queries.PROCESSED_MS),
+        age_s=raw.get(queries.AGE),
+        updated_age_s=raw.get(queries.UPDATED_AGE),
+        scheduled_in_s=raw.get(queries.SCHEDULED_IN),
     )
 
 
