@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from tools.mesh_index.model import Site
 from tools.verify.checks_common import failed as _fail
+from tools.verify.checks_common import judge_classes
 from tools.verify.checks_common import passed as _pass
-from tools.verify.checks_common import per_class as _per_class
 from tools.verify.checks_common import unknown as _unknown
 from tools.verify.facts import bare_throws, handler_facts
 from tools.verify.inputs import FlowInputs, at, evidence, site_class
@@ -21,6 +21,7 @@ from tools.verify.model import Check, Evidence
 def check_returns_original_payload(inp: FlowInputs) -> Check:
     handlers = inp.handlers()
     key = inp.conv.original_payload_key
+    payload = f"job.{inp.conv.job_data_field}.{inp.conv.job_payload_field}"
     if not handlers:
         return _unknown("returns_original_payload", "no handler to inspect", [])
 
@@ -41,18 +42,13 @@ def check_returns_original_payload(inp: FlowInputs) -> Check:
             return "unknown", [at(site, r.line, f"{cls}.handle returns {r.text}") for r in opaque]
         return "pass", [at(site, r.line, r.text) for r in facts.returns]
 
-    fails, unknowns, passes = _per_class(handlers, "handler_class", judge)
-    if fails:
-        first = fails[0]
-        return _fail(
-            "returns_original_payload",
-            f"{first.note} ({first.file}:{first.line})",
-            fails,
-            f"End handle() with `return {{ {key}: job.data.payload }};` so BaseWorker can write the audit row.",
-        )
-    if unknowns:
-        return _unknown("returns_original_payload", f"cannot tell what is returned: {unknowns[0].note}", unknowns)
-    return _pass("returns_original_payload", f"every return of handle() gives {{ {key}: job.data.payload }}", passes)
+    return judge_classes(
+        "returns_original_payload", handlers, "handler_class", judge,
+        fail_detail=lambda first: f"{first.note} ({first.file}:{first.line})",
+        hint=f"End handle() with `return {{ {key}: {payload} }};` so BaseWorker can write the audit row.",
+        unknown_detail="cannot tell what is returned",
+        pass_detail=f"every return of handle() gives {{ {key}: {payload} }}",
+    )
 
 
 def check_reads_envelope(inp: FlowInputs) -> Check:
@@ -73,18 +69,15 @@ def check_reads_envelope(inp: FlowInputs) -> Check:
             return "unknown", [at(site, r.line, f"{cls} hands the job on: {r.text}") for r in passed]
         return "pass", [at(site, facts.method_line or site.line, f"{cls}.handle reads only the envelope's payload")]
 
-    fails, unknowns, passes = _per_class(handlers, "handler_class", judge)
-    if fails:
-        first = fails[0]
-        return _fail(
-            "reads_envelope",
-            f"{first.note} ({first.file}:{first.line}): the job data is an envelope, the field is undefined",
-            fails,
-            f"Read the job's fields from {payload} (e.g. `const {{ x }} = {payload};`).",
-        )
-    if unknowns:
-        return _unknown("reads_envelope", f"cannot inspect: {unknowns[0].note}", unknowns)
-    return _pass("reads_envelope", f"handler reads its data from {payload}", passes)
+    return judge_classes(
+        "reads_envelope", handlers, "handler_class", judge,
+        fail_detail=lambda first: (
+            f"{first.note} ({first.file}:{first.line}): the job data is an envelope, the field is undefined"
+        ),
+        hint=f"Read the job's fields from {payload} (e.g. `const {{ x }} = {payload};`).",
+        unknown_detail="cannot inspect",
+        pass_detail=f"handler reads its data from {payload}",
+    )
 
 
 def check_typed_errors(inp: FlowInputs) -> Check:
@@ -102,18 +95,14 @@ def check_typed_errors(inp: FlowInputs) -> Check:
             return "fail", [at(site, t.line, f"{cls}: {t.text}") for t in throws]
         return "pass", [evidence(site, f"{cls} throws no bare {bare}")]
 
-    fails, unknowns, passes = _per_class(workers, "worker_class", judge)
-    if fails:
-        return _fail(
-            "typed_errors",
-            f"bare `throw new {bare}` in the routing worker ({fails[0].file}:{fails[0].line})",
-            fails,
-            "Throw a typed error with a code (e.g. InternalServerError from the errors package) instead of "
-            f"`new {bare}(...)`.",
-        )
-    if unknowns:
-        return _unknown("typed_errors", f"cannot inspect: {unknowns[0].note}", unknowns)
-    return _pass("typed_errors", f"the routing worker throws no bare {bare}", passes)
+    return judge_classes(
+        "typed_errors", workers, "worker_class", judge,
+        fail_detail=lambda first: f"bare `throw new {bare}` in the routing worker ({first.file}:{first.line})",
+        hint="Throw a typed error with a code (e.g. InternalServerError from the errors package) instead of "
+        f"`new {bare}(...)`.",
+        unknown_detail="cannot inspect",
+        pass_detail=f"the routing worker throws no bare {bare}",
+    )
 
 
 def check_provided_in_module(inp: FlowInputs) -> Check:

@@ -22,15 +22,32 @@ def unknown(check_id: str, detail: str, ev: list[Evidence], hint: str | None = N
 
 
 Judge = Callable[[Site, str], tuple[str, list[Evidence]]]
-"""Judges one class (site, class name): returns its status and the evidence for it."""
+"""Judges one class (site, class name): returns its status (fail|unknown|pass) and the evidence for it."""
 
 
-def per_class(sites: list[Site], key: str, judge: Judge) -> tuple[list[Evidence], list[Evidence], list[Evidence]]:
-    """Run ``judge`` on the class of each site; collects (fail, unknown, pass) evidence."""
-    fails: list[Evidence] = []
-    unknowns: list[Evidence] = []
-    passes: list[Evidence] = []
+def judge_classes(
+    check_id: str,
+    sites: list[Site],
+    key: str,
+    judge: Judge,
+    *,
+    fail_detail: Callable[[Evidence], str],
+    hint: str,
+    unknown_detail: str,
+    pass_detail: str,
+) -> Check:
+    """Run ``judge`` on the class of each site (``detail[key]`` or the symbol), then settle the check.
+
+    One failing class fails it (``fail_detail`` of the first failing evidence, every failing
+    evidence listed); else one class that cannot be judged makes it unknown
+    (``unknown_detail: <first note>``); else it passes with every class's evidence.
+    """
+    found: dict[str, list[Evidence]] = {"fail": [], "unknown": [], "pass": []}
     for site in sites:
         status, ev = judge(site, site_class(site, key))
-        {"fail": fails, "unknown": unknowns, "pass": passes}[status].extend(ev)
-    return fails, unknowns, passes
+        found[status].extend(ev)
+    if found["fail"]:
+        return failed(check_id, fail_detail(found["fail"][0]), found["fail"], hint)
+    if found["unknown"]:
+        return unknown(check_id, f"{unknown_detail}: {found['unknown'][0].note}", found["unknown"])
+    return passed(check_id, pass_detail, found["pass"])
