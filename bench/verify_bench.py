@@ -9,8 +9,9 @@ one worker routing them and an app module providing them; one post-processor per
 indexes it with the real static index, then prints:
 
 - cold index build (for scale; the index has its own benchmark);
-- verify_flow latency per job and per event type (p50 / p95 / max, warm index, new session
-  each call, as the MCP tool runs it);
+- verify_flow latency per job and per event type (p50 / p95 / max, warm index; as in the
+  server, calls share one session until the index relinks, so the first call pays for the
+  registry and module scans and shows as the max);
 - verify --all (every type, one session) and failing_checks_by_type (what list_catalogue
   would call), total and per type;
 - peak RSS of the process.
