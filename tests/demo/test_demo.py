@@ -76,7 +76,7 @@ def test_demo_json_end_to_end_on_embedded_services() -> None:
     assert report.services["postgres"].startswith("embedded")
     assert report.services["redis"].startswith("embedded")
     assert_every_fault_named_and_found(report)
-    assert sum(report.seconds.values()) < 60
+    assert set(report.seconds) == {"services", "seed", "diagnosis"}  # the speed goal lives in bench/demo_bench.py
     # the services and their data are gone
     root = Path(report.workspace).parent
     assert not root.exists()
