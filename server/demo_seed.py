@@ -120,9 +120,11 @@ def _insert(conn: psycopg.Connection[Any], conv: Conventions, table: str, row: d
     conn.execute(query, params)
 
 
-def _job(job_id: str, status: str, job_type: str, target: str, age: float, updated: float, payload: dict) -> dict:
+def _job(job_id: str, status: str, job_type: str, target: str, age: float, updated: float, payload: dict,
+         attempts: int = 1) -> dict:
+    """A jobs_outbox row written ``age`` seconds ago and last updated ``updated`` seconds ago."""
     return {
-        "id": job_id, "status": status, "attempts": 1 if status != "PENDING" else 0, "type": job_type,
+        "id": job_id, "status": status, "attempts": attempts, "type": job_type,
         "emitter": EMITTER, "emitter_id": str(uuid.uuid4()), "target": target, "payload": payload,
         "scheduled_at": Ago(age), "created_at": Ago(age), "updated_at": Ago(updated),
     }
@@ -145,7 +147,7 @@ def seed_postgres(dsn: str, conv: Conventions, ids: dict[str, str], events: list
         address = "12 rue des Lilas, Lyon"
         _insert(conn, conv, t.jobs_outbox, _job(
             ids["job_pending"], st.pending, GEOCODE_JOB, QUEUE, 20 * MINUTE, 20 * MINUTE,
-            {"eventId": str(uuid.uuid4()), "address": address}))
+            {"eventId": str(uuid.uuid4()), "address": address}, attempts=0))  # never claimed
         _insert(conn, conv, t.jobs_outbox, _job(
             ids["job_processing"], st.processing, FALLBACK_JOB, FALLBACK_QUEUE, 16 * MINUTE, 15 * MINUTE,
             {"userId": str(uuid.uuid4()), "payload": {"title": "Repair café", "startsAt": "2026-12-05T18:00:00Z",
