@@ -13,8 +13,9 @@ import psycopg
 import pytest
 import redis
 
-from server.demo import DEMO_POSTGRES_ENV, DEMO_REDIS_ENV, diagnose_run, prepare, run_demo
+from server.demo import diagnose_run, prepare, run_demo
 from server.demo_report import DemoReport, render_text
+from server.demo_services import DEMO_POSTGRES_ENV, DEMO_REDIS_ENV
 from server.embedded import EmbeddedServices, free_port, port_answers
 from server.errors import InvalidArgument
 from tests.helpers import REPO_ROOT

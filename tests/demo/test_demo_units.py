@@ -12,9 +12,10 @@ import pytest
 import redis
 
 from server.config import RedisSettings
-from server.demo import DEMO_POSTGRES_ENV, DEMO_REDIS_ENV, diagnose_run, prepare
+from server.demo import diagnose_run, prepare
 from server.demo_dump import age_consumer_in_dump, crc64
 from server.demo_report import Probe, match_probe, render_text
+from server.demo_services import DEMO_POSTGRES_ENV, DEMO_REDIS_ENV
 from server.embedded import EmbeddedServices, free_port
 
 
@@ -113,7 +114,8 @@ def test_demo_settings_ignore_the_users_configuration(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mesh_config: Callable[..., Path]
 ) -> None:
     """MESH_CONFIG and MESH_* variables must not leak a real service into the demo's server."""
-    from server.demo import DemoServices, demo_settings
+    from server.demo import demo_settings
+    from server.demo_services import DemoServices
 
     real = mesh_config({"services": {"billing": {"postgres": "postgresql://prod@db.example/billing"}}})
     monkeypatch.setenv("MESH_CONFIG", str(real))
@@ -131,7 +133,7 @@ def test_sweep_removes_only_directories_of_dead_demos(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    from server.demo import PID_FILE, sweep_stale_demos
+    from server.demo_services import PID_FILE, sweep_stale_demos
 
     finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     dead_pid = int(finished.stdout)
