@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tools.mesh_index.model import Site
+from tools.verify.checks_common import judge_producers
 from tools.verify.checks_job import check_declared
 from tools.verify.facts_producers import transaction_context
 from tools.verify.inputs import (
@@ -20,8 +21,6 @@ from tools.verify.inputs import (
     at,
     describe,
     evidence,
-    is_seen_producer,
-    producer_note,
 )
 from tools.verify.model import Check, Evidence
 
@@ -55,37 +54,14 @@ def _member(inp: FlowInputs) -> str:
 
 
 def check_has_producer(inp: FlowInputs) -> Check:
-    hint = (
-        "Write the event from production code with `EventQueueEntity.createEvent(...)` saved in the same DB "
-        "transaction as the change it reports (or a trigger calling the event function in a migration)."
+    return judge_producers(
+        inp.event_producers(),
+        [u for u in inp.unresolved if u.kind in EVENT_PRODUCER_KINDS and not u.test_only],
+        nothing="no code or SQL trigger writes it",
+        hint="Write the event from production code with `EventQueueEntity.createEvent(...)` saved in the same DB "
+        "transaction as the change it reports (or a trigger calling the event function in a migration).",
+        dynamic_hint="Use event-type members as createEvent types so producers can be checked statically.",
     )
-    sites = inp.event_producers()
-    prod = inp.production(sites)
-    exact = [p for p in prod if is_seen_producer(p)]
-    if exact:
-        return _check(
-            "has_producer", "pass", f"{len(exact)} production producer(s), first at {describe(exact[0])}",
-            [evidence(p, producer_note(p)) for p in exact],
-        )
-    if prod:
-        return _check(
-            "has_producer", "unknown", "only heuristic producers were found (the type is built at run time)",
-            [evidence(p, f"{p.kind} producer (heuristic)") for p in prod],
-        )
-    tests = [p for p in sites if p.test_only]
-    found = f"only test code produces it ({describe(tests[0])})" if tests else "no code or SQL trigger writes it"
-    ev = [evidence(p, f"test-only {p.kind}") for p in tests]
-    maybe = [u for u in inp.unresolved if u.kind in EVENT_PRODUCER_KINDS and not u.test_only]
-    if maybe:
-        ev += [evidence(u, f"{u.kind} with a run-time type: {u.detail.get('raw', '?')}") for u in maybe]
-        return _check(
-            "has_producer", "unknown",
-            f"{found}, but {len(maybe)} producer call(s) compute their type at run time "
-            f"(first at {describe(maybe[0])}); one may write it",
-            ev,
-            "Use event-type members as createEvent types so producers can be checked statically.",
-        )
-    return _check("has_producer", "fail", found, ev, hint)
 
 
 def check_producer_in_transaction(inp: FlowInputs) -> Check:

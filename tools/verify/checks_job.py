@@ -18,6 +18,7 @@ from tools.verify.checks_code import (
     check_typed_errors,
 )
 from tools.verify.checks_common import failed as _fail
+from tools.verify.checks_common import judge_producers
 from tools.verify.checks_common import passed as _pass
 from tools.verify.checks_common import unknown as _unknown
 from tools.verify.inputs import (
@@ -27,7 +28,6 @@ from tools.verify.inputs import (
     FlowInputs,
     describe,
     evidence,
-    is_seen_producer,
     matches_template,
     producer_note,
     site_class,
@@ -185,33 +185,15 @@ def check_queue_declared(inp: FlowInputs) -> Check:
 
 
 def check_has_producer(inp: FlowInputs) -> Check:
-    hint = (
-        "Write the job from production code: `JobsOutboxEntity.createJob({ type, target, emitter, emitterId, "
-        "payload, scheduledAt })` then the outbox repository's `create(job)`, inside the service's transaction."
+    return judge_producers(
+        inp.job_producers(),
+        _unresolved_job_producers(inp),
+        nothing="no code writes this job",
+        hint="Write the job from production code: `JobsOutboxEntity.createJob({ type, target, emitter, emitterId, "
+        "payload, scheduledAt })` then the outbox repository's `create(job)`, inside the service's transaction.",
+        dynamic_hint="Use job-type members (JobMessagingType.X) as createJob types so producers can be checked "
+        "statically.",
     )
-    all_sites = inp.job_producers()
-    prod = inp.production(all_sites)
-    exact = [p for p in prod if is_seen_producer(p)]
-    if exact:
-        ev = [evidence(p, producer_note(p)) for p in exact]
-        return _pass("has_producer", f"{len(exact)} production producer(s), first at {describe(exact[0])}", ev)
-    if prod:
-        ev = [evidence(p, f"{p.kind} producer (heuristic)") for p in prod]
-        return _unknown("has_producer", "only heuristic producers were found (the type is built at run time)", ev)
-    tests = [p for p in all_sites if p.test_only]
-    found = f"only test code produces it ({describe(tests[0])})" if tests else "no code writes this job"
-    ev = [evidence(p, f"test-only {p.kind} producer") for p in tests]
-    maybe = _unresolved_job_producers(inp)
-    if maybe:
-        ev += [evidence(u, f"{u.kind} with a run-time type: {u.detail.get('raw', '?')}") for u in maybe]
-        return _unknown(
-            "has_producer",
-            f"{found}, but {len(maybe)} producer call(s) compute their type at run time "
-            f"(first at {describe(maybe[0])}); one may write it",
-            ev,
-            "Use job-type members (JobMessagingType.X) as createJob types so producers can be checked statically.",
-        )
-    return _fail("has_producer", found, ev, hint)
 
 
 def _unresolved_job_producers(inp: FlowInputs) -> list[Site]:
