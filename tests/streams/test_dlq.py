@@ -160,6 +160,49 @@ async def test_payload_and_error_are_cut_at_the_byte_cap(
     assert whole.payload == big and whole.error == "E" * 500
 
 
+async def test_every_text_of_a_dead_letter_is_capped(machine: Backend, settings_for: Callable[..., Settings]) -> None:
+    """Odd dead letters (binary bytes, a huge messageId, an object as event type, many extra fields,
+    a type longer than the cap) stay within the byte cap, and the filters still see the whole entry."""
+    long_type = "t" * 200
+    machine.client.xadd("stream:odd-dlq", {
+        "messageId": "m" * 1000, "error": b"\xff\xfe boom", "timestamp": "9" * 500,
+        "payload": json.dumps({"type": {"nested": "x" * 1000}, "id": ["not", "an", "id"]}),
+        **{f"extra{n}": "v" * 50 for n in range(100)},
+    })
+    machine.client.xadd("stream:odd-dlq", {"messageId": "1-0", "error": "e", "timestamp": "1",
+                                           "payload": json.dumps({"type": long_type, "id": 7})})
+    settings = settings_for(machine, limits={"payload_max_bytes": 64})
+    conns = Connections(settings)
+    try:
+        page = await list_dead_letters(conns, settings, stream="stream:odd")
+        typed = await list_dead_letters(conns, settings, stream="stream:odd", type=long_type)
+    finally:
+        await conns.aclose()
+    odd, long_typed = page.entries
+    assert odd.fields_truncated and odd.message_id == "m" * 64 and odd.dead_at_ms is None
+    assert odd.error == "\ufffd\ufffd boom" and not odd.error_truncated
+    assert odd.event_type is None and odd.event_id is None  # an object is no event type
+    assert sum(len(k) + len(v) for k, v in odd.extra_fields.items()) <= 64
+    assert long_typed.event_type == "t" * 64 and long_typed.fields_truncated and long_typed.event_id == "7"
+    assert [e.dlq_id for e in typed.entries] == [long_typed.dlq_id]  # the filter compared the whole type
+
+
+async def test_long_last_error_is_cut_and_flagged(machine: Backend, settings_for: Callable[..., Settings]) -> None:
+    settings = settings_for(machine, limits={"payload_max_bytes": 64})
+    conv = settings.conventions
+    machine.client.xadd("stream:le", {"a": "1"})
+    machine.client.xgroup_create("stream:le", "g", id="0")
+    machine.client.set(f"retry:post-processor:g:5-0{conv.retry_last_error_suffix}", "L" * 500)
+    machine.client.xadd("stream:le-dlq", sc_mod.dead_letter("5-0", "e5", "t", "boom"))
+    conns = Connections(settings)
+    try:
+        page = await list_dead_letters(conns, settings, stream="stream:le")
+    finally:
+        await conns.aclose()
+    ((book,),) = [e.bookkeeping for e in page.entries]
+    assert book.retry.last_error == "L" * 64 and book.last_error_truncated
+
+
 async def test_missing_streams_and_bad_arguments(machine: Backend, settings_for: Callable[..., Settings]) -> None:
     settings = settings_for(machine)
     machine.client.xadd("stream:no-dead-letters", {"a": "1"})
@@ -173,6 +216,13 @@ async def test_missing_streams_and_bad_arguments(machine: Backend, settings_for:
             await list_dead_letters(conns, settings, stream="stream:ghost")
         with pytest.raises(InvalidArgument, match="is a Redis string"):
             await list_dead_letters(conns, settings, stream="stream:weird")
+        machine.client.set("a:string", "x")
+        with pytest.raises(InvalidArgument, match="'a:string' is a Redis string, not a stream"):
+            await list_dead_letters(conns, settings, stream="a:string")
+        with pytest.raises(NotFound, match="dead-letter stream 'stream:ghost-dlq' does not exist"):
+            await list_dead_letters(conns, settings, stream="stream:ghost-dlq")
+        with pytest.raises(InvalidArgument, match="omit it"):
+            await list_dead_letters(conns, settings, contains="")
         with pytest.raises(InvalidArgument, match="count must be"):
             await list_dead_letters(conns, settings, count=0)
         with pytest.raises(InvalidArgument, match="cursor is not one"):

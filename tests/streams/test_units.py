@@ -53,10 +53,28 @@ def test_capped_text_stays_within_the_budget_on_character_boundaries(value: str,
     assert cut == (len(value.encode()) > budget)
 
 
+@given(st.binary(max_size=200), st.integers(0, 300))
+def test_capped_bytes_stay_within_the_budget_once_decoded(value: bytes, budget: int) -> None:
+    out, cut = capped(value, budget)
+    decoded = value.decode("utf-8", errors="replace")
+    assert out is not None and len(out.encode()) <= budget and decoded.startswith(out)
+    assert cut == (len(decoded.encode()) > budget)
+
+
 def test_capped_fields_share_one_budget() -> None:
-    fields, cut = capped_fields({b"a": b"12345", b"b": b"67890", b"c": b"x"}, 7)
-    assert (fields, cut) == ({"a": "12345", "b": "67", "c": ""}, True)
+    fields, cut = capped_fields({b"a": b"12345", b"b": b"67890", b"c": b"x"}, 9)
+    assert (fields, cut) == ({"a": "12345", "b": "67"}, True)
+    assert capped_fields({b"a": b"1", b"b": b"2"}, 4) == ({"a": "1", "b": "2"}, False)
     assert capped_fields({b"a": b"1"}, None) == ({"a": "1"}, False)
+    assert capped_fields({b"a": b"1", b"name" * 10: b"v", b"b": b"2"}, 6) == ({"a": "1"}, True)
+
+
+@given(st.dictionaries(st.binary(max_size=30), st.binary(max_size=60), max_size=10), st.integers(0, 120))
+def test_capped_fields_never_exceed_the_budget(fields: dict[bytes, bytes], budget: int) -> None:
+    out, cut = capped_fields(fields, budget)
+    assert sum(len(k.encode()) + len(v.encode()) for k, v in out.items()) <= budget
+    if not cut:
+        assert len(out) == len({k.decode("utf-8", "replace") for k in fields})
 
 
 def test_read_json_keeps_the_document_for_fields_even_over_the_cap() -> None:
@@ -113,6 +131,14 @@ def test_parse_dead_letter_with_renamed_fields() -> None:
 def test_timestamps() -> None:
     assert parse_timestamp_ms("2026-11-30T02:00:00.000Z") == 1_796_004_000_000
     assert parse_timestamp_ms("garbage") is None and parse_timestamp_ms(None) is None
+    for odd in ("inf", "-inf", "nan", "9" * 500, "-5", "1e300", "99999-01-01"):
+        assert parse_timestamp_ms(odd) is None, odd
+
+
+@given(st.text(max_size=40))
+def test_timestamps_never_raise(value: str) -> None:
+    parsed = parse_timestamp_ms(value)
+    assert parsed is None or 0 <= parsed < 2**63
 
 
 @given(st.dictionaries(st.binary(max_size=20), st.binary(max_size=200), max_size=8), st.none() | st.integers(0, 64))

@@ -17,6 +17,7 @@ bookkeeping and with where the original message still is (:mod:`tools.streams.dl
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
@@ -31,9 +32,10 @@ from tools.streams.dlq_joins import GroupBookkeeping, OriginalState, join_dead_l
 from tools.streams.ids import StreamId, parse_id_argument
 from tools.streams.keys import check_key_name, dlq_key, glob_escape, is_dlq, source_of_dlq
 from tools.streams.scan import bounded_scan
-from tools.streams.values import capped, read_json, text
+from tools.streams.values import capped, capped_fields, read_json, text
 
 MAX_FILTER_CHARS = 256
+_MAX_EPOCH_MS = 2**53  # beyond this a "timestamp" is no date (and not exact as a JSON number)
 
 
 class DeadLetter(BaseModel):
@@ -54,7 +56,14 @@ class DeadLetter(BaseModel):
     event_id: str | None = Field(default=None, description="the payload's event id field (event_queue id)")
     timestamp: str | None = Field(description="the timestamp field as written")
     dead_at_ms: int | None = Field(default=None, description="timestamp as epoch ms when it parses")
-    extra_fields: dict[str, str] = Field(default_factory=dict, description="fields beyond the four known ones")
+    extra_fields: dict[str, str] = Field(
+        default_factory=dict, description="fields beyond the four known ones (names and values share the byte cap)"
+    )
+    fields_truncated: bool = Field(
+        default=False,
+        description="messageId, timestamp, event type or id, or an extra field was cut at the byte cap "
+        "(or extra fields past it left out)",
+    )
     original: OriginalState | None = None
     bookkeeping: list[GroupBookkeeping] = Field(
         default_factory=list, description="per group holding any retry key or idempotency lock for messageId"
@@ -62,7 +71,10 @@ class DeadLetter(BaseModel):
 
 
 def parse_timestamp_ms(value: str | None) -> int | None:
-    """Epoch ms from ``1700000000000`` (ms), ``1700000000`` (s) or an ISO 8601 date; else None."""
+    """Epoch ms from ``1700000000000`` (ms), ``1700000000`` (s) or an ISO 8601 date; else None.
+
+    Never raises: ``inf``, ``nan``, negative or absurdly large numbers give None.
+    """
     if not value:
         return None
     raw = value.strip()
@@ -71,10 +83,12 @@ def parse_timestamp_ms(value: str | None) -> int | None:
     except ValueError:
         number = None
     if number is not None:
+        if not math.isfinite(number) or not 0 <= number < _MAX_EPOCH_MS:
+            return None
         return int(number * 1000) if number < 100_000_000_000 else int(number)
     try:
         return int(datetime.fromisoformat(raw.replace("Z", "+00:00")).timestamp() * 1000)
-    except ValueError:
+    except (ValueError, OverflowError, OSError):
         return None
 
 
@@ -88,8 +102,10 @@ def parse_dlq_entry(
 ) -> DeadLetter:
     """The dead letter held by ``fields`` (one entry of a dead-letter stream).
 
-    ``max_bytes`` caps the error text and the payload (``None``: no cap). The event type
-    and id are read from the full payload whatever the cap.
+    ``max_bytes`` caps every text taken from the entry: the error and the payload (each
+    with its own flag), and messageId, timestamp, the event type and id and the extra
+    fields (``fields_truncated``); ``None``: no cap. The event type and id are read from
+    the full payload whatever the cap, and only when they are a string or a number.
     """
     conv = conventions or Conventions()
     values = {text(k) or "": v for k, v in fields.items()}
@@ -97,18 +113,16 @@ def parse_dlq_entry(
     error, error_cut = capped(values.get(conv.dlq_error_field), max_bytes)
     payload = read_json(values.get(conv.dlq_payload_field), max_bytes)
     document = payload.document if isinstance(payload.document, dict) else {}
-    timestamp = text(values.get(conv.dlq_timestamp_field))
-    extra = {}
-    for name, value in values.items():
-        if name not in known:
-            extra[name] = capped(value, max_bytes)[0] or ""
-    event_type = document.get(conv.event_type_field)
-    event_id = document.get(conv.event_id_field)
+    message_id, id_cut = capped(values.get(conv.dlq_message_id_field), max_bytes)
+    timestamp, time_cut = capped(values.get(conv.dlq_timestamp_field), max_bytes)
+    event_type, type_cut = capped(_scalar(document.get(conv.event_type_field)), max_bytes)
+    event_id, event_id_cut = capped(_scalar(document.get(conv.event_id_field)), max_bytes)
+    extra, extra_cut = capped_fields({k: v for k, v in values.items() if k not in known}, max_bytes)
     return DeadLetter(
         dlq_stream=dlq_stream,
         dlq_id=dlq_id,
         source_stream=source_of_dlq(conv, dlq_stream),
-        message_id=text(values.get(conv.dlq_message_id_field)),
+        message_id=message_id,
         error=error,
         error_truncated=error_cut,
         payload=payload.value,
@@ -116,12 +130,20 @@ def parse_dlq_entry(
         payload_valid_json=payload.valid_json,
         payload_truncated=payload.truncated,
         payload_bytes=payload.size_bytes,
-        event_type=str(event_type) if event_type is not None else None,
-        event_id=str(event_id) if event_id is not None else None,
+        event_type=event_type,
+        event_id=event_id,
         timestamp=timestamp,
-        dead_at_ms=parse_timestamp_ms(timestamp),
+        dead_at_ms=parse_timestamp_ms(timestamp) if not time_cut else None,
         extra_fields=extra,
+        fields_truncated=id_cut or time_cut or type_cut or event_id_cut or extra_cut,
     )
+
+
+def _scalar(value: Any) -> str | None:
+    """A JSON string or number as text; ``None`` for anything else (an object is no event type)."""
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        return None
+    return str(value)
 
 
 async def read_dead_letters(
@@ -193,7 +215,7 @@ async def list_dead_letters(
         check_key_name(stream, "stream")
     for name, value in (("type", type), ("contains", contains)):
         if value is not None and not 1 <= len(value) <= MAX_FILTER_CHARS:
-            raise InvalidArgument(f"{name} must be 1 to {MAX_FILTER_CHARS} characters")
+            raise InvalidArgument(f"{name} must be 1 to {MAX_FILTER_CHARS} characters: omit it to keep every entry")
     if not 1 <= count <= limits.max_count:
         raise InvalidArgument(f"count must be between 1 and {limits.max_count} ([limits] max_count), got {count}")
     query = fingerprint("dlq_list", stream, type, contains)
@@ -226,10 +248,14 @@ async def _dead_letter_streams(redis: Any, settings: Settings, stream: str | Non
     if dlq_type == "stream":
         return [dlq_key(conv, stream)], True
     if own_type == "none" and dlq_type == "none":
+        if is_dlq(conv, stream):
+            raise NotFound(f"dead-letter stream '{stream}' does not exist: list_streams shows the streams")
         raise NotFound(f"neither stream '{stream}' nor its dead-letter stream '{dlq_key(conv, stream)}' exists: "
                        "list_streams shows the streams")
     if dlq_type not in ("none", "stream"):
         raise InvalidArgument(f"'{dlq_key(conv, stream)}' is a Redis {dlq_type}, not a stream")
+    if own_type not in ("none", "stream"):
+        raise InvalidArgument(f"'{stream}' is a Redis {own_type}, not a stream: list_streams shows the streams")
     return [], True
 
 
@@ -275,7 +301,7 @@ async def _fill_page(
                 position = StreamId.parse(entry_id)
                 shown = parse_dlq_entry(fields, dlq_stream=key, dlq_id=entry_id, conventions=conv,
                                         max_bytes=limits.payload_max_bytes)
-                if filtering and shown.error_truncated:  # the error filter needs the whole text
+                if filtering and (shown.error_truncated or shown.fields_truncated):  # filters need the whole text
                     full = parse_dlq_entry(fields, dlq_stream=key, dlq_id=entry_id, conventions=conv)
                     keep = _matches(full, event_type, needle)
                 else:

@@ -11,9 +11,10 @@ source stream (``XINFO GROUPS``):
   ``retry_last_error_suffix``) and the score in ``retry_queue_key``;
 - the idempotency lock ``idempotency_key`` and its TTL.
 
-Per group, one ``MGET`` reads every attempt counter and one every lock of the page, and
-one ``ZMSCORE`` every retry-queue score; the last error (``GETRANGE``, byte-capped) and
-the lock TTLs are read only where something exists.
+Per group, one ``MGET`` reads every attempt counter and one every lock of the page, one
+``ZMSCORE`` every retry-queue score and one ``EXISTS`` counts the base and last-error
+keys; the last error (``GETRANGE``, byte-capped) and the lock TTLs are read only for the
+(letter, group) pairs where something exists.
 
 The models are those of :mod:`tools.outbox.delivery` so every tool describes retry
 bookkeeping and locks the same way. A key of an unexpected type reads as absent.
@@ -61,6 +62,7 @@ class OriginalState(BaseModel):
 class GroupBookkeeping(BaseModel):
     group: str
     retry: RetryState
+    last_error_truncated: bool = Field(default=False, description="retry.last_error was cut at the byte cap")
     idempotency: IdempotencyLock
 
 
@@ -105,7 +107,8 @@ async def join_dead_letters(redis: Any, settings: Settings, letters: list[DeadLe
         pipe.mget([retry_attempt_key(conv, group, m) for m in mids])
         pipe.mget([idempotency_key(conv, group, m) for m in mids])
         pipe.zmscore(retry_queue_key(conv, group), mids)
-        pipe.exists(*[retry_key(conv, group, m) for m in mids])
+        # base and lastError keys are only counted here (their values can be long): round 3 reads them per pair
+        pipe.exists(*[retry_key(conv, group, m) for m in mids], *[retry_last_error_key(conv, group, m) for m in mids])
     answers = iter(await pipe.execute(raise_on_error=False))
 
     in_stream = {id(d): bool(_value(next(answers))) for d in located}
@@ -127,9 +130,9 @@ async def join_dead_letters(redis: Any, settings: Settings, letters: list[DeadLe
         attempts = _value(next(answers)) or [None] * len(batch)
         locks = _value(next(answers)) or [None] * len(batch)
         scores = _value(next(answers)) or [None] * len(batch)
-        any_base = bool(_value(next(answers)))
+        any_unread = bool(_value(next(answers)))
         for letter, attempt, lock, score in zip(batch, attempts, locks, scores, strict=True):
-            if any_base or attempt is not None or lock is not None or score is not None:
+            if any_unread or attempt is not None or lock is not None or score is not None:
                 pairs_found.append(_Pair(letter, group, attempt, score))
 
     await _round_three(redis, settings, pairs_found, unresolved, holders)
@@ -174,7 +177,7 @@ async def _round_three(
     for pair in pairs:
         mid = pair.letter.message_id or ""
         pipe.exists(retry_key(conv, pair.group, mid))
-        pipe.getrange(retry_last_error_key(conv, pair.group, mid), 0, max_bytes)
+        pipe.getrange(retry_last_error_key(conv, pair.group, mid), 0, max_bytes)  # inclusive: 1 byte more shows a cut
         pipe.pttl(idempotency_key(conv, pair.group, mid))
     answers = iter(await pipe.execute(raise_on_error=False))
     for source, group, mid in unresolved:
@@ -184,7 +187,7 @@ async def _round_three(
     for pair in pairs:
         base_exists, last_error, pttl = (_value(next(answers)) for _ in range(3))
         mid = pair.letter.message_id or ""
-        error_text, _ = capped(last_error or None, max_bytes)
+        error_text, error_cut = capped(last_error or None, max_bytes)
         retry = RetryState(
             key=retry_key(conv, pair.group, mid),
             exists=bool(base_exists) or pair.attempt is not None or bool(last_error) or pair.score is not None,
@@ -200,4 +203,5 @@ async def _round_three(
             ttl_s=ttl // 1000 if ttl is not None and ttl >= 0 else None,
         )
         if retry.exists or lock.exists:
-            pair.letter.bookkeeping.append(GroupBookkeeping(group=pair.group, retry=retry, idempotency=lock))
+            pair.letter.bookkeeping.append(GroupBookkeeping(group=pair.group, retry=retry, idempotency=lock,
+                                                            last_error_truncated=error_cut))

@@ -22,7 +22,7 @@ from tools.streams.cursor import decode_cursor, encode_cursor, fingerprint
 from tools.streams.ids import StreamId, parse_id_argument, try_parse
 from tools.streams.keys import check_key_name
 from tools.streams.server_features import require_stream, server_from_info
-from tools.streams.values import capped_fields, text
+from tools.streams.values import capped_fields, reply_or_raise, text
 
 MAX_IDLE_MS = 365 * 86_400_000
 
@@ -36,8 +36,13 @@ class PendingEntry(BaseModel):
     gone_reason: Literal["trimmed", "deleted"] | None = Field(
         default=None, description="why the message is missing: trimmed (older than the first entry) or deleted"
     )
-    fields: dict[str, str] | None = Field(default=None, description="the message's fields, when it exists")
-    fields_truncated: bool = False
+    fields: dict[str, str] | None = Field(
+        default=None,
+        description="the message's fields, when it exists; names and values share [limits] payload_max_bytes",
+    )
+    fields_truncated: bool = Field(
+        default=False, description="a name or value was cut, or the fields after the byte cap were left out"
+    )
 
 
 class PendingPage(BaseModel):
@@ -102,15 +107,15 @@ async def list_pending(
         pipe.xinfo_groups(stream)
         pipe.xrange(stream, "-", "+", count=1)
         key_type, info, groups_reply, first_reply = await pipe.execute(raise_on_error=False)
-        require_stream(stream, _raise_if_error(key_type))
-        server = server_from_info(_raise_if_error(info))
-        groups = {text(g["name"]) or "": g for g in _raise_if_error(groups_reply)}
+        require_stream(stream, reply_or_raise(key_type))
+        server = server_from_info(reply_or_raise(info))
+        groups = {text(g["name"]) or "": g for g in reply_or_raise(groups_reply)}
         if group not in groups:
             names = ", ".join(sorted(groups)[:20]) or "none"
             raise NotFound(f"stream '{stream}' has no consumer group '{group}' (its groups: {names})")
         if min_idle_ms and not server.has_pending_idle_filter:
             raise MeshError(f"min_idle_ms needs Redis 6.2 or later (XPENDING IDLE); this server is {server.version}")
-        first_entries = _raise_if_error(first_reply)
+        first_entries = reply_or_raise(first_reply)
         first_id = try_parse(first_entries[0][0]) if first_entries else None
 
         pipe = redis.pipeline(transaction=False)
@@ -145,12 +150,6 @@ async def list_pending(
         entries=entries,
         next_cursor=next_cursor,
     )
-
-
-def _raise_if_error(value: Any) -> Any:
-    if isinstance(value, Exception):
-        raise value
-    return value
 
 
 def _entry(row: dict[str, Any], message: list[Any], first_id: StreamId | None, max_bytes: int) -> PendingEntry:

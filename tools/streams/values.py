@@ -36,35 +36,59 @@ def as_int(value: bytes | str | int | float | None) -> int | None:
         return None
 
 
+def reply_or_raise(reply: Any) -> Any:
+    """A pipeline answer (``execute(raise_on_error=False)``), re-raised when it is an error.
+
+    Raised inside ``Connections.redis_errors()``, the error becomes a clear tool error.
+    """
+    if isinstance(reply, Exception):
+        raise reply
+    return reply
+
+
+def redis_time_ms(reply: Any) -> int:
+    """Epoch milliseconds from a ``TIME`` reply ``(seconds, microseconds)``: ages use the Redis clock."""
+    seconds, micros = reply
+    return int(seconds) * 1000 + int(micros) // 1000
+
+
 def capped(value: bytes | str | None, max_bytes: int | None) -> tuple[str | None, bool]:
     """``value`` decoded and cut to at most ``max_bytes`` UTF-8 bytes; ``(text, truncated)``.
 
-    ``max_bytes=None`` means no cap.
+    The cap applies to the decoded text (an invalid byte becomes a 3-byte replacement
+    character); ``max_bytes=None`` means no cap.
     """
     if value is None:
         return None, False
-    raw = value if isinstance(value, bytes) else value.encode("utf-8", errors="replace")
+    decoded = value.decode("utf-8", errors="replace") if isinstance(value, bytes) else value
+    raw = decoded.encode("utf-8", errors="replace")
     if max_bytes is None or len(raw) <= max_bytes:
-        return raw.decode("utf-8", errors="replace"), False
+        return raw.decode("utf-8"), False
     return raw[:max_bytes].decode("utf-8", errors="ignore"), True
 
 
 def capped_fields(fields: Mapping[bytes | str, bytes | str], max_bytes: int | None) -> tuple[dict[str, str], bool]:
-    """Stream entry fields as ``{name: value}``, sharing one byte budget; ``(fields, truncated)``.
+    """Stream entry fields as ``{name: value}``, names and values sharing one byte budget; ``(fields, truncated)``.
 
-    Fields are kept in entry order; once the budget is spent the remaining values are cut
-    to an empty string (their names stay, so the shape of the entry is visible).
+    Fields are kept in entry order, values cut to what is left of the budget. Names are
+    never cut: from the first field whose name does not fit in what is left, the fields
+    are left out. So an entry with a huge name, a huge value or thousands of fields fits
+    in ``max_bytes`` (``None``: no cap), and ``truncated`` says something was cut or left out.
     """
     out: dict[str, str] = {}
     budget = max_bytes
     truncated = False
     for name, value in fields.items():
         key = text(name) or ""
+        if budget is not None:
+            budget -= len(key.encode("utf-8"))
+            if budget < 0:
+                return out, True
         piece, cut = capped(value, budget)
         out[key] = piece or ""
         truncated = truncated or cut
         if budget is not None:
-            budget = max(0, budget - len((piece or "").encode("utf-8")))
+            budget -= len((piece or "").encode("utf-8"))
     return out, truncated
 
 
