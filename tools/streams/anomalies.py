@@ -10,8 +10,9 @@ here), so the rules are plain functions. Thresholds come from ``[limits]`` and
   consumer that is still alive; it re-reads its own pending entries only on restart or claim.
 - ``trimmed_pending`` (error): pending ids older than the stream's first entry; the message
   was trimmed away and the PEL entry can never be processed.
-- ``no_group`` (warning): a stream (not a dead-letter one) holding entries has no consumer
-  group, so nothing reads it.
+- ``no_group`` (warning): a stream holding entries has no consumer group, so nothing reads
+  it (not raised for dead-letter streams nor BullMQ's ``<prefix>:<queue>:events``, which
+  have no group by design).
 - ``lag_growing`` (warning): the group has undelivered entries and the oldest has waited
   ``[limits] lag_max_age_ms`` or more; consumers do not keep up, the lag grows.
 - ``dlq_not_empty`` (warning): ``<stream><dlq_suffix>`` holds dead letters; nothing replays them.

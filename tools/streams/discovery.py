@@ -12,10 +12,10 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from server.config import Conventions, Settings
+from server.config import Settings
 from server.connections import Connections
 from server.errors import InvalidArgument
-from tools.streams.keys import MAX_KEY_CHARS, dlq_key, is_dlq
+from tools.streams.keys import MAX_KEY_CHARS, dlq_key, is_bull_events, is_dlq
 from tools.streams.scan import bounded_scan
 from tools.streams.values import text
 
@@ -58,10 +58,6 @@ def check_pattern(match: str | None) -> None:
         raise InvalidArgument(f"match must be a SCAN glob of 1 to {MAX_KEY_CHARS} printable characters")
 
 
-def _is_bull_events(conv: Conventions, key: str) -> bool:
-    return key.startswith(f"{conv.bullmq_prefix}:") and key.endswith(":events")
-
-
 async def list_streams(
     connections: Connections,
     settings: Settings,
@@ -80,7 +76,7 @@ async def list_streams(
     async with connections.redis_errors():
         found = await bounded_scan(redis, match=pattern, type_="stream", count=limits.scan_count,
                                    max_iterations=limits.scan_max_iterations)
-        names = [k for k in found.keys if include_bullmq or not _is_bull_events(conv, k)]
+        names = [k for k in found.keys if include_bullmq or not is_bull_events(conv, k)]
         shown = names[:limit]
         pipe = redis.pipeline(transaction=False)
         for name in shown:
@@ -93,7 +89,7 @@ async def list_streams(
         length, groups = replies[2 * i], replies[2 * i + 1]
         groups = [] if isinstance(groups, Exception) else groups
         kind: Literal["stream", "dlq", "bullmq_events"] = (
-            "dlq" if is_dlq(conv, name) else "bullmq_events" if _is_bull_events(conv, name) else "stream"
+            "dlq" if is_dlq(conv, name) else "bullmq_events" if is_bull_events(conv, name) else "stream"
         )
         summaries[name] = StreamSummary(
             name=name,

@@ -1,6 +1,6 @@
 """``inspect_stream``: one stream, its groups, consumers, pending entries and anomalies.
 
-Four pipelined round trips, read commands only, each bounded:
+Five pipelined round trips at most, read commands only, each bounded:
 
 1. ``TYPE`` of the stream and of its dead-letter stream, ``INFO server``, ``TIME``
    (ages are computed on the Redis clock, not ours);
@@ -13,10 +13,11 @@ Four pipelined round trips, read commands only, each bounded:
    from after last-delivered-id, one entry), a sample of at most ``S`` entries idle beyond
    the thresholds (``XPENDING ... IDLE``) and the first ``S`` members of the group's retry
    queue;
-4. one ``MGET`` per group of the idempotency locks of the sampled messages (then ``PTTL``
-   of the locks found) and, where Redis does not report the lag (6.2, or 7.x after
-   deletions) and its estimate from the ids' timestamps is at most ``S``, an ``XRANGE`` of
-   at most ``S + 1`` entries that counts it exactly.
+4. one ``MGET`` per group of the idempotency locks of the sampled messages and, where
+   Redis does not report the lag (6.2, or 7.x after deletions) and its estimate from the
+   ids' timestamps is at most ``S``, an ``XRANGE`` of at most ``S + 1`` entries that counts
+   it exactly;
+5. only when locks were found: their ``PTTL``.
 
 Anomaly rules live in :mod:`tools.streams.anomalies`.
 """
@@ -41,9 +42,9 @@ from tools.streams.inspect_models import (
     StreamReport,
     Thresholds,
 )
-from tools.streams.keys import check_key_name, dlq_key, idempotency_key, is_dlq, retry_queue_key
+from tools.streams.keys import check_key_name, dlq_key, idempotency_key, is_bull_events, is_dlq, retry_queue_key
 from tools.streams.server_features import RedisServer, require_stream, server_from_info
-from tools.streams.values import as_int, text
+from tools.streams.values import as_int, redis_time_ms, reply_or_raise, text
 
 
 @dataclass
@@ -59,18 +60,6 @@ class _GroupProbe:
     """Oldest undelivered id when the lag must still be counted (round 4)."""
 
 
-def _ok(value: Any) -> Any:
-    """A pipeline answer, re-raised when it is an error (so ``redis_errors()`` translates it)."""
-    if isinstance(value, Exception):
-        raise value
-    return value
-
-
-def _now_ms(reply: Any) -> int:
-    seconds, micros = reply
-    return int(seconds) * 1000 + int(micros) // 1000
-
-
 def _age(now_ms: int, entry_id: str | None) -> int | None:
     parsed = try_parse(entry_id)
     return None if parsed is None else max(0, now_ms - parsed.ms)
@@ -81,7 +70,7 @@ async def inspect_stream(connections: Connections, settings: Settings, stream: s
     check_key_name(stream, "stream")
     conv, limits = settings.conventions, settings.limits
     cap = limits.max_count
-    dlq = None if is_dlq(conv, stream) else dlq_key(conv, stream)
+    dlq = None if is_dlq(conv, stream) or is_bull_events(conv, stream) else dlq_key(conv, stream)
     redis = connections.redis()
     async with connections.redis_errors():
         pipe = redis.pipeline(transaction=False)
@@ -92,7 +81,7 @@ async def inspect_stream(connections: Connections, settings: Settings, stream: s
         stream_type, dlq_type, info, now_reply = await pipe.execute()
         require_stream(stream, stream_type)
         server = server_from_info(info)
-        now = _now_ms(now_reply)
+        now = redis_time_ms(now_reply)
 
         dlq_is_stream = dlq is not None and text(dlq_type) == "stream"
         pipe = redis.pipeline(transaction=False)
@@ -204,12 +193,12 @@ async def _probe_groups(
 
     probes = []
     for ginfo, name, consumers, list_consumers, probe_trimmed, lag, source, read_oldest in plans:
-        consumer_rows = _ok(next(replies)) if list_consumers else []
-        summary = _ok(next(replies))
-        oldest_rows = _ok(next(replies))
-        trimmed = [text(r["message_id"]) or "" for r in _ok(next(replies))] if probe_trimmed else []
-        undelivered = _ok(next(replies)) if read_oldest else []
-        idle_rows = _ok(next(replies)) if server.has_pending_idle_filter else []
+        consumer_rows = reply_or_raise(next(replies)) if list_consumers else []
+        summary = reply_or_raise(next(replies))
+        oldest_rows = reply_or_raise(next(replies))
+        trimmed = [text(r["message_id"]) or "" for r in reply_or_raise(next(replies))] if probe_trimmed else []
+        undelivered = reply_or_raise(next(replies)) if read_oldest else []
+        idle_rows = reply_or_raise(next(replies)) if server.has_pending_idle_filter else []
         retry_reply = next(replies)
         retry_members = [] if isinstance(retry_reply, Exception) else [text(m) or "" for m in retry_reply]
 

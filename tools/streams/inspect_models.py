@@ -84,7 +84,9 @@ class StreamReport(BaseModel):
     max_deleted_entry_id: str | None = Field(default=None, description="Redis 7.0+; None when not reported")
     groups: list[GroupInfo]
     groups_truncated: bool = Field(default=False, description="more groups than [limits] max_count: not listed")
-    dlq: DlqInfo | None = Field(description="the dead-letter stream; None when the stream is itself one")
+    dlq: DlqInfo | None = Field(
+        description="the dead-letter stream; None when the stream is itself one, or is BullMQ's own events stream"
+    )
     anomalies: list[Anomaly]
     thresholds: Thresholds
 

@@ -38,6 +38,11 @@ def is_dlq(conventions: Conventions, key: str) -> bool:
     return bool(conventions.dlq_suffix) and key.endswith(conventions.dlq_suffix) and key != conventions.dlq_suffix
 
 
+def is_bull_events(conventions: Conventions, key: str) -> bool:
+    """BullMQ's own ``<bullmq_prefix>:<queue>:events`` stream (read with XREAD, never by a consumer group)."""
+    return key.startswith(f"{conventions.bullmq_prefix}:") and key.endswith(":events")
+
+
 def source_of_dlq(conventions: Conventions, dlq: str) -> str:
     """The source stream of a dead-letter stream (``dlq`` without the suffix)."""
     return dlq[: -len(conventions.dlq_suffix)] if is_dlq(conventions, dlq) else dlq
