@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 
 import pytest
@@ -15,6 +16,7 @@ from tests.streams import scenario as sc_mod
 from tests.streams.conftest import Backend
 from tests.streams.scenario import FALLBACK_QUEUE, QUEUE
 from tools.queues.bull import inspect_queue
+from tools.queues.discovery import list_queues
 
 pytestmark = pytest.mark.anyio
 
@@ -120,3 +122,70 @@ async def test_paused_queue_unknown_queue_and_bad_arguments(
         empty = await client.call_tool("inspect_queue", {"queue": ""})
     assert missing.is_error and "no BullMQ queue 'no-such-queue'" in missing.content[0].text
     assert empty.is_error
+
+
+async def test_queue_under_a_custom_prefix(machine: Backend, settings_for: Callable[..., Settings]) -> None:
+    """A deployment whose BullMQ prefix is not `bull`: every key is read under [conventions] bullmq_prefix."""
+    settings = settings_for(machine, conventions={"bullmq_prefix": "{mesh}"})
+    sc = sc_mod.Scenario()
+    sc_mod.build_queues(machine.client, settings.conventions, sc)
+    assert machine.client.exists(f"{{mesh}}:{QUEUE}:meta") and not machine.client.exists(f"bull:{QUEUE}:meta")
+    conns = Connections(settings)
+    try:
+        report = await inspect_queue(conns, settings, QUEUE, job_id=sc.jobs["failed"])
+        with pytest.raises(NotFound, match="under prefix 'bull'"):
+            await inspect_queue(conns, settings_for(machine), QUEUE)
+    finally:
+        await conns.aclose()
+    assert report.prefix == "{mesh}" and report.counts["wait"] == 3 and report.counts["failed"] == 2
+    assert report.oldest_waiting is not None and report.oldest_waiting.job_id == sc.jobs["wait"]
+    assert report.job is not None and report.job.state == "failed" and report.job.key.startswith("{mesh}:")
+
+
+async def test_paused_queue_keeps_its_oldest_job_in_the_paused_list(
+    machine: Backend, settings_for: Callable[..., Settings]
+) -> None:
+    """BullMQ versions with a paused list move the waiting jobs there on pause: the oldest is its tail."""
+    now = int(time.time() * 1000)
+    for n, age_ms in ((1, 90_000), (2, 30_000)):
+        machine.client.hset(f"bull:pq:{n}", mapping={"name": "j", "data": "{}", "timestamp": now - age_ms})
+        machine.client.lpush("bull:pq:paused", str(n))
+    machine.client.hset("bull:pq:meta", mapping={"paused": 1})
+    machine.client.hset("bull:pq:3", mapping={"name": "j", "data": "{}", "timestamp": now - 5_000})
+    machine.client.lpush("bull:pq:wait", "3")  # added after the pause, by a BullMQ that keeps wait
+    settings = settings_for(machine)
+    conns = Connections(settings)
+    try:
+        report = await inspect_queue(conns, settings, "pq")
+    finally:
+        await conns.aclose()
+    assert report.paused and report.counts["paused"] == 2 and report.counts["wait"] == 1
+    assert report.oldest_waiting is not None and report.oldest_waiting.job_id == "1"
+    assert report.oldest_waiting_in == "paused" and report.oldest_waiting.age_ms >= 90_000
+    assert "oldest waiting in paused: 1" in report.summary_text()
+
+
+async def test_names_with_the_prefix_are_refused_with_the_name_to_give(
+    machine: Backend, settings_for: Callable[..., Settings]
+) -> None:
+    settings = settings_for(machine)
+    conns = Connections(settings)
+    try:
+        with pytest.raises(InvalidArgument, match="give the queue name alone, e.g. 'event-queue'"):
+            await inspect_queue(conns, settings, "bull:event-queue")
+        with pytest.raises(InvalidArgument, match="match 'bull:\\*' starts with the BullMQ prefix"):
+            await list_queues(conns, settings, match="bull:*")
+    finally:
+        await conns.aclose()
+
+
+async def test_job_names_in_the_summary_are_capped(machine: Backend, settings_for: Callable[..., Settings]) -> None:
+    machine.client.hset("bull:nq:1", mapping={"name": "N" * 5000, "timestamp": 1})
+    machine.client.lpush("bull:nq:wait", "1")
+    settings = settings_for(machine, limits={"payload_max_bytes": 64})
+    conns = Connections(settings)
+    try:
+        report = await inspect_queue(conns, settings, "nq")
+    finally:
+        await conns.aclose()
+    assert report.oldest_waiting is not None and report.oldest_waiting.name == "N" * 64

@@ -3,12 +3,13 @@
 BullMQ keeps one structure per state under ``<bullmq_prefix>:<queue>:`` (names from
 ``conventions.bullmq_state_lists`` (lists: ``LLEN``) and ``bullmq_state_sorted_sets``
 (sorted sets: ``ZCARD``)), a ``meta`` hash (``paused`` flag) and an ``id`` counter. The
-oldest waiting job is the tail of the ``wait`` list (BullMQ pushes on the left and
-takes from the right); the newest failures are the top of the ``failed`` sorted set
-(scored by finish time). With ``job_id``, the job itself comes from
+oldest waiting job is the tail of the ``wait`` list (BullMQ pushes on the left and takes
+from the right), or of the ``paused`` list where a paused queue keeps its jobs (the older
+of the two when both hold some); the newest failures are the top of the ``failed`` sorted
+set (scored by finish time). With ``job_id``, the job itself comes from
 :func:`tools.outbox.bull_state.bull_job_state` (one model for every tool).
 
-Read commands only (LLEN, ZCARD, LINDEX, ZREVRANGE, HMGET, HGETALL, ZSCORE, LPOS,
+Read commands only (LLEN, ZCARD, HGET, LINDEX, ZREVRANGE, HMGET, HGETALL, ZSCORE, LPOS,
 EXISTS, TIME); a key of an unexpected type counts as absent.
 """
 
@@ -23,7 +24,7 @@ from server.connections import Connections
 from server.errors import InvalidArgument, NotFound
 from tools.outbox.bull_state import STATE_BY_STRUCTURE, BullJobState, bull_job_state
 from tools.streams.keys import bull_key, check_key_name, fill
-from tools.streams.values import as_int, capped, text
+from tools.streams.values import as_int, capped, redis_time_ms, reply_or_raise, text
 
 MAX_FAILURES = 100
 
@@ -44,7 +45,10 @@ class QueueReport(BaseModel):
     prefix: str
     counts: dict[str, int] = Field(description="jobs per state structure (wait, active, paused, delayed, ...)")
     paused: bool = Field(description="the queue's meta hash says it is paused")
-    oldest_waiting: QueueJobSummary | None = Field(description="the job that has waited longest in wait")
+    oldest_waiting: QueueJobSummary | None = Field(
+        description="the job that has waited longest: the tail of wait (or of paused while the queue is paused)"
+    )
+    oldest_waiting_in: str | None = Field(default=None, description="the structure it waits in: wait or paused")
     recent_failures: list[QueueJobSummary] = Field(description="newest failed jobs first, with failedReason")
     job: BullJobState | None = Field(default=None, description="the job asked for with job_id")
     job_found: bool | None = Field(default=None, description="None when no job_id was given")
@@ -57,7 +61,8 @@ class QueueReport(BaseModel):
         counts = ", ".join(f"{k} {v}" for k, v in self.counts.items())
         lines = [f"queue {self.queue}{' (paused)' if self.paused else ''}: {counts}"]
         if self.oldest_waiting is not None:
-            lines.append(f"  oldest waiting: {self.oldest_waiting.job_id} ({self.oldest_waiting.name}), "
+            where = f" in {self.oldest_waiting_in}" if self.oldest_waiting_in not in (None, "wait") else ""
+            lines.append(f"  oldest waiting{where}: {self.oldest_waiting.job_id} ({self.oldest_waiting.name}), "
                          f"age {self.oldest_waiting.age_ms} ms")
         for f in self.recent_failures[:10]:
             reason = (f.failed_reason or "").splitlines()[0][:120] if f.failed_reason else "-"
@@ -107,13 +112,24 @@ _JOB_FIELDS = ("name", "timestamp", "attemptsMade", "atm", "failedReason", "fini
 def _job_summary(job_id: str, values: list[Any], now_ms: int, max_bytes: int) -> QueueJobSummary:
     name, timestamp, attempts, atm, reason, finished = values
     reason_text, cut = capped(reason, max_bytes)
+    name_text, _ = capped(name, max_bytes)
     ts = as_int(timestamp)
     made = as_int(attempts)
     return QueueJobSummary(
-        job_id=job_id, name=text(name), timestamp_ms=ts, age_ms=max(0, now_ms - ts) if ts else None,
+        job_id=job_id, name=name_text, timestamp_ms=ts, age_ms=max(0, now_ms - ts) if ts else None,
         attempts_made=made if made is not None else as_int(atm), failed_reason=reason_text,
         failed_reason_truncated=cut, finished_on_ms=as_int(finished),
     )
+
+
+def check_queue_name(conv: Conventions, queue: str, what: str = "queue") -> str:
+    """A queue name given by a user; refuses a name that still carries ``<bullmq_prefix>:``."""
+    check_key_name(queue, what)
+    head = f"{conv.bullmq_prefix}:"
+    if queue.startswith(head):
+        raise InvalidArgument(f"{what} {queue!r} starts with the BullMQ prefix '{head}': give the queue name alone, "
+                              f"e.g. {queue[len(head):]!r}")
+    return queue
 
 
 async def inspect_queue(
@@ -125,56 +141,63 @@ async def inspect_queue(
     failures: int = 5,
 ) -> QueueReport:
     """Counts, oldest waiting job and newest failures of ``queue``; with ``job_id``, that job too."""
-    check_key_name(queue, "queue")
+    conv, limits = settings.conventions, settings.limits
+    check_queue_name(conv, queue)
     if job_id is not None:
         check_key_name(job_id, "job_id")
     if not 0 <= failures <= MAX_FAILURES:
         raise InvalidArgument(f"failures must be between 0 and {MAX_FAILURES}, got {failures}")
-    conv, limits = settings.conventions, settings.limits
-    wait = _structure_for(conv, "waiting")
-    failed = _structure_for(conv, "failed")
+    # waiting jobs sit in wait, or in paused while the queue is paused (BullMQ versions that keep a paused list)
+    waiting = [n for n in (_structure_for(conv, "waiting"), _structure_for(conv, "paused")) if n]
+    failed = _structure_for(conv, "failed") if failures else None
     redis = connections.redis()
     async with connections.redis_errors():
         pipe = redis.pipeline(transaction=False)
         queue_count_commands(pipe, conv, queue)
         pipe.exists(bull_key(conv, queue, "meta"), bull_key(conv, queue, "id"))
         pipe.time()
-        if wait:
-            pipe.lindex(bull_key(conv, queue, wait), -1)
-        else:
-            pipe.echo(b"")
-        if failed and failures:
+        for name in waiting:
+            pipe.lindex(bull_key(conv, queue, name), -1)
+        if failed:
             pipe.zrevrange(bull_key(conv, queue, failed), 0, failures - 1)
-        else:
-            pipe.echo(b"")
-        replies = await pipe.execute(raise_on_error=False)
-        n = len(state_structures(conv)) + 1
-        counts, paused = read_counts(conv, replies[:n])
-        markers, now_reply, oldest_reply, failed_reply = replies[n:]
-        if isinstance(now_reply, Exception):
-            raise now_reply
-        now_ms = int(now_reply[0]) * 1000 + int(now_reply[1]) // 1000
+        replies = iter(await pipe.execute(raise_on_error=False))
+        counts, paused = read_counts(conv, [next(replies) for _ in range(len(state_structures(conv)) + 1)])
+        markers = next(replies)
+        now_ms = redis_time_ms(reply_or_raise(next(replies)))
+        tails = [(name, _text_or_none(next(replies))) for name in waiting]
+        failed_ids = [text(i) or "" for i in _list_or_empty(next(replies))] if failed else []
         if not any(counts.values()) and not paused and not _int_or_zero(markers):
             raise NotFound(f"no BullMQ queue '{queue}' under prefix '{conv.bullmq_prefix}' (no meta, id or state "
                            "key): list_queues shows the queues")
-        oldest_id = None if isinstance(oldest_reply, Exception) else text(oldest_reply) or None
-        failed_ids = [] if isinstance(failed_reply, Exception) or not failed_reply else [text(i) or "" for i in
-                                                                                            failed_reply]
+        tails = [(name, jid) for name, jid in tails if jid]
         pipe = redis.pipeline(transaction=False)
-        for jid in ([oldest_id] if oldest_id else []) + failed_ids:
+        for jid in [jid for _, jid in tails] + failed_ids:
             pipe.hmget(bull_key(conv, queue, jid), list(_JOB_FIELDS))
         details = await pipe.execute(raise_on_error=False)
         details = [[None] * len(_JOB_FIELDS) if isinstance(d, Exception) else d for d in details]
-
+        cap = limits.payload_max_bytes
+        candidates = [(name, _job_summary(jid, d, now_ms, cap))
+                      for (name, jid), d in zip(tails, details[: len(tails)], strict=True)]
+        oldest = min(candidates, key=lambda c: c[1].timestamp_ms if c[1].timestamp_ms is not None else now_ms,
+                     default=None)
         report = QueueReport(
             queue=queue, prefix=conv.bullmq_prefix, counts=counts, paused=paused,
-            oldest_waiting=_job_summary(oldest_id, details[0], now_ms, limits.payload_max_bytes) if oldest_id else None,
-            recent_failures=[_job_summary(jid, d, now_ms, limits.payload_max_bytes)
-                             for jid, d in zip(failed_ids, details[1 if oldest_id else 0:], strict=True)],
+            oldest_waiting=oldest[1] if oldest else None,
+            oldest_waiting_in=oldest[0] if oldest else None,
+            recent_failures=[_job_summary(jid, d, now_ms, cap)
+                             for jid, d in zip(failed_ids, details[len(tails):], strict=True)],
         )
         if job_id is not None:
             await _add_job(redis, settings, report, job_id)
     return report
+
+
+def _text_or_none(reply: Any) -> str | None:
+    return None if isinstance(reply, Exception) else text(reply) or None
+
+
+def _list_or_empty(reply: Any) -> list[Any]:
+    return [] if isinstance(reply, Exception) or not reply else list(reply)
 
 
 def _int_or_zero(value: Any) -> int:

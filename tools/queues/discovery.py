@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 from server.config import Conventions, Settings
 from server.connections import Connections
 from server.errors import InvalidArgument
-from tools.queues.bull import queue_count_commands, read_counts, state_structures
+from tools.queues.bull import check_queue_name, queue_count_commands, read_counts, state_structures
 from tools.streams.discovery import check_pattern
 from tools.streams.keys import glob_escape
 from tools.streams.scan import bounded_scan
@@ -64,6 +64,8 @@ async def list_queues(
     """Queues whose name matches the glob ``match`` (default: all), with their counts."""
     check_pattern(match)
     conv, limits = settings.conventions, settings.limits
+    if match is not None:
+        check_queue_name(conv, match, "match")
     if not 1 <= limit <= limits.max_count:
         raise InvalidArgument(f"limit must be between 1 and {limits.max_count} ([limits] max_count), got {limit}")
     pattern = f"{glob_escape(conv.bullmq_prefix)}:{match or '*'}:*"
