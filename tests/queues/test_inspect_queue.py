@@ -171,7 +171,7 @@ async def test_names_with_the_prefix_are_refused_with_the_name_to_give(
     settings = settings_for(machine)
     conns = Connections(settings)
     try:
-        with pytest.raises(InvalidArgument, match="give the queue name alone, e.g. 'event-queue'"):
+        with pytest.raises(InvalidArgument, match=r"give the queue name alone, e\.g\. 'event-queue'"):
             await inspect_queue(conns, settings, "bull:event-queue")
         with pytest.raises(InvalidArgument, match="match 'bull:\\*' starts with the BullMQ prefix"):
             await list_queues(conns, settings, match="bull:*")
