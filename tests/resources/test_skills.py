@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -103,14 +104,17 @@ def prose_lines(markdown: str) -> list[str]:
     return out
 
 
-def test_skills_are_english_rewrites_not_copies() -> None:
-    seeds = Path("/work/shared/seeds")
+def test_skills_are_in_english() -> None:
     french_markers = [" le ", " la ", " les ", " des ", " une ", " est ", " pas ", " dans "]
     for skill in load_skills():
         lowered = f" {skill.body.lower()} "
         assert sum(lowered.count(marker) for marker in french_markers) < 5, skill.name
+
+
+def test_skills_copy_no_line_of_the_seed_runbooks() -> None:
+    seeds = Path(os.environ.get("MESH_TEST_SEEDS", "/work/shared/seeds"))
     if not seeds.is_dir():
-        return
+        pytest.skip(f"the seed runbooks are not here ({seeds}; set MESH_TEST_SEEDS)")
     seed_lines = {
         line.strip() for path in seeds.glob("*.txt") for line in path.read_text(encoding="utf-8").splitlines()
         if len(line.strip()) > 60
