@@ -117,8 +117,8 @@ def test_every_way_out_of_handle_is_judged(ts, body: str, expected: list[str]) -
 
 
 def test_handing_the_job_on_is_recorded(ts) -> None:
-    f = handler(ts, f"await this.helper.run(job);\nthis.log(job.id);\n{RETURN}")
-    assert [(r.line, r.text) for r in f.envelope_passed] == [(5, "(job)")]
+    f = handler(ts, f"await this.helper.run(job);\nthis.log(job.id);\nawait this.audit({{ job }});\n{RETURN}")
+    assert [(r.line, r.text) for r in f.envelope_passed] == [(5, "(job)"), (7, "{ job }")]
     assert f.envelope_reads == []
 
 

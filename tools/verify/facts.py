@@ -235,8 +235,9 @@ def _handler_facts(pf: ParsedFile, class_name: str, conv: StaticConventions) -> 
     env = _Envelope(conv)
     _bind_parameter(pf, method, env)
     for node in walk(body):
-        is_envelope = node.type in ("identifier", "member_expression") and norm_expr(pf.text(node)) in env.envelopes
-        is_job = node.type == "identifier" and pf.text(node) in env.jobs
+        named = node.type in ("identifier", "shorthand_property_identifier")  # `job`, or `{ job }` in an object
+        is_envelope = (named or node.type == "member_expression") and norm_expr(pf.text(node)) in env.envelopes
+        is_job = named and pf.text(node) in env.jobs
         if (is_envelope or is_job) and _passed_along(node):
             facts.envelope_passed.append(EnvelopeRead(line_of(node), "", pf.text(node.parent or node)[:200]))
         if node.type == "variable_declarator":
