@@ -183,8 +183,8 @@ class ImpactEngine:
                 for k, site in idx.class_producers.get(h.key, ()):
                     if k != key:
                         yield k, f"handler {h.key[1]}", site.confidence, site
-            emitters = {s.detail.get("emitter") for s in idx.producers.get(key, ())
-                        if s.detail.get("emitter") and (include_tests or not s.test_only)}
+            emitters = {_emitter_of(s, idx.emitters) for s in idx.producers.get(key, ())
+                        if include_tests or not s.test_only}
             for o in idx.outcomes:
                 if o.emitter is None or o.emitter in emitters:
                     status = f" on status {o.status}" if o.status else ""
@@ -283,6 +283,14 @@ class ImpactEngine:
             suggestions=[] if keys else self.suggestions(target),
             notes=notes,
         )
+
+
+def _emitter_of(site: SiteRec, known: list[str]) -> str | None:
+    """The emitter a producer writes; when not resolved, its repository's name if that is a known emitter."""
+    if site.detail.get("emitter"):
+        return site.detail["emitter"]
+    repo = site.repo.rsplit("/", 1)[-1]
+    return repo if repo in known else None
 
 
 def _split(text: str | None) -> list[str]:

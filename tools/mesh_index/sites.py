@@ -42,7 +42,7 @@ class Linker:
         self._kinds: dict[tuple[str, str], str | None] = {}
         self.secondary: dict[tuple[str, str], str] = {}
         self.query_calls: list[tuple[str, Any, int, str | None]] = []
-        self.sql_seen: set[tuple[str, int, str, str | None]] = set()
+        self.sql_seen: dict[tuple[str, int, str, str | None], tuple[Any, bool, str | None]] = {}
         msg = self.sc.messaging_package.strip("/")
         self._msg_probe = "/" + msg + "/"
         self._msg_tail = "/" + posixpath.basename(msg) if msg else None

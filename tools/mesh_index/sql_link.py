@@ -164,18 +164,26 @@ def link_sql(linker: Linker) -> None:
 
 
 def _function_inserts(linker: Linker, path: str, name: str, inserts: list[dict[str, Any]],
-                      attached: dict[str, list[str]], emitters: list[str], outcome: bool) -> None:
-    """Sites of the inserts of a function that do not depend on trigger arguments."""
+                      attached: dict[str, list[str]], emitters: list[str], outcome: bool,
+                      guessed: bool = False) -> None:
+    """Sites of the inserts of a function that do not depend on trigger arguments.
+
+    With ``outcome`` (the audit trigger, computed for one emitter) each site also becomes an
+    outcome of that emitter's jobs; ``guessed`` marks a definition taken from another
+    repository than the emitter's (heuristic)."""
     for ins in inserts:
         if _uses_argv(ins.get("type")):
             continue
         kind = "sql_trigger" if name in attached else "sql_insert"
-        detail = {"function": name, "status": ins.get("status", ""), "table": ",".join(attached.get(name, []))}
+        detail = {"function": name, "status": ins.get("status", ""),
+                  "table": ",".join(dict.fromkeys(attached.get(name, [])))}
         sites = _produce_sql(linker, path, ins["line"], name, kind, ins.get("type"), [],
                              ins.get("target_services"), emitters, detail, False)
         if outcome:
             for site, heuristic, emitter in sites:
-                linker.idx.outcomes.append(OutcomeRec(site, site.value or "", ins.get("status"), emitter, heuristic))
+                linker.idx.outcomes.append(OutcomeRec(site, site.value or "", ins.get("status"),
+                                                      emitter or (emitters[0] if emitters else None),
+                                                      heuristic or guessed))
 
 
 def _audit_outcomes(linker: Linker, defs: _Definitions, name: str, attached: dict[str, list[str]],
@@ -192,12 +200,14 @@ def _audit_outcomes(linker: Linker, defs: _Definitions, name: str, attached: dic
     for emitter in emitters or [""]:
         own = {r for (r, n) in defs.by_repo if n == name and r.split("/")[-1] == emitter}
         repos = repos_of.get(emitter, set()) | own
-        chosen = [defs.by_repo[(r, name)] for r in sorted(repos) if (r, name) in defs.by_repo] or [defs.latest[name]]
-        for (_order, path), _line, inserts in chosen:
+        chosen = [defs.by_repo[(r, name)] for r in sorted(repos) if (r, name) in defs.by_repo]
+        guessed = not chosen  # no definition where this emitter's jobs are written: the workspace's last
+        for (_order, path), _line, inserts in chosen or [defs.latest[name]]:
             key = (path, _line, emitter)
             if key not in done:
                 done.add(key)
-                _function_inserts(linker, path, name, inserts, attached, [emitter] if emitter else [], outcome=True)
+                _function_inserts(linker, path, name, inserts, attached, [emitter] if emitter else [], outcome=True,
+                                  guessed=guessed)
 
 
 def _outcomes_from_conventions(linker: Linker, emitters: list[str]) -> None:
@@ -248,9 +258,10 @@ def _produce_sql(linker: Linker, path: str, line: int, symbol: str | None, kind:
     out = []
     seen = linker.sql_seen
     for value, heuristic, emitter in values:
-        if (path, line, value, emitter) in seen:
+        known = seen.get((path, line, value, emitter))
+        if known is not None:  # produced already (another emitter choosing the same definition)
+            out.append(known)
             continue
-        seen.add((path, line, value, emitter))
         streams = sorted({linker.idx.stream_key(t) for t, _h, em in targets if em is None or em == emitter})
         conf = "heuristic" if heuristic or force_heuristic else "exact"
         trigger_emitter = evaluate(argv[1], [], []) if len(argv) > 1 else []
@@ -259,6 +270,7 @@ def _produce_sql(linker: Linker, path: str, line: int, symbol: str | None, kind:
         linker.produce(("event", value), site)
         for s in streams:
             linker.idx.add_route(("event", value), ("stream", s), f"SQL {kind} target_services")
+        seen[(path, line, value, emitter)] = (site, heuristic, emitter)
         out.append((site, heuristic, emitter))
     return out
 
