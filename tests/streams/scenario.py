@@ -22,6 +22,7 @@ Streams carry the outbox runner's entry fields; post-processors are real consume
 from __future__ import annotations
 
 import json
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -145,6 +146,52 @@ def live_consumers_work(client: redis.Redis) -> None:
     _ack(client, STREAM, MAIN, _read(client, STREAM, MAIN, "pp-live", 1))
     _ack(client, STREAM, OK, _read(client, STREAM, OK, "pp-ok-1", 100))
     _ack(client, USER_STREAM, "pp-user", _read(client, USER_STREAM, "pp-user", "user-consumer", 10))
+
+
+HISTORY_BEYOND_ALL = "18446744073709551615-18446744073709551614"
+"""An id above every real entry but below ``>``: XREADGROUP from it reads the consumer's own
+history after it, i.e. nothing, so the PEL is untouched, yet the consumer's seen-time (its
+XINFO CONSUMERS ``idle``) is refreshed, on Redis 6.2 and 7.x alike."""
+
+
+class Heartbeat:
+    """A consumer that stays live while the ``with`` block runs, however loaded the machine.
+
+    ``live_consumers_work`` leaves pp-live live only for ``dead_consumer_idle_ms`` (1.5 s):
+    a slow CI machine could take longer to reach the tool's XINFO CONSUMERS, and pp-live
+    would then look dead. This thread re-reads pp-live's (empty) history every 50 ms, which
+    keeps its idle near 0 without delivering, acknowledging or re-delivering any entry, so
+    lag, pending counts and the idle time of its pending entries are those of the scenario.
+    """
+
+    def __init__(self, url: str, stream: str = STREAM, group: str = MAIN, consumer: str = "pp-live") -> None:
+        self.client = redis.Redis.from_url(url)
+        self.stream, self.group, self.consumer = stream, group, consumer
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.error: BaseException | None = None
+
+    def beat(self) -> None:
+        self.client.xreadgroup(self.group, self.consumer, {self.stream: HISTORY_BEYOND_ALL})
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.wait(0.05):
+                self.beat()
+        except BaseException as exc:  # surfaced by __exit__
+            self.error = exc
+
+    def __enter__(self) -> Heartbeat:
+        self.beat()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self.client.close()
+        if self.error is not None:
+            raise self.error
 
 
 def build_queues(client: redis.Redis, conv: Conventions, sc: Scenario) -> None:

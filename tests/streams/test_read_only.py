@@ -5,7 +5,9 @@ delivery times and counts, and each consumer's seen time), its TTL presence, enc
 and content, and the streams' XINFO STREAM FULL (see tests/streams/snapshot.py for the
 one exception Redis itself imposes: hash tables that are still rehashing). On the
 private Redis 6.2 server, INFO commandstats also proves that no XREADGROUP, XCLAIM,
-XACK, KEYS or other write ran while the tools did.
+XACK, KEYS or other write ran while the tools did: every command sent is one of the read
+commands the doctor checks (``tools.streams.doctor.USED_COMMANDS``), besides the client's
+connection handshake. The calls cover every tool the stream and queue modules register.
 """
 
 from __future__ import annotations
@@ -14,14 +16,22 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from mcp.server.mcpserver import MCPServer
 
 from server.config import Settings
+from server.runtime import Runtime
 from tests.helpers import in_process_client
 from tests.streams import scenario as sc_mod
 from tests.streams.conftest import Backend
 from tests.streams.redis_servers import RedisProcess
 from tests.streams.scenario import MAIN, ORPHAN, QUEUE, STREAM, USER_STREAM
 from tests.streams.snapshot import WRITE_OR_FORBIDDEN, command_calls, differences, snapshot
+from tools.queues import mcp_tools as queue_tools
+from tools.streams import mcp_tools as stream_tools
+from tools.streams.doctor import USED_COMMANDS
+
+HANDSHAKE = {"hello", "client", "auth", "select", "ping"}
+"""What redis-py sends when it opens a connection (HELLO, CLIENT SETINFO, ...)."""
 
 pytestmark = pytest.mark.anyio
 
@@ -47,7 +57,20 @@ def calls(sc: sc_mod.Scenario) -> list[tuple[str, dict[str, Any]]]:
     ]
 
 
+async def registered_tools(settings: Settings) -> set[str]:
+    """The tools the stream and queue modules register (so a new tool cannot escape these tests)."""
+    server = MCPServer("probe")
+    runtime = Runtime(settings)
+    try:
+        stream_tools.register(server, runtime)
+        queue_tools.register(server, runtime)
+        return {t.name for t in await server.list_tools()}
+    finally:
+        await runtime.aclose()
+
+
 async def run_every_tool(settings: Settings, sc: sc_mod.Scenario) -> None:
+    assert {name for name, _ in calls(sc)} == await registered_tools(settings)
     async with in_process_client(settings) as client:
         listed = {t.name for t in (await client.list_tools()).tools}
         for name, args in calls(sc):
@@ -84,6 +107,7 @@ async def test_no_write_or_forbidden_command_reaches_redis(
         ran = {name: after[name] - before.get(name, 0) for name in after if after[name] != before.get(name, 0)}
         assert {"xinfo", "xpending", "scan"} <= set(ran)
         assert [name for name in WRITE_OR_FORBIDDEN if ran.get(name)] == []
+        assert sorted(set(ran) - HANDSHAKE - set(USED_COMMANDS)) == []
     finally:
         client.flushdb()
         client.close()

@@ -24,8 +24,11 @@ from tools.streams.values import as_int, text
 
 USED_COMMANDS = (
     "type", "info", "time", "scan", "xinfo", "xpending", "xrange", "xrevrange", "xlen", "zrange", "zscore",
-    "zcard", "zrevrange", "pttl", "exists", "get", "getrange", "llen", "lindex", "lpos", "hget", "hmget", "hgetall",
+    "zmscore", "zcard", "zrevrange", "pttl", "ttl", "exists", "get", "mget", "getrange", "llen", "lindex", "lpos",
+    "hget", "hmget", "hgetall", "hlen", "hstrlen",
 )
+"""Every command the stream and queue tools (and the outbox traces) send; the read-only test
+checks that the tools send nothing else."""
 
 
 def _raw_client(runtime: Runtime) -> aioredis.Redis:
