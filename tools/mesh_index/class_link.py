@@ -333,7 +333,8 @@ class ClassLinker:
                             how = how + " (stream from a config file)" if "config" not in how else how
                         if not vals and out is streams:
                             raw, raw_path = fields[fname], bp
-        return sorted(set(streams)), sorted(set(groups)), how, (raw, raw_path)
+        # a stream named without the prefix (Streams.USER_CREATED) is the key the runner writes for that target
+        return sorted({self.idx.stream_key(st) for st in streams}), sorted(set(groups)), how, (raw, raw_path)
 
     def from_config(self, expr: Any, path: str) -> list[Val]:
         """Values of ``config.a.b`` read from the service's JSON config files (heuristic)."""
