@@ -128,9 +128,16 @@ async def test_bad_arguments_are_refused_with_a_reason(machine: Backend, setting
         other = await client.call_tool("list_pending", {"stream": STREAM, "group": MAIN, "count": 2,
                                                         "consumer": "pp-dead", "cursor": cursor})
         forged = await client.call_tool("list_pending", {"stream": STREAM, "group": MAIN, "cursor": "abc"})
+        elsewhere = await client.call_tool("list_pending", {"stream": sc_mod.USER_STREAM, "group": "pp-user",
+                                                            "count": 2, "cursor": cursor})
+        dlq_cursor = (await client.call_tool("dlq_list", {"count": 1})).structured_content["next_cursor"]
+        from_dlq = await client.call_tool("list_pending", {"stream": STREAM, "group": MAIN, "count": 2,
+                                                           "cursor": dlq_cursor})
         too_many = await client.call_tool("list_pending", {"stream": STREAM, "group": MAIN, "count": 501})
     assert other.is_error and "other arguments" in other.content[0].text
     assert forged.is_error and "next_cursor" in forged.content[0].text
+    assert elsewhere.is_error and "other arguments" in elsewhere.content[0].text
+    assert dlq_cursor and from_dlq.is_error and "other arguments" in from_dlq.content[0].text
     assert too_many.is_error and "max_count" in too_many.content[0].text
     conns = Connections(settings)
     try:
