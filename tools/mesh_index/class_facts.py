@@ -89,7 +89,8 @@ class ClassFacts:
                 if mbody is None:
                     continue
                 if mname in self.cfg.filter_methods or mname in self.cfg.handler_type_fields:
-                    info.setdefault("filters", {})[mname] = self.filter_info(mbody, line_of(member))
+                    info.setdefault("filters", {})[mname] = self.filter_info(mbody, line_of(member),
+                                                                             _first_param(member))
                 elif mname == "constructor":
                     supers = captures(self.q["supers"], mbody).get("call", [])
                     if supers:
@@ -99,8 +100,11 @@ class ClassFacts:
         if fields:
             info["fields"] = fields
 
-    def filter_info(self, body: Node, line: int) -> dict[str, Any]:
-        """What a ``shouldProcess``-like method compares the type with."""
+    def filter_info(self, body: Node, line: int, param: str | None = None) -> dict[str, Any]:
+        """What a ``shouldProcess``-like method compares the type with.
+
+        ``param`` is the method's first parameter: ``type.endsWith(SUFFIX)`` on it records
+        ``SUFFIX`` (a constant, a member) as a pattern to evaluate when linking."""
         out: dict[str, Any] = {"line": line}
         stmts = body.named_children
         if len(stmts) == 1 and stmts[0].type == "return_statement" and text(stmts[0]).replace(" ", "") in (
@@ -120,6 +124,7 @@ class ClassFacts:
         if refs:
             out["refs"] = refs
         patterns: dict[str, list[str]] = {}
+        pattern_refs: dict[str, list[Any]] = {}
         calls = captures(self.q["filter_calls"], body)
         called: set[str] = set()
         sets: list[list[str]] = []
@@ -130,6 +135,10 @@ class ClassFacts:
             first = args.named_children[0] if args is not None and args.named_child_count else None
             if fname in ("endsWith", "startsWith", "includes") and first is not None and first.type == "string":
                 patterns.setdefault(fname, []).append(string_value(first))
+            elif fname in ("endsWith", "startsWith", "includes") and first is not None and param \
+                    and fn is not None and fn.type == "member_expression" \
+                    and (chain(fn.child_by_field_name("object")) or [""])[0] == param:
+                pattern_refs.setdefault(fname, []).append(to_expr(first))
             elif fname in SET_METHODS and fn is not None and fn.type == "member_expression":
                 target = chain(fn.child_by_field_name("object"))
                 if target:
@@ -143,6 +152,8 @@ class ClassFacts:
             out["strings"] = strings
         if patterns:
             out["patterns"] = patterns
+        if pattern_refs:
+            out["pattern_refs"] = pattern_refs
         if called:
             out["calls"] = sorted(called)
         if sets:
@@ -150,3 +161,11 @@ class ClassFacts:
         return out
 
     # -- calls, objects, SQL ----------------------------------------------------------------
+
+
+def _first_param(method: Node) -> str | None:
+    """Name of a method's first parameter (``type`` in ``shouldProcess(type: string)``)."""
+    params = method.child_by_field_name("parameters")
+    first = params.named_children[0] if params is not None and params.named_child_count else None
+    pat = first.child_by_field_name("pattern") if first is not None else None
+    return text(pat) if pat is not None and pat.type == "identifier" else None

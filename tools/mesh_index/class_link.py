@@ -207,6 +207,9 @@ class ClassLinker:
                 accepts.setdefault(s, "exact")
         for op, texts in fi.get("patterns", {}).items():
             patterns.extend((op, t) for t in texts)
+        for op, exprs in fi.get("pattern_refs", {}).items():  # type.endsWith(JOB_OUTBOX_SUCCESS_SUFFIX)
+            for expr in exprs:
+                patterns.extend((op, v.value) for v in self.r.eval(expr, fp) if v.value)
         for target in fi.get("sets", ()):
             if target[0] == "this" and len(target) == 2:
                 for p, _n, info in ancestors:
