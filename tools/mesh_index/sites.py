@@ -186,8 +186,11 @@ class Linker:
 
     def calls(self, classes: ClassLinker) -> None:
         sc = self.sc
+        entities = set(sc.outbox_entities)
         for path in self.relevant:
             for name, receiver, args, targs, line, symbol in self.facts[path].get("calls", ()):
+                if symbol and symbol.split(".")[0] in entities and name not in sc.migration_query_calls:
+                    continue  # the entity's own plumbing (createFollowUp forwarding its caller's params to createEvent)
                 if name in sc.create_job_calls:
                     self.create_job(path, receiver, args, targs, line, symbol, classes)
                 elif name in sc.fallback_calls:
@@ -235,14 +238,35 @@ class Linker:
         if not vals:
             self.unresolved("job", path, line, symbol, "create_job", type_expr, queue=queue)
             return
+        paired = self._paired_lookup(type_expr, target_expr, path) if len(vals) > 1 else {}
         for v in vals:
             conf = "heuristic" if v.heuristic else "exact"
-            site = self.site(path, line, symbol, "create_job", conf, v.value, queue=queue, target_raw=target_raw,
+            own = paired.get(v.value) or queues
+            site = self.site(path, line, symbol, "create_job", conf, v.value,
+                             queue=", ".join(sorted({q.value for q in own})), target_raw=target_raw,
                              emitter=emitter or "", via=v.via or "")
             self.kind_of(v, "job")
             self.produce(("job", v.value), site)
-            for q in queues:
+            for q in own:
                 self.idx.add_route(("job", v.value), ("queue", q.value), "createJob target")
+
+    def _paired_lookup(self, type_expr: Any, target_expr: Any, path: str) -> dict[str, list[Val]]:
+        """``type: JOBS[kind], target: QUEUES[kind]`` (same key): each job value -> the queues of its keys."""
+        if not (type_expr and target_expr and type_expr[0] == "x" and target_expr[0] == "x"
+                and type_expr[2] == target_expr[2]):
+            return {}
+        types, targets = self.r.resolve_decl(type_expr[1], path), self.r.resolve_decl(target_expr[1], path)
+        if not (isinstance(types, Decl) and isinstance(targets, Decl) and types.kind == targets.kind == "object"):
+            return {}
+        by_key: dict[str, list[Val]] = {}
+        for keys, values, _line in self.r.mapping_entries(targets):
+            for k in keys:
+                by_key.setdefault(k.value, []).extend(values)
+        out: dict[str, list[Val]] = {}
+        for keys, values, _line in self.r.mapping_entries(types):
+            for v in values:
+                out.setdefault(v.value, []).extend(q for k in keys for q in by_key.get(k.value, ()))
+        return out
 
     def fallback(self, path: str, args: list[Any], line: int, symbol: str | None, classes: ClassLinker) -> None:
         if not args:
