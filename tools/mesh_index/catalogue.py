@@ -2,6 +2,8 @@
 
 Orphan reasons (each entry may have several):
 
+- any undeclared job/event value equal to a declared member's name: ``not declared: 'X' is the
+  member name of Enum.X (value 'x'), not a value``;
 - job: ``no producer`` / ``only test producers (N)``, ``no handler``, ``handler <C> not routed
   by any worker``, ``producers target queue A but its worker listens on B``;
 - event: ``no producer``, ``no consumer (no post-processor accepts it)``;
@@ -12,7 +14,7 @@ Orphan reasons (each entry may have several):
 
 from __future__ import annotations
 
-from tools.mesh_index.impact import ImpactEngine, _key_order, _split
+from tools.mesh_index.impact import ImpactEngine, _key_order, _split, member_name_hint
 from tools.mesh_index.linked import Key
 from tools.mesh_index.model import Catalogue, CatalogueEntry, IndexInfo
 
@@ -21,6 +23,9 @@ def _reasons(engine: ImpactEngine, key: Key, prod: int, test_prod: int, cons: in
     idx = engine.idx
     kind, value = key
     reasons: list[str] = []
+    hint = member_name_hint(idx, key)
+    if hint:
+        reasons.append(f"not declared: '{value}' {hint}")
     if kind in ("job", "event", "ws_event") and prod == 0:
         if test_prod:
             reasons.append(f"only test producers ({test_prod})")
