@@ -25,7 +25,7 @@ def _reasons(engine: ImpactEngine, key: Key, prod: int, test_prod: int, cons: in
     reasons: list[str] = []
     hint = member_name_hint(idx, key)
     if hint:
-        reasons.append(f"not declared: '{value}' {hint}")
+        reasons.append(f"not declared: '{value}' is {hint}")
     if kind in ("job", "event", "ws_event") and prod == 0:
         if test_prod:
             reasons.append(f"only test producers ({test_prod})")

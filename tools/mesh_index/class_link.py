@@ -173,7 +173,7 @@ class ClassLinker:
                                   post_processor_class=name)
             self.idx.post_processors[(path, name)] = PostProcessorRec(
                 (path, name), site, streams, groups, accepts, patterns, mode == "all", mode == "unknown", how,
-                "config" in how)
+                "stream from a config file" in how)
 
     def accepted(self, ancestors: list) -> tuple[dict[str, str], list[tuple[str, str]], str]:
         accepts: dict[str, str] = {}
@@ -332,8 +332,10 @@ class ClassLinker:
                     if fname in fields:
                         vals = self.r.eval(fields[fname], bp) or self.from_config(fields[fname], bp)
                         out.extend(v.value for v in vals)
-                        if out is streams and any(v.heuristic for v in vals):
-                            how = how + " (stream from a config file)" if "config" not in how else how
+                        if any(v.via == "config" for v in vals):
+                            what = "stream" if out is streams else "group"
+                            if f"{what} from a config file" not in how:
+                                how += f" ({what} from a config file)"
                         if not vals and out is streams:
                             raw, raw_path = fields[fname], bp
         # a stream named without the prefix (Streams.USER_CREATED) is the key the runner writes for that target

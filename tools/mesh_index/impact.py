@@ -253,8 +253,8 @@ class ImpactEngine:
         for key in keys:
             hint = member_name_hint(self.idx, key)
             if hint:
-                notes.append(f"'{key[1]}' is written as a string in code but {hint}: those sites probably meant "
-                             "the value")
+                notes.append(f"'{key[1]}' is written as a string in code but is {hint}: those sites probably "
+                             "meant the value")
         if len(keys) > 1:
             notes.append(f"'{target}' names {len(keys)} different things: producers and consumers of all are listed "
                          "(each site's value tells which)")
@@ -292,13 +292,13 @@ class ImpactEngine:
 
 def member_name_hint(idx: LinkedIndex, key: Key) -> str | None:
     """For an undeclared job/event value equal to a declared member's *name* (``'EVENT_UPDATED'``):
-    "it is the member name of Enum.MEMBER (value '...'), not a value"; else None."""
+    "the member name of Enum.MEMBER (value '...'), not a value"; else None."""
     if key in idx.declared or key[0] not in ("job", "event", "ws_event"):
         return None
     members = sorted(idx.by_member.get(key[1], ()), key=lambda k: (k[0] != key[0], _key_order(k)))
     named = [f"{idx.declared[k].name} (value '{k[1]}')" for k in members if k in idx.declared and k[0] == key[0]]
     named = named or [f"{idx.declared[k].name} (value '{k[1]}')" for k in members if k in idx.declared]
-    return f"it is the member name of {' / '.join(named)}, not a value" if named else None
+    return f"the member name of {' / '.join(named)}, not a value" if named else None
 
 
 def _emitter_of(site: SiteRec, known: list[str]) -> str | None:
