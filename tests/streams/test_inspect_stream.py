@@ -76,6 +76,8 @@ async def test_every_anomaly_of_the_broken_stream(backend: Backend, settings_for
 
     dead = anomaly(report, "dead_consumer", MAIN)
     assert dead["evidence"]["pending"] == 5 and dead["evidence"]["idle_ms"] >= 1500
+    # nothing was added after pp-dead's read: before 7.2 (no inactive) its idle cannot tell dead from polling
+    assert dead["evidence"]["idle_ambiguous"] is (consumers["pp-dead"]["inactive_ms"] is None)
     assert "claim_dead_consumer" in dead["next_step"]
     trimmed = anomaly(report, "trimmed_pending", MAIN)
     assert trimmed["evidence"]["count"] == 3
@@ -172,3 +174,28 @@ async def test_missing_stream_and_wrong_type(machine: Backend, settings_for: Cal
             await inspect_stream(conns, settings, "stream:\nx")
     finally:
         await conns.aclose()
+
+
+async def test_dead_consumer_idle_is_ambiguous_only_on_a_quiet_stream_before_redis_7_2(
+    machine: Backend, settings_for: Callable[..., Settings]
+) -> None:
+    client = machine.client
+    for stream in ("stream:quiet", "stream:busy"):
+        client.xadd(stream, {"n": "0"})
+        client.xgroup_create(stream, "g", id="0")
+        client.xreadgroup("g", "gone", {stream: ">"})
+    time.sleep(1.1)
+    client.xadd("stream:busy", {"n": "1"})  # arrived after gone's last read: a live consumer would have read it
+    settings = settings_for(machine, limits={"dead_consumer_idle_ms": 1000})
+    conns = Connections(settings)
+    try:
+        quiet = await inspect_stream(conns, settings, "stream:quiet")
+        busy = await inspect_stream(conns, settings, "stream:busy")
+    finally:
+        await conns.aclose()
+    (q,) = [a for a in quiet.anomalies if a.code == "dead_consumer"]
+    (b,) = [a for a in busy.anomalies if a.code == "dead_consumer"]
+    reports_inactive = quiet.groups[0].consumer_list[0].inactive_ms is not None  # Redis 7.2+
+    assert q.evidence["idle_ambiguous"] is not reports_inactive
+    assert ("confirm the consumer's process is gone" in q.message) is not reports_inactive
+    assert b.evidence["idle_ambiguous"] is False and "confirm" not in b.message

@@ -5,7 +5,9 @@ here), so the rules are plain functions. Thresholds come from ``[limits]`` and
 ``[conventions]``.
 
 - ``dead_consumer`` (error): a consumer holds pending entries and has not read or claimed
-  (``XINFO CONSUMERS`` idle) for ``[limits] dead_consumer_idle_ms``.
+  (``XINFO CONSUMERS`` idle) for ``[limits] dead_consumer_idle_ms``. Before Redis 7.2 an
+  empty read or claim does not reset idle, so on a stream where nothing arrived since
+  the consumer's last read the evidence says ``idle_ambiguous``.
 - ``stuck_pending`` (warning): entries idle ``dead_consumer_idle_ms`` or more sit with a
   consumer that is still alive; it re-reads its own pending entries only on restart or claim.
 - ``trimmed_pending`` (error): pending ids older than the stream's first entry; the message
@@ -59,10 +61,18 @@ def _minutes(ms: int) -> str:
 
 
 def dead_consumer(
-    stream: str, group: str, consumer: str, pending: int, idle_ms: int, threshold_ms: int
+    stream: str, group: str, consumer: str, pending: int, idle_ms: int, threshold_ms: int,
+    *, idle_ambiguous: bool = False,
 ) -> Anomaly | None:
+    """``idle_ambiguous``: Redis before 7.2 and no entry arrived since the consumer's last read, so
+    its idle would have grown the same had it been polling (an empty read or claim does not reset
+    it there); the message says to confirm the process is gone."""
     if pending <= 0 or idle_ms < threshold_ms:
         return None
+    caveat = (
+        "; nothing arrived on the stream since, and before Redis 7.2 an empty read or claim does not reset "
+        "idle: confirm the consumer's process is gone before claiming" if idle_ambiguous else ""
+    )
     return Anomaly(
         code="dead_consumer",
         severity="error",
@@ -70,9 +80,10 @@ def dead_consumer(
         consumer=consumer,
         message=(
             f"consumer '{consumer}' of group '{group}' holds {pending} pending entries and has not read "
-            f"or claimed for {_minutes(idle_ms)}"
+            f"or claimed for {_minutes(idle_ms)}{caveat}"
         ),
-        evidence={"pending": pending, "idle_ms": idle_ms, "threshold_ms": threshold_ms},
+        evidence={"pending": pending, "idle_ms": idle_ms, "threshold_ms": threshold_ms,
+                  "idle_ambiguous": idle_ambiguous},
         next_step=(
             f"list_pending(stream='{stream}', group='{group}', consumer='{consumer}') to see the entries, then "
             f"propose_remediation(symptom='claim_dead_consumer', stream='{stream}', group='{group}')"

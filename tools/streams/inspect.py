@@ -6,7 +6,8 @@ Five pipelined round trips at most, read commands only, each bounded:
    (ages are computed on the Redis clock, not ours);
 2. ``XINFO STREAM`` (never ``FULL``), ``XINFO GROUPS``, ``XLEN`` and the newest entry of
    the dead-letter stream;
-3. per group (at most ``[limits] max_count`` groups): ``XINFO CONSUMERS`` (skipped above
+3. ``TIME`` again (when the consumers' idle times are measured), then per group (at
+   most ``[limits] max_count`` groups): ``XINFO CONSUMERS`` (skipped above
    ``max_count`` consumers), the ``XPENDING`` summary, the oldest pending entry, and, with
    ``S = [limits] stream_sample``: the pending ids older than the first entry (at most
    ``S + 1``: a count above ``S`` is a lower bound), the oldest undelivered entry (``XRANGE``
@@ -58,6 +59,8 @@ class _GroupProbe:
     lock_ttls: dict[str, int] = field(default_factory=dict)
     count_from: str | None = None
     """Oldest undelivered id when the lag must still be counted (round 4)."""
+    consumers_read_at_ms: int = 0
+    """Redis time of round 3, when XINFO CONSUMERS measured the consumers' idle times."""
 
 
 def _age(now_ms: int, entry_id: str | None) -> int | None:
@@ -166,6 +169,7 @@ async def _probe_groups(
     idle_floor = min(conv.claim_interval_ms, limits.dead_consumer_idle_ms)
 
     pipe = redis.pipeline(transaction=False)
+    pipe.time()  # idle times below are measured now, not at round 1's TIME
     plans = []
     for ginfo in raw_groups:
         name = text(ginfo["name"]) or ""
@@ -190,6 +194,7 @@ async def _probe_groups(
         plans.append((ginfo, name, consumers, list_consumers, first_id is None or before_first is not None,
                       lag, source, read_oldest))
     replies = iter(await pipe.execute(raise_on_error=False))
+    read_at = redis_time_ms(reply_or_raise(next(replies)))
 
     probes = []
     for ginfo, name, consumers, list_consumers, probe_trimmed, lag, source, read_oldest in plans:
@@ -247,7 +252,8 @@ async def _probe_groups(
             for r in idle_rows
         ]
         probes.append(_GroupProbe(info=info, trimmed_ids=trimmed, idle_sample=sample_rows,
-                                  retry_members=retry_members, count_from=oldest_undelivered if needs_count else None))
+                                  retry_members=retry_members, count_from=oldest_undelivered if needs_count else None,
+                                  consumers_read_at_ms=read_at))
     return probes
 
 
@@ -321,11 +327,17 @@ def _anomalies(settings: Settings, report: StreamReport, probes: list[_GroupProb
     found: list[Anomaly | None] = []
     if not report.groups and report.dlq is not None:
         found.append(rules.no_group(stream, report.length))
+    last_entry = try_parse(report.last_id)
     for probe in probes:
         g = probe.info
         dead_names = set()
         for c in g.consumer_list:
-            hit = rules.dead_consumer(stream, g.name, c.name, c.pending, c.idle_ms, limits.dead_consumer_idle_ms)
+            # before Redis 7.2 (no `inactive`), an empty read or claim leaves idle growing: on a stream where
+            # nothing arrived since the consumer's last read, a live consumer looks as idle as a dead one
+            last_seen_ms = probe.consumers_read_at_ms - c.idle_ms
+            quiet = last_entry is None or last_entry.ms <= last_seen_ms + 1  # idle is rounded to the ms
+            hit = rules.dead_consumer(stream, g.name, c.name, c.pending, c.idle_ms, limits.dead_consumer_idle_ms,
+                                      idle_ambiguous=c.inactive_ms is None and quiet)
             if hit is not None:
                 dead_names.add(c.name)
             found.append(hit)
