@@ -15,7 +15,7 @@ from tests.helpers import in_process_client
 from tests.streams import scenario as sc_mod
 from tests.streams.conftest import Backend
 from tests.streams.scenario import MAIN, STREAM, USER_EVENT_TYPE, USER_STREAM
-from tools.streams.dlq import list_dead_letters, read_dead_letters
+from tools.streams.dlq import list_dead_letters, parse_dlq_entry
 
 pytestmark = pytest.mark.anyio
 
@@ -145,7 +145,7 @@ async def test_payload_and_error_are_cut_at_the_byte_cap(
     try:
         page = await list_dead_letters(conns, settings, stream="stream:b", type="big.event")
         async with conns.redis_errors():
-            full = await read_dead_letters(conns.redis(), settings.conventions, "stream:b-dlq")
+            ((raw_id, fields),) = await conns.redis().xrange("stream:b-dlq")
     finally:
         await conns.aclose()
     (entry,) = page.entries
@@ -156,7 +156,8 @@ async def test_payload_and_error_are_cut_at_the_byte_cap(
     assert entry.dead_at_ms == int(datetime(2026, 11, 30, 2, 0, tzinfo=UTC).timestamp() * 1000)
     assert entry.extra_fields == {"group": "pp-b"}
     assert entry.original is not None and entry.original.source_exists is False
-    (whole,) = full  # read_dead_letters without a cap: what a replay needs
+    whole = parse_dlq_entry(fields, dlq_stream="stream:b-dlq", dlq_id=raw_id.decode(),
+                            conventions=settings.conventions)  # no cap: what a replay needs
     assert whole.payload == big and whole.error == "E" * 500
 
 

@@ -1,13 +1,9 @@
-"""Dead letters: parsing one entry, reading a dead-letter stream, the ``dlq_list`` pages.
+"""Dead letters: parsing one entry, and the ``dlq_list`` pages.
 
-Stable API (the remediation tools import it):
-
-- :func:`parse_dlq_entry` turns the fields of one ``<stream><dlq_suffix>`` entry into a
-  :class:`DeadLetter` (field names from ``[conventions]``: ``messageId``, ``error``,
-  ``payload``, ``timestamp``); it never raises on odd content. With ``max_bytes=None``
-  nothing is cut, which is what a replay needs.
-- :func:`read_dead_letters` reads one page of a dead-letter stream (``XRANGE``, ids
-  ascending, strictly after ``after``).
+Stable API: :func:`parse_dlq_entry` (imported by :mod:`tools.remediation.plan_dlq`) turns
+the fields of one ``<stream><dlq_suffix>`` entry into a :class:`DeadLetter` (field names
+from ``[conventions]``: ``messageId``, ``error``, ``payload``, ``timestamp``); it never
+raises on odd content. With ``max_bytes=None`` nothing is cut, which is what a replay needs.
 
 ``dlq_list`` (:func:`list_dead_letters`) pages through one dead-letter stream or through
 every ``*<dlq_suffix>`` stream found by a bounded ``SCAN ... TYPE stream``, filters by
@@ -144,28 +140,6 @@ def _scalar(value: Any) -> str | None:
     if isinstance(value, bool) or not isinstance(value, str | int | float):
         return None
     return str(value)
-
-
-async def read_dead_letters(
-    redis: Any,
-    conventions: Conventions,
-    dlq_stream: str,
-    *,
-    after: StreamId | None = None,
-    count: int = 50,
-    max_bytes: int | None = None,
-) -> list[DeadLetter]:
-    """Up to ``count`` entries of ``dlq_stream`` with ids strictly after ``after``, oldest first.
-
-    Callers wrap it in ``Connections.redis_errors()``; a missing stream gives ``[]``.
-    """
-    start = "-" if after is None else str(after.successor())
-    rows = await redis.xrange(dlq_stream, start, "+", count=count)
-    return [
-        parse_dlq_entry(fields, dlq_stream=dlq_stream, dlq_id=text(entry_id) or "", conventions=conventions,
-                        max_bytes=max_bytes)
-        for entry_id, fields in rows
-    ]
 
 
 class DeadLetterPage(BaseModel):

@@ -59,9 +59,6 @@ class StreamId:
         return f"{self.ms}-{self.seq}"
 
 
-ZERO = StreamId(0, 0)
-
-
 def parse_id_argument(value: str, what: str) -> StreamId:
     """A stream id given by a user; ``InvalidArgument`` naming ``what`` when malformed."""
     try:

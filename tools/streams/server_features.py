@@ -2,9 +2,9 @@
 
 Replies differ between Redis 6.2 and 7.x (``entries-read`` / ``lag`` in ``XINFO GROUPS``
 from 7.0, ``inactive`` in ``XINFO CONSUMERS`` from 7.2). The tools detect those fields
-in each reply rather than trusting the version; the version is used only for commands
-whose *syntax* is missing on older servers (``XPENDING ... IDLE``, ``XAUTOCLAIM``:
-6.2) and for the doctor's report.
+in each reply rather than trusting the version; the version is used only for a command
+whose *syntax* is missing on older servers (``XPENDING ... IDLE``: 6.2) and for the
+doctor's report.
 """
 
 from __future__ import annotations
@@ -30,10 +30,6 @@ class RedisServer:
         return self.version_tuple >= (6, 2, 0)
 
     @property
-    def has_xautoclaim(self) -> bool:
-        return self.version_tuple >= (6, 2, 0)
-
-    @property
     def has_group_lag(self) -> bool:
         """``entries-read`` and ``lag`` in ``XINFO GROUPS`` (Redis 7.0)."""
         return self.version_tuple >= (7, 0, 0)
@@ -42,10 +38,6 @@ class RedisServer:
     def has_consumer_inactive(self) -> bool:
         """``inactive`` in ``XINFO CONSUMERS`` (Redis 7.2)."""
         return self.version_tuple >= (7, 2, 0)
-
-    @property
-    def has_scan_type(self) -> bool:
-        return self.version_tuple >= (6, 0, 0)
 
 
 def parse_version(raw: str) -> tuple[int, int, int]:
@@ -59,10 +51,6 @@ def server_from_info(info: dict[str, Any]) -> RedisServer:
     """A :class:`RedisServer` from an ``INFO server`` reply."""
     raw = text(info.get("redis_version")) or "0.0.0"
     return RedisServer(version=raw, version_tuple=parse_version(raw))
-
-
-async def redis_server(redis: Any) -> RedisServer:
-    return server_from_info(await redis.info("server"))
 
 
 def require_stream(key: str, key_type: bytes | str | None, what: str = "stream") -> None:
