@@ -62,6 +62,7 @@ CONSUMERS = 4
 QUEUE = "bench-queue"
 GOALS_MS = {"inspect_stream": 100.0, "list_pending page": 50.0, "dlq_list page": 50.0, "list_streams": 1000.0}
 BATCH = 10_000
+THRESHOLD_S = 1
 
 
 def p95(values: list[float]) -> float:
@@ -104,7 +105,8 @@ def seed(client: redis.Redis, args: argparse.Namespace, settings: Settings) -> d
             pipe.zadd(retry_queue, {ids[args.pending + n]: time.time() * 1000 + 60_000})
         pipe.execute()
     client.xtrim(STREAM, maxlen=args.entries - args.entries // 100, approximate=False)
-    seeded_stream = time.perf_counter() - t0
+    last_read = time.perf_counter()
+    seeded_stream = last_read - t0
 
     dlq = STREAM + conv.dlq_suffix
     for start in range(0, args.dlq, BATCH):
@@ -140,7 +142,7 @@ def seed(client: redis.Redis, args: argparse.Namespace, settings: Settings) -> d
     for start in range(0, filler, BATCH):
         client.mset({f"bench:filler:{n}": "x" for n in range(start, min(start + BATCH, filler))})
     return {"seed_s": round(time.perf_counter() - t0, 1), "seed_stream_s": round(seeded_stream, 1),
-            "keys": client.dbsize(), "stream_length": client.xlen(STREAM), "ids": ids}
+            "keys": client.dbsize(), "stream_length": client.xlen(STREAM), "ids": ids, "last_read": last_read}
 
 
 async def timed(call: Callable[[], Awaitable[Any]], runs: int) -> tuple[list[float], Any]:
@@ -241,16 +243,38 @@ def scan_streams(base: list[str]) -> dict[str, Any]:
             "what": f"SCAN <cursor> TYPE stream COUNT 1000, {commands} times (this redis-cli has no --type)"}
 
 
-def claim_db(base_url: str, wanted: int | None) -> int:
-    for db in [wanted] if wanted is not None else list(range(11, 0, -1)):
-        client = redis.Redis.from_url(f"{base_url}/{db}")
-        try:
-            if client.dbsize() == 0 and client.set("mesh-mcp:bench-claim", "1", nx=True):
-                client.delete("mesh-mcp:bench-claim")
-                return int(db)
-        finally:
-            client.close()
-    raise SystemExit("no empty Redis logical database for the bench (pass --db with an empty one)")
+DB_LOCK = "mesh-mcp:test-db-lock:{db}"
+"""The claim key the test fixtures take in database 0 (tests/conftest.py ``_LOCK``): holding it
+for the whole run keeps a concurrent test from taking the same database, and the reverse."""
+
+
+def claim_db(base_url: str, wanted: int | None) -> tuple[int, str]:
+    """An empty logical database and the claim token held on it; release it with :func:`release_db`."""
+    base = redis.Redis.from_url(f"{base_url}/0")
+    token = f"bench-{uuid.uuid4().hex}"
+    try:
+        for db in [wanted] if wanted is not None else list(range(11, 0, -1)):
+            if not base.set(DB_LOCK.format(db=db), token, nx=True, ex=3600):
+                continue
+            client = redis.Redis.from_url(f"{base_url}/{db}")
+            try:
+                if client.dbsize() == 0:
+                    return int(db), token
+            finally:
+                client.close()
+            base.delete(DB_LOCK.format(db=db))
+    finally:
+        base.close()
+    raise SystemExit("no empty, unclaimed Redis logical database for the bench (pass --db with an empty one)")
+
+
+def release_db(base_url: str, db: int, token: str) -> None:
+    base = redis.Redis.from_url(f"{base_url}/0")
+    try:
+        if base.get(DB_LOCK.format(db=db)) == token.encode():
+            base.delete(DB_LOCK.format(db=db))
+    finally:
+        base.close()
 
 
 def main() -> int:
@@ -268,18 +292,20 @@ def main() -> int:
     if args.pending * 1.1 + 3000 + args.dlq > args.entries:
         parser.error("--entries must exceed --pending * 1.1 + --dlq + 3000")
     base = args.redis.rstrip("/")
-    db = claim_db(base, args.db)
+    db, token = claim_db(base, args.db)
     url = f"{base}/{db}"
     client = redis.Redis.from_url(url)
     # thresholds of 1 s, not minutes, so that every rule fires on the freshly seeded data (the worst case)
     settings = load_settings(environ={}, overrides={
         "redis": {"url": url},
-        "limits": {"dead_consumer_idle_ms": 1000, "lag_max_age_ms": 1000},
-        "conventions": {"claim_interval_ms": 1000},
+        "limits": {"dead_consumer_idle_ms": THRESHOLD_S * 1000, "lag_max_age_ms": THRESHOLD_S * 1000},
+        "conventions": {"claim_interval_ms": THRESHOLD_S * 1000},
     })
     try:
         seeded = seed(client, args, settings)
         ids = seeded.pop("ids")
+        # a small (--quick) seeding ends before the 1 s thresholds: wait them out so every rule fires
+        time.sleep(max(0.0, THRESHOLD_S + 0.1 - (time.perf_counter() - seeded.pop("last_read"))))
         figures = anyio.run(measure, settings, args.runs, ids, args.pending)
         cli = redis_cli(base, db)
         memory = client.info("memory")["used_memory_human"]
@@ -288,6 +314,7 @@ def main() -> int:
         if not args.keep:
             client.flushdb()
         client.close()
+        release_db(base, db, token)  # with --keep the data stays; test fixtures skip a database holding keys
     result = {
         "machine": {"python": platform.python_version(), "cpus": __import__("os").cpu_count(),
                     "redis": server, "platform": platform.platform()},
