@@ -144,7 +144,7 @@ def test_event_with_producers_consumers_and_stream(shared_service):
     pp = r.consumers[0]
     assert pp.detail["stream"] == "stream:event:events"
     assert pp.detail["group"] == "post-processor-event"  # read from config/default.config.json
-    assert pp.detail["binding"] == "DI provider options"
+    assert pp.detail["binding"] == "DI provider options (group from a config file)"
     assert [(rt.kind, rt.name) for rt in r.routes] == [("stream", "stream:event:events")]
 
 

@@ -6,7 +6,8 @@ Orphan reasons (each entry may have several):
   member name of Enum.X (value 'x'), not a value``;
 - job: ``no producer`` / ``only test producers (N)``, ``no handler``, ``handler <C> not routed
   by any worker``, ``producers target queue A but its worker listens on B``;
-- event: ``no producer``, ``no consumer (no post-processor accepts it)``;
+- event: ``no producer``, ``no consumer (no post-processor accepts it)`` or ``no consumer (post-processor
+  X accepts it but nothing starts it)`` (no production file imports or constructs X);
 - ws_event: ``no producer (no mapping or code sends it)``;
 - queue: ``no worker listens``, ``no producer targets it``;
 - stream: ``no consumer group (no post-processor reads it)``, ``nothing writes to it``.
@@ -46,7 +47,9 @@ def _reasons(engine: ImpactEngine, key: Key, prod: int, test_prod: int, cons: in
             reasons.append(f"producers target queue {', '.join(sorted(produced))} but its worker listens on "
                            f"{', '.join(sorted(listening))}")
     elif kind == "event" and cons == 0:
-        reasons.append("no consumer (no post-processor accepts it)")
+        idle = sorted({pp.key[1] for pp, _c in engine.event_consumers(key) if not pp.started})
+        reasons.append(f"no consumer (post-processor {', '.join(idle)} accepts it but nothing starts it)" if idle
+                       else "no consumer (no post-processor accepts it)")
     elif kind == "queue":
         if cons == 0:
             reasons.append("no worker listens")
@@ -54,7 +57,9 @@ def _reasons(engine: ImpactEngine, key: Key, prod: int, test_prod: int, cons: in
             reasons.append(f"only test producers target it ({test_prod})" if test_prod else "no producer targets it")
     elif kind == "stream":
         if cons == 0:
-            reasons.append("no consumer group (no post-processor reads it)")
+            idle = sorted({pp.key[1] for pp in engine.stream_consumers.get(value, ()) if not pp.started})
+            reasons.append(f"no consumer group (post-processor {', '.join(idle)} reads it but nothing starts it)"
+                           if idle else "no consumer group (no post-processor reads it)")
         if prod == 0:
             reasons.append("nothing writes to it")
     return reasons
@@ -74,7 +79,8 @@ def build_catalogue(engine: ImpactEngine, info: IndexInfo, kind: str | None = No
         prod = sum(1 for s in sites if not s.test_only)
         test_prod = len(sites) - prod
         cons = sum(1 for c in engine.consumers(key)
-                   if not c.test_only and (key[0] != "job" or c.kind != "worker" or c.detail.get("route") == "switch"))
+                   if not c.test_only and c.detail.get("started") != "no"
+                   and (key[0] != "job" or c.kind != "worker" or c.detail.get("route") == "switch"))
         if declared is None and prod == 0 and cons == 0:
             continue  # a value only test code mentions (a spec's own job type): not part of the system
         reasons = _reasons(engine, key, prod, test_prod, cons)

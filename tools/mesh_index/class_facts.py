@@ -57,7 +57,8 @@ class ClassFacts:
         if body is not None:
             self.class_body(body, info)
             is_worker = any(d[0] in self.cfg.processor_decorators for d in decos)
-            if is_worker or "extends" in info:
+            is_handler = not set(info.get("fields", ())).isdisjoint(self.cfg.handler_type_fields)
+            if is_worker or is_handler or "extends" in info:  # names it mentions: handlers, collaborators
                 info["refs"] = sorted({text(n) for n in captures(self.q["refs"], body).get("id", [])})
                 cases = captures(self.q["cases"], body).get("v", [])
                 if cases:

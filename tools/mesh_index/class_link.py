@@ -9,19 +9,21 @@
   its ancestors. Its accepted types come from its (or an ancestor's) ``shouldProcess``
   (compared members and strings, ``endsWith``/``startsWith`` patterns, mapping lookups such
   as ``getWsEventForEvent``) or its type-list fields; no filter means it accepts all. Its
-  stream and group come from its fields, its ``super(...)`` options, ``new X(..., {...})``,
-  NestJS providers wiring an options token (``provide``/``inject``) and, for values read
-  from configuration (``config.postProcessor.groupName``), the service's JSON config files.
+  stream and group come from :mod:`~tools.mesh_index.pp_binding`. A post-processor that no
+  production file imports or constructs, in a package that wires its other post-processors
+  explicitly, is never started (``started`` False).
+- Collaborators: classes a handler or post-processor names (an injected writer) that produce
+  jobs or events; what they write is a heuristic follow-up of the consumer's work.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from tools.mesh_index.linked import HandlerRec, PostProcessorRec, SiteRec, WorkerRec
-from tools.mesh_index.symbols import Decl, Val
+from tools.mesh_index.pp_binding import StreamBinding
+from tools.mesh_index.symbols import Decl
 
 if TYPE_CHECKING:
     from tools.mesh_index.sites import Linker
@@ -33,7 +35,7 @@ class ClassLinker:
         self.r = linker.r
         self.idx = linker.idx
         self.sc = linker.sc
-        self._bindings: dict[str, Any] | None = None
+        self.bindings = StreamBinding(linker)
         self._known: set[str] | None = None
         self._candidates: dict[str, list] | None = None
 
@@ -152,20 +154,31 @@ class ClassLinker:
     # -- post-processors ------------------------------------------------------------------------------
     def post_processors(self) -> None:
         bases = set(self.sc.post_processor_base_classes)
+        found = []
         for path, name, info in self.classes("derived"):
             if info.get("abstract"):
                 continue
             ancestors = self.r.ancestors(path, name)
-            if not any(n in bases for _p, n, _i in ancestors[1:]):
-                continue
+            if any(n in bases for _p, n, _i in ancestors[1:]):
+                found.append((path, name, info, ancestors))
+        started = self._started({name for _p, name, _i, _a in found})
+        # a package none of whose post-processors is imported starts them some other way (a glob, a registry):
+        # only a package that wires its post-processors explicitly tells that an unwired one never runs
+        wired = {self.l.layout.package_dir_of(p) for p, n, _i, _a in found if (p, n) in started}
+        started |= {(p, n) for p, n, _i, _a in found if self.l.layout.package_dir_of(p) not in wired}
+        for path, name, info, ancestors in found:
             accepts, patterns, mode = self.accepted(ancestors)
-            streams, groups, how, (raw, raw_path) = self.binding(path, name, ancestors)
+            streams, groups, how, (raw, raw_path) = self.bindings.binding(path, name, ancestors)
             detail = {
                 "post_processor_class": name, "stream": ", ".join(streams), "group": ", ".join(groups),
                 "filter": mode, "accepts": ", ".join(sorted(accepts)[:200]),
                 "patterns": ", ".join(f"{op}:{p}" for op, p in patterns), "binding": how,
             }
-            site = self.l.site(path, info["line"], name, "post_processor", "exact", None, **detail)
+            runs = (path, name) in started or self.l.test_only(path)
+            if not runs:
+                detail["started"] = "no"
+            site = self.l.site(path, info["line"], name, "post_processor", "exact" if runs else "heuristic", None,
+                               **detail)
             if not streams:
                 self.l.unresolved("stream", path, info["line"], name, "post_processor",
                                   raw or ["?", "no stream name found (class fields, super(), new, DI providers)"],
@@ -173,7 +186,42 @@ class ClassLinker:
                                   post_processor_class=name)
             self.idx.post_processors[(path, name)] = PostProcessorRec(
                 (path, name), site, streams, groups, accepts, patterns, mode == "all", mode == "unknown", how,
-                "stream from a config file" in how)
+                "stream from a config file" in how, runs)
+
+    def _started(self, names: set[str]) -> set[tuple[str, str]]:
+        """Post-processor classes (of ``names``) that a production file imports or constructs: something can
+        start them (a runner's main, a NestJS module)."""
+        out: set[tuple[str, str]] = set()
+        if not names:
+            return out
+        for path, f in self.l.facts.items():
+            if self.l.test_only(path):
+                continue
+            idents = [n for n in f.get("constructs", ()) if n in names]
+            idents += [local for local, imported, _spec in f.get("imports", ())
+                       if imported in names or (imported == "default" and local in names)]
+            for ident in idents:
+                decl = self.r.symbol(path, ident)
+                if isinstance(decl, Decl) and decl.kind == "class":
+                    out.add((decl.path, decl.name))
+        return out
+
+    # -- collaborators ---------------------------------------------------------------------------------
+    def collaborators(self) -> None:
+        """Classes a handler or post-processor names (injected writers, repositories) that produce jobs or
+        events: what they write may follow from the consumer's work (``RankingJobWriter.write``)."""
+        producing = self.idx.class_producers
+        consumers = [*self.idx.handlers, *self.idx.post_processors]
+        for key in consumers:
+            info = self.l.facts.get(key[0], {}).get("classes", {}).get(key[1], {})
+            found = []
+            for ident in info.get("refs", ()):
+                decl = self.r.symbol(key[0], ident)
+                if isinstance(decl, Decl) and decl.kind == "class" and (decl.path, decl.name) in producing \
+                        and (decl.path, decl.name) != key and (decl.path, decl.name) not in found:
+                    found.append((decl.path, decl.name))
+            if found:
+                self.idx.collaborators[key] = found
 
     def accepted(self, ancestors: list) -> tuple[dict[str, str], list[tuple[str, str]], str]:
         accepts: dict[str, str] = {}
@@ -238,120 +286,3 @@ class ClassLinker:
         if self._known is None:
             self._known = {k[1] for k in self.idx.known_values()}
         return self._known
-
-    # -- stream / group binding ---------------------------------------------------------------------
-    def _index_bindings(self) -> dict[str, Any]:
-        by_new: dict[str, list] = {}
-        by_super: dict[tuple[str, str], list] = {}
-        by_token: dict[Any, list] = {}
-        json_by_pkg: dict[str, list] = {}
-        providers_by_class: dict[tuple[str, str], list] = {}
-        providers_by_new: dict[str, list] = {}
-        by_const: dict[tuple[str, str], dict[str, Any]] = {}
-        constructions: dict[str, list] = {}
-        for path in self.l.relevant:
-            f = self.l.facts[path]
-            for b in f.get("bindings", ()):
-                if "new" in b:
-                    by_new.setdefault(b["new"], []).append((path, b))
-                elif "super_of" in b:
-                    by_super.setdefault((path, b["super_of"]), []).append((path, b))
-                elif "provide" in b:
-                    by_token.setdefault(self.token_key(b["provide"], path), []).append((path, b))
-                elif "const" in b:
-                    by_const[(path, b["const"])] = b
-            for name, idents, _line in f.get("news", ()):
-                constructions.setdefault(name, []).append((path, idents))
-            if "json" in f:
-                pkg = self.l.layout.package_dir_of(path)
-                json_by_pkg.setdefault(pkg, []).extend((path, k, v) for k, v in f["json"])
-            for provide, inject, news, _line in f.get("providers", ()):
-                target = self.r.resolve_decl(provide, path)
-                if isinstance(target, Decl) and target.kind == "class":
-                    providers_by_class.setdefault((target.path, target.name), []).append((path, inject))
-                    continue
-                for name in news:  # a token provider building `new X(...)`: X as imported here
-                    decl = self.r.symbol(path, name)
-                    if isinstance(decl, Decl) and decl.kind == "class":
-                        providers_by_class.setdefault((decl.path, decl.name), []).append((path, inject))
-                    else:
-                        providers_by_new.setdefault(name, []).append((path, inject))
-        return {"new": by_new, "super": by_super, "token": by_token, "json": json_by_pkg,
-                "providers_class": providers_by_class, "providers_new": providers_by_new, "const": by_const,
-                "news": constructions}
-
-    def token_key(self, expr: Any, path: str) -> Any:
-        vals = self.r.eval(expr, path)
-        if vals:
-            return ("v", vals[0].value)
-        decl = self.r.resolve_decl(expr, path)
-        if isinstance(decl, Decl):
-            return ("d", decl.path, decl.name)
-        return ("raw", json.dumps(expr))
-
-    def binding(self, path: str, name: str, ancestors: list) -> tuple[list[str], list[str], str, tuple[Any, Any]]:
-        if self._bindings is None:
-            self._bindings = self._index_bindings()
-        idx = self._bindings
-        keys = set(self.sc.post_processor_stream_fields) | set(self.sc.post_processor_group_fields)
-        found: list[tuple[dict[str, Any], str, str]] = []
-        for p, _n, info in ancestors:
-            fields = (info or {}).get("fields", {})
-            if p is not None and keys & set(fields):
-                found.append(({k: v[0] for k, v in fields.items()}, p, "class field"))
-            for arg in (info or {}).get("super_args", ()):
-                if arg and arg[0] == "o" and p is not None:
-                    entries = {e[1]: e[2] for e in arg[1] if e[0] == "k" and isinstance(e[1], str)}
-                    if keys & set(entries):
-                        found.append((entries, p, "super() options"))
-        found += [(b["fields"], bp, "super() options") for bp, b in idx["super"].get((path, name), ())]
-        for bp, b in idx["new"].get(name, ()):
-            decl = self.r.symbol(bp, name)
-            if decl is None or (isinstance(decl, Decl) and (decl.path, decl.name) == (path, name)):
-                found.append((b["fields"], bp, f"new {name}(...) options"))
-        for np, idents in idx["news"].get(name, ()):  # new X(redis, OPTIONS) with a const options object
-            decl = self.r.symbol(np, name)
-            if decl is not None and not (isinstance(decl, Decl) and (decl.path, decl.name) == (path, name)):
-                continue
-            for ident in idents:
-                opts = self.r.symbol(np, ident)
-                if isinstance(opts, Decl) and (opts.path, opts.name) in idx["const"]:
-                    fields = idx["const"][(opts.path, opts.name)]["fields"]
-                    found.append((fields, opts.path, f"new {name}(..., {ident})"))
-        wired = idx["providers_class"].get((path, name), []) + idx["providers_new"].get(name, [])
-        for pp_path, inject in wired:
-            for tok in inject:
-                for bp, b in idx["token"].get(self.token_key(tok, pp_path), ()):
-                    found.append((b["fields"], bp, "DI provider options"))
-        streams, groups, raw, raw_path = [], [], None, None
-        how = found[0][2] if found else "none"
-        for fields, bp, _how in found:
-            for names, out in ((self.sc.post_processor_stream_fields, streams),
-                               (self.sc.post_processor_group_fields, groups)):
-                for fname in names:
-                    if fname in fields:
-                        vals = self.r.eval(fields[fname], bp) or self.from_config(fields[fname], bp)
-                        out.extend(v.value for v in vals)
-                        if any(v.via == "config" for v in vals):
-                            what = "stream" if out is streams else "group"
-                            if f"{what} from a config file" not in how:
-                                how += f" ({what} from a config file)"
-                        if not vals and out is streams:
-                            raw, raw_path = fields[fname], bp
-        # a stream named without the prefix (Streams.USER_CREATED) is the key the runner writes for that target
-        return sorted({self.idx.stream_key(st) for st in streams}), sorted(set(groups)), how, (raw, raw_path)
-
-    def from_config(self, expr: Any, path: str) -> list[Val]:
-        """Values of ``config.a.b`` read from the service's JSON config files (heuristic)."""
-        if not expr or expr[0] not in ("r", "p"):
-            return []
-        parts = expr[1] if expr[0] == "r" else expr[1].split(".")
-        if len(parts) < 2:
-            return []
-        suffix = ".".join(parts[-2:])
-        pkg = self.l.layout.package_dir_of(path)
-        out = []
-        for _p, key, value in (self._bindings or {}).get("json", {}).get(pkg, ()):
-            if key == suffix or key.endswith("." + suffix):
-                out.append(Val(value, heuristic=True, via="config"))
-        return out

@@ -150,7 +150,8 @@ class ImpactEngine:
                 continue
             if routes and pp.streams and not routes & set(pp.streams):
                 continue
-            out.append((pp, conf if routes and pp.streams and not pp.stream_heuristic else "heuristic"))
+            sure = routes and pp.streams and not pp.stream_heuristic and pp.started
+            out.append((pp, conf if sure else "heuristic"))
         return out
 
     def routes(self, key: Key) -> list[Route]:
@@ -166,8 +167,8 @@ class ImpactEngine:
                     found.setdefault(("stream", st), []).append(f"read by {pp.key[1]}")
         out = []
         for (rkind, name), via in sorted(found.items()):
-            consumers = len(self.idx.workers_by_queue.get(name, ())) if rkind == "queue" else len(
-                self.stream_consumers.get(name, ()))
+            consumers = len(self.idx.workers_by_queue.get(name, ())) if rkind == "queue" else sum(
+                1 for pp in self.stream_consumers.get(name, ()) if pp.started)
             sites = self.queue_producers.get(name, ()) if rkind == "queue" else self.stream_producers.get(name, ())
             producers = sum(1 for s in sites if not s.test_only)
             out.append(Route(kind=rkind, name=name, producers=producers, consumers=consumers,  # type: ignore[arg-type]
@@ -183,6 +184,10 @@ class ImpactEngine:
                 for k, site in idx.class_producers.get(h.key, ()):
                     if k != key:
                         yield k, f"handler {h.key[1]}", site.confidence, site
+                for other in idx.collaborators.get(h.key, ()):  # this.writer.write(...): what the writer produces
+                    for k, site in idx.class_producers.get(other, ()):
+                        if k != key:
+                            yield k, f"handler {h.key[1]} via {other[1]}", "heuristic", site
             emitters = {_emitter_of(s, idx.emitters) for s in idx.producers.get(key, ())
                         if include_tests or not s.test_only}
             for o in idx.outcomes:
@@ -192,11 +197,15 @@ class ImpactEngine:
                     yield ("event", o.value), f"audit trigger {o.site.symbol}{status}", conf, o.site
         if kind == "event":
             for pp, _conf in self.event_consumers(key):
-                for k, site in idx.class_producers.get(pp.key, ()):
-                    via_table = site.detail.get("via")
-                    if via_table and origin_job is not None and not self._maps(via_table, origin_job, k[1]):
-                        continue
-                    yield k, f"post-processor {pp.key[1]}", "heuristic", site
+                if not pp.started:
+                    continue  # nothing runs it
+                for owner in (pp.key, *idx.collaborators.get(pp.key, ())):
+                    for k, site in idx.class_producers.get(owner, ()):
+                        via_table = site.detail.get("via")
+                        if via_table and origin_job is not None and not self._maps(via_table, origin_job, k[1]):
+                            continue
+                        via = f"post-processor {pp.key[1]}" + (f" via {owner[1]}" if owner != pp.key else "")
+                        yield k, via, "heuristic", site
         for rec, to_key, line, heuristic in idx.mapping_from.get(key, ()):
             conf = "heuristic" if heuristic else "exact"
             site = SiteRec(rec.site.repo, rec.site.file, line, rec.name, "mapping", conf, rec.site.test_only,

@@ -83,6 +83,7 @@ class PostProcessorRec:
     filter_unknown: bool = False
     binding: str | None = None  # how stream/group were found
     stream_heuristic: bool = False  # the stream name came from a config file or a guess
+    started: bool = True  # False: no production file imports or constructs the class, so nothing runs it
 
     def accepts_value(self, value: str) -> str | None:
         """``exact``/``heuristic`` when this post-processor's filter lets ``value`` through, else None."""
@@ -129,6 +130,8 @@ class LinkedIndex:
     unresolved: dict[str, list[SiteRec]] = field(default_factory=dict)  # kind -> sites
     class_producers: dict[tuple[str, str], list[tuple[Key, SiteRec]]] = field(default_factory=dict)
     wrappers: dict[tuple[str, str], SiteRec] = field(default_factory=dict)  # fallback wrapper -> its createJob
+    # handler / post-processor -> classes it names (injected writers, repositories) that produce jobs or events
+    collaborators: dict[tuple[str, str], list[tuple[str, str]]] = field(default_factory=dict)
     emitters: list[str] = field(default_factory=list)
     stream_prefix: str = "stream:"
     handlers_by_job: dict[str, list[HandlerRec]] = field(default_factory=dict)

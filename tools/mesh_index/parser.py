@@ -29,13 +29,14 @@ from tools.mesh_index.expressions import (
     to_expr,
     type_exprs,
 )
-from tools.mesh_index.literal_facts import FACTS_VERSION, LiteralFacts, json_facts
+from tools.mesh_index.literal_facts import BUILTINS, FACTS_VERSION, LiteralFacts, json_facts
 from tools.mesh_index.sql_sites import sql_facts
 from tools.mesh_index.ts_queries import ExtractConfig, captures, parser, queries
 
 __all__ = ["FACTS_VERSION", "ExtractConfig", "extract"]
 
 NEW_CALL = re.compile(rb"new\s+[A-Z]\w*\s*\(")
+CONSTRUCTED = re.compile(rb"\bnew\s+([A-Z][\w$]*)\s*[(<]")
 NAMED = re.compile(rb"\s*[A-Za-z_$][\w$]*\s*[,)]")
 
 
@@ -86,8 +87,12 @@ class _FileExtractor(ClassFacts, LiteralFacts):
         keys = self.cfg.stream_fields + self.cfg.group_fields + ("provide",)
         if any(k.encode() in self.src for k in keys):
             self.objects(root)
-        if b"new " in self.src and has_new_with_named_arg(self.src):
-            self.news(root)
+        if b"new " in self.src:
+            built = sorted({m.decode() for m in CONSTRUCTED.findall(self.src)} - BUILTINS)
+            if built:
+                self.f["constructs"] = built  # classes this file instantiates (a post-processor is started here)
+            if has_new_with_named_arg(self.src):
+                self.news(root)
         if any(tok.encode() in self.src.lower() for tok in self.cfg.sql_tokens):
             self.sql_strings(root)
 

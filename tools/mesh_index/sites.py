@@ -343,6 +343,7 @@ class Linker:
         link_sql(self)
         link_mappings(self)
         classes.post_processors()
+        classes.collaborators()
         if self.secondary:
             self.declarations(only=set(self.secondary))
         self.finish()

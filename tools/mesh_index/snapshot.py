@@ -27,7 +27,7 @@ from tools.mesh_index.linked import (
 )
 from tools.mesh_index.workspace import Discovery
 
-FORMAT = 2
+FORMAT = 3
 
 
 def config_mtimes(workspace: Path, found: Discovery) -> dict[str, int]:
@@ -86,7 +86,7 @@ def dump(idx: LinkedIndex, parse_error_files: list[str]) -> dict[str, Any]:
         "workers": [[*w.key, ref(w.site), w.queues, [list(h) for h in w.handlers], w.switch_jobs, w.queue_raw]
                     for w in idx.workers.values()],
         "post_processors": [[*p.key, ref(p.site), p.streams, p.groups, p.accepts, [list(x) for x in p.patterns],
-                             p.accept_all, p.filter_unknown, p.binding, p.stream_heuristic]
+                             p.accept_all, p.filter_unknown, p.binding, p.stream_heuristic, p.started]
                             for p in idx.post_processors.values()],
         "mappings": [[m.name, ref(m.site), [[*f, *t, line, h] for f, t, line, h in m.entries]] for m in idx.mappings],
         "outcomes": [[ref(o.site), o.value, o.status, o.emitter, o.heuristic] for o in idx.outcomes],
@@ -94,6 +94,7 @@ def dump(idx: LinkedIndex, parse_error_files: list[str]) -> dict[str, Any]:
         "class_producers": [[*key, [[k[0], k[1], ref(s)] for k, s in items]]
                             for key, items in idx.class_producers.items()],
         "wrappers": [[*key, ref(s)] for key, s in idx.wrappers.items()],
+        "collaborators": [[*key, [list(c) for c in cs]] for key, cs in idx.collaborators.items()],
         "emitters": idx.emitters,
         "stream_prefix": idx.stream_prefix,
         "parse_error_files": parse_error_files,
@@ -128,10 +129,11 @@ def load(data: dict[str, Any]) -> tuple[LinkedIndex, list[str]]:
         idx.workers[rec.key] = rec
         for q in rec.queues:
             idx.workers_by_queue.setdefault(q, []).append(rec)
-    for path, name, at, streams, groups, accepts, patterns, all_, unknown, binding, guessed in data["post_processors"]:
+    for path, name, at, streams, groups, accepts, patterns, all_, unknown, binding, guessed, started \
+            in data["post_processors"]:
         idx.post_processors[(path, name)] = PostProcessorRec(
             (path, name), sites[at], list(streams), list(groups), dict(accepts), [tuple(p) for p in patterns],
-            all_, unknown, binding, guessed)
+            all_, unknown, binding, guessed, started)
     for name, at, entries in data["mappings"]:
         rec = MappingRec(name, sites[at], [((f0, f1), (t0, t1), line, h) for f0, f1, t0, t1, line, h in entries])
         idx.mappings.append(rec)
@@ -143,4 +145,5 @@ def load(data: dict[str, Any]) -> tuple[LinkedIndex, list[str]]:
     idx.class_producers = {(p, n): [((k, v), sites[i]) for k, v, i in items]
                            for p, n, items in data["class_producers"]}
     idx.wrappers = {(p, n): sites[i] for p, n, i in data["wrappers"]}
+    idx.collaborators = {(p, n): [tuple(c) for c in cs] for p, n, cs in data["collaborators"]}
     return idx, list(data["parse_error_files"])
