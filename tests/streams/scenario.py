@@ -22,7 +22,6 @@ Streams carry the outbox runner's entry fields; post-processors are real consume
 from __future__ import annotations
 
 import json
-import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -30,6 +29,7 @@ from dataclasses import dataclass, field
 import redis
 
 from server.config import Conventions
+from tests.remediation.target_sim import LiveConsumer
 
 STREAM = "stream:event:created"
 USER_STREAM = "stream:user:deleted"
@@ -154,44 +154,22 @@ history after it, i.e. nothing, so the PEL is untouched, yet the consumer's seen
 XINFO CONSUMERS ``idle``) is refreshed, on Redis 6.2 and 7.x alike."""
 
 
-class Heartbeat:
+class Heartbeat(LiveConsumer):
     """A consumer that stays live while the ``with`` block runs, however loaded the machine.
 
     ``live_consumers_work`` leaves pp-live live only for ``dead_consumer_idle_ms`` (1.5 s):
     a slow CI machine could take longer to reach the tool's XINFO CONSUMERS, and pp-live
-    would then look dead. This thread re-reads pp-live's (empty) history every 50 ms, which
-    keeps its idle near 0 without delivering, acknowledging or re-delivering any entry, so
-    lag, pending counts and the idle time of its pending entries are those of the scenario.
+    would then look dead. Unlike the remediation tests' LiveConsumer (whose thread it
+    reuses), each beat re-reads pp-live's (empty) history instead of feeding the stream:
+    its idle stays near 0 while no entry is added, delivered, acknowledged or re-delivered,
+    so lag, pending counts and the idle time of its pending entries are the scenario's.
     """
 
-    def __init__(self, url: str, stream: str = STREAM, group: str = MAIN, consumer: str = "pp-live") -> None:
-        self.client = redis.Redis.from_url(url)
-        self.stream, self.group, self.consumer = stream, group, consumer
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self.error: BaseException | None = None
+    def __init__(self, client: redis.Redis, stream: str = STREAM, group: str = MAIN, consumer: str = "pp-live") -> None:
+        super().__init__(client, stream, group, consumer)
 
     def beat(self) -> None:
-        self.client.xreadgroup(self.group, self.consumer, {self.stream: HISTORY_BEYOND_ALL})
-
-    def _run(self) -> None:
-        try:
-            while not self._stop.wait(0.05):
-                self.beat()
-        except BaseException as exc:  # surfaced by __exit__
-            self.error = exc
-
-    def __enter__(self) -> Heartbeat:
-        self.beat()
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-        self.client.close()
-        if self.error is not None:
-            raise self.error
+        self.r.xreadgroup(self.group, self.consumer, {self.stream: HISTORY_BEYOND_ALL})
 
 
 def build_queues(client: redis.Redis, conv: Conventions, sc: Scenario) -> None:

@@ -34,7 +34,7 @@ async def test_every_anomaly_of_the_broken_stream(backend: Backend, settings_for
     settings = settings_for(backend)
     async with in_process_client(settings) as client:
         sc = sc_mod.build(backend.client, settings.conventions)
-        with sc_mod.Heartbeat(backend.url):  # pp-live stays live (idle < 1.5 s) however slow the call
+        with sc_mod.Heartbeat(backend.client):  # pp-live stays live (idle < 1.5 s) however slow the call
             result = await client.call_tool("inspect_stream", {"stream": STREAM})
     assert not result.is_error, result.content
     report = result.structured_content
