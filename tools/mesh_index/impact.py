@@ -282,6 +282,9 @@ class ImpactEngine:
                 notes.append("no producer resolved is not proof of absence: check the unresolved sites")
         if info.parse_errors:
             notes.append(f"{info.parse_errors} file(s) have syntax errors; sites in them may be missing")
+        if info.skipped_files:
+            notes.append(f"{len(info.skipped_files)} file(s) over the size cap were not indexed (generated code?): "
+                         f"{', '.join(info.skipped_files[:3])}")
         if info.stale_files:
             notes.append(f"{len(info.stale_files)} file(s) changed since indexing; refresh the index")
         followups = self.followups(keys, depth, include_tests) if depth > 0 else []

@@ -97,6 +97,9 @@ class IndexInfo(BaseModel):
     reparsed: int = Field(default=0, description="files parsed during the last refresh (others came from cache)")
     duration_s: float = Field(default=0.0, description="duration of the last refresh")
     cache: str | None = Field(default=None, description="SQLite cache file")
+    skipped_files: list[str] = Field(
+        default_factory=list, description="first 50 source files over the size cap (2 MB, generated code) not indexed"
+    )
 
 
 class ImpactResult(BaseModel):

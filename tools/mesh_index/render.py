@@ -32,7 +32,8 @@ def _section(title: str, lines: list[str]) -> list[str]:
 
 def index_line(info: IndexInfo) -> str:
     stale = f", {len(info.stale_files)} stale file(s)" if info.stale_files else ""
-    return f"index: {info.files} files, {info.parse_errors} with parse errors, built {info.indexed_at}{stale}"
+    skipped = f", {len(info.skipped_files)} over the size cap not indexed" if info.skipped_files else ""
+    return f"index: {info.files} files, {info.parse_errors} with parse errors, built {info.indexed_at}{stale}{skipped}"
 
 
 def impact_text(r: ImpactResult) -> str:

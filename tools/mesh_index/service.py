@@ -200,6 +200,7 @@ class IndexService:
             parse_error_files=self._errors[:50], indexed_at=datetime.now(UTC).isoformat(timespec="seconds"),
             stale_files=[], reparsed=reparsed, duration_s=round(time.perf_counter() - started, 3),
             cache=str(cache.path) if cache is not None else (self._cache.error if self._cache else None),
+            skipped_files=self._found.skipped[:50] if self._found is not None else [],
         )
 
     def _load_facts(self, cache: FactCache | None) -> None:

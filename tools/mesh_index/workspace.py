@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import posixpath
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tools.mesh_index.packages import Package, TsConfig, read_package, read_tsconfig
@@ -69,6 +69,7 @@ class Discovery:
     tsconfigs: list[str]  # tsconfig.json files
     git_roots: list[str]
     dirs: dict[str, int]  # every folder walked -> its mtime (a file added or removed changes it)
+    skipped: list[str] = field(default_factory=list)  # source files over MAX_FILE_BYTES, not indexed
 
 
 def discover(workspace: Path, skip_dirs: Iterable[str], start: str = "") -> Discovery:
@@ -76,7 +77,7 @@ def discover(workspace: Path, skip_dirs: Iterable[str], start: str = "") -> Disc
     paths, git roots (relative, sorted) and the mtime of every folder walked.
 
     Directories named in ``skip_dirs`` (``node_modules``, ``dist``, ...) are not entered;
-    symlinked directories are not followed; files over 2 MB are skipped.
+    symlinked directories are not followed; files over 2 MB are skipped (listed in ``skipped``).
     """
     skip = set(skip_dirs)
     files: list[SourceFile] = []
@@ -84,6 +85,7 @@ def discover(workspace: Path, skip_dirs: Iterable[str], start: str = "") -> Disc
     tsconfigs: list[str] = []
     git_roots: list[str] = []
     dirs: dict[str, int] = {}
+    skipped: list[str] = []
     stack = [start]
     root = str(workspace)
     wanted = (*TS_EXTENSIONS, ".sql", ".json", ".git")
@@ -133,8 +135,10 @@ def discover(workspace: Path, skip_dirs: Iterable[str], start: str = "") -> Disc
                 continue
             if st.st_size <= MAX_FILE_BYTES:
                 append(SourceFile(rel, kind, st.st_size, st.st_mtime_ns))
+            else:
+                skipped.append(rel)
     files.sort(key=lambda f: f.rel)
-    return Discovery(files, sorted(packages), sorted(tsconfigs), sorted(set(git_roots)), dirs)
+    return Discovery(files, sorted(packages), sorted(tsconfigs), sorted(set(git_roots)), dirs, sorted(skipped))
 
 
 def is_test_path(rel: str, markers: Iterable[str]) -> bool:

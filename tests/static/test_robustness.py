@@ -1,0 +1,147 @@
+"""The index on hostile workspaces: it never crashes, and a partial answer says it is partial."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from server.config import Conventions
+from tools.mesh_index.service import IndexService
+from tools.mesh_index.workspace import MAX_FILE_BYTES
+
+TYPES = ("export enum ShopJobType { CHARGE = 'shop.charge', REFUND = 'shop.refund' }\n"
+         "export enum ShopQueue { MAIN = 'shop-queue' }\n")
+
+
+def write(root: Path, rel: str, content: str | bytes) -> Path:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content, encoding="utf-8", newline="")
+    return path
+
+
+def index(root: Path) -> IndexService:
+    svc = IndexService(root, Conventions(), use_cache=False)
+    svc.refresh()
+    return svc
+
+
+def producer_lines(svc: IndexService, target: str) -> set[tuple[str, int, str | None]]:
+    return {(s.file, s.line, s.value) for s in svc.analyze_impact(target, include_tests=True).producers}
+
+
+def test_single_repository_workspace(tmp_path: Path) -> None:
+    (tmp_path / ".git").mkdir()
+    write(tmp_path, "src/messaging/types.ts", TYPES)
+    write(tmp_path, "src/shop/svc.ts",
+          "import { ShopJobType, ShopQueue } from '../messaging/types.js';\n"
+          "export const run = () =>\n"
+          "  JobsOutboxEntity.createJob({ type: ShopJobType.CHARGE, target: ShopQueue.MAIN, emitter: 'ms-shop' });\n")
+    r = index(tmp_path).analyze_impact("CHARGE")
+    assert [(s.repo, s.file, s.line, s.detail["queue"]) for s in r.producers] == [
+        (tmp_path.name, "src/shop/svc.ts", 3, "shop-queue")]
+
+
+def test_crlf_tsx_multiline_decorators_and_default_exports(tmp_path: Path) -> None:
+    write(tmp_path, "msg/src/types.ts", TYPES)
+    write(tmp_path, "svc/src/charge.ts", "\r\n".join([
+        "import { ShopJobType, ShopQueue } from '../../msg/src/types.js';",
+        "",
+        "export default class ChargeService {",
+        "  charge() {",
+        "    return JobsOutboxEntity.createJob({",
+        "      type: ShopJobType.CHARGE,",
+        "      target: ShopQueue.MAIN,",
+        "    });",
+        "  }",
+        "}",
+        ""]))
+    write(tmp_path, "svc/src/RefundButton.tsx",
+          "import { ShopJobType, ShopQueue } from '../../msg/src/types.js';\n"
+          "export default function RefundButton<T,>({ id }: { id: T }) {\n"
+          "  const onClick = () => JobsOutboxEntity.createJob({ type: ShopJobType.REFUND, target: ShopQueue.MAIN });\n"
+          "  return <button onClick={onClick}>{String(id)}</button>;\n"
+          "}\n")
+    write(tmp_path, "worker/src/charge.handler.ts",
+          "import { ShopJobType } from '../../msg/src/types.js';\n"
+          "export default class ChargeHandler {\n  readonly jobType = ShopJobType.CHARGE;\n}\n")
+    write(tmp_path, "worker/src/shop.worker.ts",
+          "import { Processor } from '@nestjs/bullmq';\n"
+          "import { ShopQueue } from '../../msg/src/types.js';\n"
+          "import ChargeHandler from './charge.handler.js';\n"
+          "@Injectable()\n"
+          "@Processor(\n  ShopQueue.MAIN,\n  {\n    concurrency: 4,\n  },\n)\n"
+          "export default class ShopWorker extends BaseWorker {\n"
+          "  constructor(private readonly charge: ChargeHandler) { super(); }\n}\n")
+    svc = index(tmp_path)
+    assert svc.info().parse_errors == 0
+    assert producer_lines(svc, "CHARGE") == {("svc/src/charge.ts", 5, "shop.charge")}
+    assert producer_lines(svc, "REFUND") == {("svc/src/RefundButton.tsx", 3, "shop.refund")}
+    consumers = svc.analyze_impact("CHARGE").consumers
+    assert {(c.kind, c.file, c.line, c.detail.get("queue", "")) for c in consumers} == {
+        ("handler", "worker/src/charge.handler.ts", 2, ""),
+        ("worker", "worker/src/shop.worker.ts", 11, "shop-queue"),
+    }
+
+
+def test_syntax_errors_and_binary_garbage_are_flagged_not_fatal(tmp_path: Path) -> None:
+    write(tmp_path, "msg/src/types.ts", TYPES)
+    write(tmp_path, "svc/src/broken.ts",
+          "import { ShopJobType } from '../../msg/src/types.js';\n"
+          "export class Broken {\n"
+          "<<<<<<< HEAD\n  a() { return 1; }\n=======\n  a() { return 2; }\n>>>>>>> other\n"
+          "  charge() { return JobsOutboxEntity.createJob({ type: ShopJobType.CHARGE }); }\n}\n")
+    write(tmp_path, "svc/src/garbage.ts", bytes(range(256)) * 8)
+    write(tmp_path, "svc/src/deep.ts", "export const D = " + "[" * 5000 + "]" * 5000 + ";\n")
+    write(tmp_path, "svc/config/app.config.json", b"{ not json \xff")
+    svc = index(tmp_path)
+    info = svc.info()
+    assert {"svc/src/broken.ts", "svc/src/garbage.ts", "svc/config/app.config.json"} <= set(info.parse_error_files)
+    r = svc.analyze_impact("CHARGE")
+    assert any("syntax errors" in n for n in r.notes)
+    # tree-sitter recovers: the producer after the conflict markers is still found
+    assert {(s.file, s.line) for s in r.producers} == {("svc/src/broken.ts", 8)}
+
+
+def test_huge_generated_file_is_skipped_and_said_so(tmp_path: Path) -> None:
+    write(tmp_path, "msg/src/types.ts", TYPES)
+    big = "export const ROWS = [\n" + "".join(f"  'row-{i:07d}',\n" for i in range(MAX_FILE_BYTES // 14)) + "];\n"
+    write(tmp_path, "msg/src/generated/rows.generated.ts", big)
+    svc = index(tmp_path)
+    info = svc.info()
+    assert info.skipped_files == ["msg/src/generated/rows.generated.ts"]
+    assert info.files == 1
+    r = svc.analyze_impact("CHARGE")
+    assert any("size cap" in n and "rows.generated.ts" in n for n in r.notes)
+    assert r.matches[0].value == "shop.charge"
+
+
+def test_symlink_loops_and_links_out_of_the_workspace_are_not_followed(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    write(ws, "msg/src/types.ts", TYPES)
+    os.symlink("..", ws / "msg" / "src" / "up")
+    os.symlink(ws / "msg", ws / "msg" / "again")
+    os.symlink(tmp_path, ws / "outside")
+    write(tmp_path, "elsewhere/src/x.ts", "export enum OtherJobType { X = 'other.x' }\n")
+    svc = index(ws)
+    assert svc.info().files == 1
+    assert svc.analyze_impact("other.x").matches == []
+
+
+def test_package_json_without_name_or_unreadable(tmp_path: Path) -> None:
+    write(tmp_path, "msg/package.json", '{ "version": "1.0.0", "main": "dist/index.js" }')
+    write(tmp_path, "msg/src/index.ts", TYPES)
+    write(tmp_path, "broken/package.json", "{ this is not json")
+    write(tmp_path, "svc/package.json", '{ "name": 42 }')
+    write(tmp_path, "svc/src/charge.ts",
+          "import { ShopJobType } from '@shop/msg';\n"
+          "export const c = () => JobsOutboxEntity.createJob({ type: ShopJobType.CHARGE });\n")
+    svc = index(tmp_path)
+    r = svc.analyze_impact("CHARGE")
+    assert r.producers == []  # '@shop/msg' names no package of the workspace: not resolved, and said so
+    assert [(s.file, s.line) for s in r.unresolved] == [("svc/src/charge.ts", 2)]
+    assert "@shop/msg" in r.unresolved[0].detail["reason"]
+    assert any("not proof of absence" in n for n in r.notes)
