@@ -49,6 +49,7 @@ POST_SERVICE = "ms-post/src/modules/post/post.service.ts"
 POST_REPO = "ms-post/src/modules/post/repositories/post.repository.ts"
 POST_CMD = "ms-post/src/modules/post/controllers/commands/post.command.controller.ts"
 POST_TABLES = "ms-post/src/migrations/common/1700000000000-CreateOutboxTables.ts"
+POST_CDC = "ms-post/src/migrations/domain/1770000000000-AddPostUpdatedCdcTrigger.ts"
 RANKING_SERVICE = "ms-ranking/src/modules/ranking/ranking.service.ts"
 MSG = "npm-packages/packages/messaging/src"
 JOB_TO_EVENT = f"{MSG}/mappings/job-to-event.mapping.ts"
@@ -375,6 +376,17 @@ def test_batch_post_processor_with_its_group_from_a_config_file(rw: IndexService
     assert "group from a config file" in pp.detail["binding"]
 
 
+def test_domain_trigger_function_whose_second_argument_is_the_stream(rw: IndexService) -> None:
+    r = rw.analyze_impact("post.updated")
+    assert where(r.producers) == {("sql_trigger", at(POST_CDC, "CREATE TRIGGER post_updated_event_trigger"),
+                                   "post.updated")}
+    site = r.producers[0]
+    assert (site.detail["emitter"], site.detail["stream"], site.detail["function"]) == (
+        "ms-post", "stream:post-created", "create_post_event_queue_record")
+    assert site.detail["defined_in"] == at(POST_CDC, "INSERT INTO event_queue")
+    assert {s.detail["post_processor_class"] for s in r.consumers} == {"PostCreatedBatchPostProcessor"}
+
+
 def test_post_processor_in_a_file_with_conflict_markers_that_nothing_starts(rw: IndexService) -> None:
     r = rw.analyze_impact("user.updated")
     digest = "post-processors-runner/src/legacy/digest.post-processor.ts"
@@ -408,7 +420,6 @@ def test_catalogue_orphans_are_the_experts_list(rw: IndexService) -> None:
         ("event", "event:job:outbox:failure"): ["no consumer (no post-processor accepts it)"],
         ("event", "job.outbox.failed"): ["no consumer (no post-processor accepts it)"],
         ("event", "job.outbox.success"): ["no consumer (no post-processor accepts it)"],
-        ("event", "post.updated"): ["no producer"],
         ("event", "ranking:job:outbox:failure"): ["no consumer (no post-processor accepts it)"],
         ("event", "ranking:job:outbox:success"): ["no consumer (no post-processor accepts it)"],
         ("event", "user.deleted"): ["no consumer (no post-processor accepts it)"],

@@ -146,7 +146,7 @@ def link_sql(linker: Linker) -> None:
             detail = {"function": fn, "table": ttable, "trigger": tname,
                       "defined_in": f"{definition[0][1]}:{ins['line']}"}
             _produce_sql(linker, path, line, tname, "sql_trigger", ins.get("type"), args,
-                         ins.get("target_services"), emitters, detail, False)
+                         ins.get("target_services"), emitters, detail, False, ins.get("emitter"))
     audit = conv.audit_trigger.lower()
     audits = {name for (_repo, name) in defs.by_repo
               if name == audit or conv.tables.job_audit in attached.get(name, [])}
@@ -158,7 +158,7 @@ def link_sql(linker: Linker) -> None:
         _audit_outcomes(linker, defs, name, attached, emitters)
     for path, line, ins, symbol in plain:
         _produce_sql(linker, path, line, symbol, "sql_insert", ins.get("type"), [], ins.get("target_services"),
-                     emitters, {}, False)
+                     emitters, {}, False, ins.get("emitter"))
     if not linker.idx.outcomes:
         _outcomes_from_conventions(linker, emitters)
 
@@ -178,7 +178,7 @@ def _function_inserts(linker: Linker, path: str, name: str, inserts: list[dict[s
         detail = {"function": name, "status": ins.get("status", ""),
                   "table": ",".join(dict.fromkeys(attached.get(name, [])))}
         sites = _produce_sql(linker, path, ins["line"], name, kind, ins.get("type"), [],
-                             ins.get("target_services"), emitters, detail, False)
+                             ins.get("target_services"), emitters, detail, False, ins.get("emitter"))
         if outcome:
             for site, heuristic, emitter in sites:
                 linker.idx.outcomes.append(OutcomeRec(site, site.value or "", ins.get("status"),
@@ -248,13 +248,22 @@ def _emitters(linker: Linker) -> list[str]:
 
 def _produce_sql(linker: Linker, path: str, line: int, symbol: str | None, kind: str, type_expr: Any,
                  argv: list[Any], targets_expr: Any, emitters: list[str], detail: dict[str, str],
-                 force_heuristic: bool) -> list[tuple[Any, bool, str | None]]:
+                 force_heuristic: bool, emitter_expr: Any = None) -> list[tuple[Any, bool, str | None]]:
+    """Producer sites of the values of ``type_expr`` (``TG_ARGV`` bound to the trigger's ``argv``).
+
+    The emitter is the insert's ``emitter`` column when it evaluates to one value (a literal,
+    ``TG_ARGV[1]``), else the emitter the value was computed for (``NEW.emitter``), else, when
+    the function body is unknown, the trigger's second argument."""
     values = evaluate(type_expr, argv, emitters) if type_expr is not None else []
     values = [v for v in values if "${" not in v[0]]
     if not values:
         linker.unresolved("event", path, line, symbol, kind, ["?", _raw(type_expr)], **detail)
         return []
     targets = evaluate_list(targets_expr, argv, emitters)
+    columns = {v for v, _h, _e in evaluate(emitter_expr, argv, [])} if emitter_expr is not None else set()
+    written = next(iter(columns)) if len(columns) == 1 else ""
+    trigger_emitter = evaluate(argv[1], [], []) if emitter_expr is None and len(argv) > 1 else []
+    guessed = trigger_emitter[0][0] if trigger_emitter else ""
     out = []
     seen = linker.sql_seen
     for value, heuristic, emitter in values:
@@ -264,9 +273,8 @@ def _produce_sql(linker: Linker, path: str, line: int, symbol: str | None, kind:
             continue
         streams = sorted({linker.idx.stream_key(t) for t, _h, em in targets if em is None or em == emitter})
         conf = "heuristic" if heuristic or force_heuristic else "exact"
-        trigger_emitter = evaluate(argv[1], [], []) if len(argv) > 1 else []
         site = linker.site(path, line, symbol, kind, conf, value, stream=", ".join(streams),
-                           emitter=emitter or (trigger_emitter[0][0] if trigger_emitter else ""), **detail)
+                           emitter=written or emitter or guessed, **detail)
         linker.produce(("event", value), site)
         for s in streams:
             linker.idx.add_route(("event", value), ("stream", s), f"SQL {kind} target_services")
