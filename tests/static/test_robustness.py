@@ -145,3 +145,31 @@ def test_package_json_without_name_or_unreadable(tmp_path: Path) -> None:
     assert [(s.file, s.line) for s in r.unresolved] == [("svc/src/charge.ts", 2)]
     assert "@shop/msg" in r.unresolved[0].detail["reason"]
     assert any("not proof of absence" in n for n in r.notes)
+
+
+def test_handlers_injected_as_a_list_through_a_di_token(tmp_path: Path) -> None:
+    write(tmp_path, "msg/src/types.ts", TYPES)
+    for name, member in (("Charge", "CHARGE"), ("Refund", "REFUND")):
+        write(tmp_path, f"worker/src/{name.lower()}.handler.ts",
+              "import { ShopJobType } from '../../msg/src/types.js';\n"
+              f"export class {name}Handler {{\n  readonly jobType = ShopJobType.{member};\n}}\n")
+    write(tmp_path, "worker/src/tokens.ts", "export const SHOP_HANDLERS = Symbol('SHOP_HANDLERS');\n")
+    write(tmp_path, "worker/src/shop.worker.ts",
+          "import { ShopQueue } from '../../msg/src/types.js';\n"
+          "import { SHOP_HANDLERS } from './tokens.js';\n"
+          "@Processor(ShopQueue.MAIN)\n"
+          "export class ShopWorker extends BaseWorker {\n"
+          "  constructor(@Inject(SHOP_HANDLERS) private readonly handlers: IJobHandler[]) { super(); }\n}\n")
+    write(tmp_path, "worker/src/app.module.ts",
+          "import { ChargeHandler } from './charge.handler.js';\n"
+          "import { RefundHandler } from './refund.handler.js';\n"
+          "import { SHOP_HANDLERS } from './tokens.js';\n"
+          "@Module({ providers: [ChargeHandler, RefundHandler, {\n"
+          "  provide: SHOP_HANDLERS,\n  useFactory: (...handlers: IJobHandler[]) => handlers,\n"
+          "  inject: [ChargeHandler, RefundHandler],\n}] })\nexport class AppModule {}\n")
+    svc = index(tmp_path)
+    for target in ("CHARGE", "REFUND"):
+        consumers = svc.analyze_impact(target).consumers
+        assert {(c.kind, c.detail.get("worker_class")) for c in consumers} == {
+            ("handler", "ShopWorker"), ("worker", "ShopWorker")}, target
+    assert not any("not routed" in r for e in svc.catalogue(with_checks=False).entries for r in e.reasons)

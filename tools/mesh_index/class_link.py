@@ -36,6 +36,7 @@ class ClassLinker:
         self.idx = linker.idx
         self.sc = linker.sc
         self.bindings = StreamBinding(linker)
+        self._providers: dict[Any, list[tuple[str, list[Any]]]] | None = None
         self._known: set[str] | None = None
         self._candidates: dict[str, list] | None = None
 
@@ -110,6 +111,24 @@ class ClassLinker:
         return None, "none"
 
     # -- workers ----------------------------------------------------------------------------------
+    def _token_handlers(self, token: Decl) -> list[tuple[str, str]]:
+        """Handlers injected as a list through a DI token: ``@Inject(JOB_HANDLERS) handlers`` in the worker and
+        ``{ provide: JOB_HANDLERS, useFactory: (...hs) => hs, inject: [AHandler, BHandler] }`` in a module."""
+        if self._providers is None:
+            self._providers = {}
+            for path in self.l.relevant:
+                for provide, inject, _news, _line in self.l.facts[path].get("providers", ()):
+                    if inject:
+                        key = self.bindings.token_key(provide, path)
+                        self._providers.setdefault(key, []).append((path, inject))
+        out = []
+        for path, inject in self._providers.get(self.bindings.token_key(["r", [token.name]], token.path), ()):
+            for item in inject:
+                target = self.r.resolve_decl(item, path) if item and item[0] == "r" else None
+                if isinstance(target, Decl) and (target.path, target.name) in self.idx.handlers:
+                    out.append((target.path, target.name))
+        return out
+
     def workers(self) -> None:
         for path, name, info in self.classes("worker"):
             deco = next((d for d in info.get("decorators", ()) if d[0] in self.sc.processor_decorators), None)
@@ -130,6 +149,7 @@ class ClassLinker:
                         target = self.r.resolve_decl(item, decl.path) if item and item[0] == "r" else None
                         if isinstance(target, Decl) and (target.path, target.name) in self.idx.handlers:
                             handlers.append((target.path, target.name))
+                    handlers.extend(self._token_handlers(decl))
             switch_jobs = []
             for expr, _line in info.get("cases", ()):
                 for v in self.r.eval(expr, path):
