@@ -58,6 +58,7 @@ PP_LIB = "npm-packages/packages/post-processors/src/common"
 SUCCESS_PP = f"{PP_LIB}/job-outbox-success.post-processor.ts"
 FAILED_PP = f"{PP_LIB}/job-outbox-failed.post-processor.ts"
 WU = "workers-runners/worker-user/src"
+FALLBACK_USER_WORKER = f"{WU}/workers/fallback-user.worker.ts"
 WE = "workers-runners/worker-event/src/workers"
 WR = "workers-runners/worker-ranking/src"
 PPR = "post-processors-runner/src"
@@ -109,6 +110,8 @@ def test_fallback_update_user_names_a_job_an_event_and_a_ws_message(rw: IndexSer
     assert where(r.producers) == {
         ("fallback", at(USER_CMD, "withFallback(JobMessagingType.FALLBACK_UPDATE_USER"), "user.fallback_update_user"),
         ("create_event", at(SUCCESS_PP, "EventQueueEntity.createFollowUp"), "user.fallback_update_user_feedback"),
+        ("create_event", at(FALLBACK_USER_WORKER, "EventQueueEntity.createEvent({"),
+         "user.fallback_update_user_feedback"),
         ("mapping", at(EVENT_TO_WS, "[UserEventType.FALLBACK_UPDATE_USER]"), "ws.user.fallback_update_user"),
     }
     fallback = next(s for s in r.producers if s.kind == "fallback")
@@ -117,11 +120,11 @@ def test_fallback_update_user_names_a_job_an_event_and_a_ws_message(rw: IndexSer
     assert fallback.detail["queue"] == "fallback-user-queue"
     assert fallback.detail["emitter"] == "ms-user"  # SERVICE_NAME, a constant of another file
     assert fallback.detail["wrapper"] == at(USER_BASE, "JobsOutboxEntity.createJob<T>(")
-    feedback = next(s for s in r.producers if s.kind == "create_event")
-    assert (feedback.confidence, feedback.detail["via"]) == ("heuristic", "JOB_TO_EVENT_MAPPING")
+    feedbacks = [s for s in r.producers if s.kind == "create_event"]
+    assert {(s.confidence, s.detail["via"]) for s in feedbacks} == {("heuristic", "JOB_TO_EVENT_MAPPING")}
     assert where(r.consumers) == {
         ("handler", at(f"{WU}/handlers/fallback-update-user.handler.ts", "export class"), "user.fallback_update_user"),
-        ("worker", at(f"{WU}/workers/fallback-user.worker.ts", "export class"), "user.fallback_update_user"),
+        ("worker", at(FALLBACK_USER_WORKER, "export class"), "user.fallback_update_user"),
         ("post_processor", at(f"{WS}/ws-feedback.post-processor.ts", "export class"),
          "user.fallback_update_user_feedback"),
     }
@@ -135,6 +138,8 @@ def test_fallback_update_user_names_a_job_an_event_and_a_ws_message(rw: IndexSer
         # the common success post-processor emits getEventForJob(jobType): only this job's entry
         (2, "user:job:outbox:success", "event", "user.fallback_update_user_feedback"),
     }
+    assert {f.via for f in r.followups if f.depth == 1 and f.value == "user.fallback_update_user_feedback"} == {
+        "worker FallbackUserWorker", "mapping JOB_TO_EVENT_MAPPING"}
     outcome = next(f for f in r.followups if f.value == "user:job:outbox:success")
     assert (f"{outcome.site.file}:{outcome.site.line}", outcome.confidence) == (
         at(USER_AUDIT_V2, "INSERT INTO event_queue", 1), "heuristic")
@@ -168,6 +173,14 @@ def test_fallback_create_event_chain_to_the_websocket_message(rw: IndexService) 
         (2, "event:job:outbox:success", "event", "event.fallback_create_event_feedback"),
         (2, "event.fallback_create_event_feedback", "ws_event", "ws.event.fallback_create_event"),
     }
+
+
+def test_a_worker_reading_the_job_to_event_table_emits_only_for_the_jobs_it_routes(rw: IndexService) -> None:
+    """getEventForJob(job.name) in FallbackUserWorker: FALLBACK_CREATE_EVENT never reaches that worker."""
+    r = rw.analyze_impact("event.fallback_create_event_feedback")
+    assert {s.symbol for s in r.producers} == {"JobOutboxSuccessPostProcessor.process"}
+    delete = rw.analyze_impact("FALLBACK_DELETE_USER")
+    assert not any(f.via.startswith("worker") for f in delete.followups)  # no entry for that job in the table
 
 
 def test_fallback_delete_event_with_extra_payload_over_several_lines(rw: IndexService) -> None:
@@ -353,10 +366,11 @@ def test_job_success_event_read_by_the_common_post_processor(rw: IndexService) -
 def test_stream_named_without_its_prefix(rw: IndexService) -> None:
     r = rw.analyze_impact("ws:event-created-feedback")
     assert [(m.kind, m.value) for m in r.matches] == [("stream", "stream:ws:event-created-feedback")]
-    assert {(s.kind, s.value) for s in r.producers} == {
-        ("create_event", "event.created"),
-        ("create_event", "event.fallback_create_event_feedback"),
-        ("create_event", "user.fallback_update_user_feedback"),
+    assert {(s.kind, s.value, s.symbol) for s in r.producers} == {
+        ("create_event", "event.created", "EventRepository.insert"),
+        ("create_event", "event.fallback_create_event_feedback", "JobOutboxSuccessPostProcessor.process"),
+        ("create_event", "user.fallback_update_user_feedback", "JobOutboxSuccessPostProcessor.process"),
+        ("create_event", "user.fallback_update_user_feedback", "FallbackUserWorker.notify"),
     }
     assert where(r.consumers) == {("post_processor", at(f"{WS}/ws-feedback.post-processor.ts", "export class"),
                                    "stream:ws:event-created-feedback")}
@@ -459,7 +473,7 @@ def test_catalogue_counts_of_the_wired_flows(rw: IndexService) -> None:
     assert counts[("event", "user.created")] == (1, 0, 2)
     assert counts[("event", "event:job:outbox:success")] == (1, 0, 1)
     assert counts[("event", "user:job:outbox:success")] == (1, 0, 1)
-    assert counts[("stream", "stream:ws:event-created-feedback")] == (3, 0, 1)
+    assert counts[("stream", "stream:ws:event-created-feedback")] == (4, 0, 1)
     assert counts[("ws_event", "ws.event.created")] == (1, 0, 0)
     assert not any(e.kind == "stream" and not e.value.startswith("stream:") for e in cat.entries)
 

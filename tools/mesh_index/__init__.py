@@ -6,7 +6,7 @@ Pipeline, one module per step:
 - :mod:`.parser` (+ :mod:`.class_facts`, :mod:`.literal_facts`, :mod:`.expressions`,
   :mod:`.sql_sites`, :mod:`.ts_queries`): one file -> JSON facts, with tree-sitter;
 - :mod:`.indexer` / :mod:`.cache` / :mod:`.snapshot`: parallel parsing, SQLite cache, linked snapshot;
-- :mod:`.symbols`: cross-file name resolution and evaluation to strings;
+- :mod:`.symbols` (+ :mod:`.type_eval`): cross-file name resolution and evaluation to strings;
 - :mod:`.sites` (+ :mod:`.class_link`, :mod:`.pp_binding`, :mod:`.sql_link`, :mod:`.explain`): facts ->
   :mod:`.linked` index;
 - :mod:`.impact` / :mod:`.catalogue` / :mod:`.render`: queries and their texts, models in :mod:`.model`;

@@ -228,18 +228,22 @@ class ClassLinker:
 
     # -- collaborators ---------------------------------------------------------------------------------
     def collaborators(self) -> None:
-        """Classes a handler or post-processor names (injected writers, repositories) that produce jobs or
-        events: what they write may follow from the consumer's work (``RankingJobWriter.write``)."""
+        """Classes a handler, post-processor or worker names (injected writers, repositories; a worker's base
+        classes too) that produce jobs or events: what they write may follow from the consumer's work
+        (``RankingJobWriter.write``)."""
         producing = self.idx.class_producers
-        consumers = [*self.idx.handlers, *self.idx.post_processors]
+        consumers = [*self.idx.handlers, *self.idx.post_processors, *self.idx.workers]
         for key in consumers:
             info = self.l.facts.get(key[0], {}).get("classes", {}).get(key[1], {})
             found = []
+            if key in self.idx.workers:  # what a worker's base class writes after each job (in the workspace)
+                found += [(p, n) for p, n, _i in self.r.ancestors(*key)[1:] if p is not None and (p, n) in producing]
             for ident in info.get("refs", ()):
                 decl = self.r.symbol(key[0], ident)
-                if isinstance(decl, Decl) and decl.kind == "class" and (decl.path, decl.name) in producing \
-                        and (decl.path, decl.name) != key and (decl.path, decl.name) not in found:
-                    found.append((decl.path, decl.name))
+                other = (decl.path, decl.name) if isinstance(decl, Decl) and decl.kind == "class" else None
+                if other in producing and other != key and other not in found \
+                        and other not in self.idx.handlers and other not in self.idx.workers:  # followed on their own
+                    found.append(other)
             if found:
                 self.idx.collaborators[key] = found
 

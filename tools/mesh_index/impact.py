@@ -6,10 +6,12 @@ A target is a member name (``GEOCODE_EVENT``), a qualified name (``JobMessagingT
 ambiguous member name lists all its jobs, events and websocket types; an unknown target
 gets the closest known names as suggestions.
 
-Follow-ups (to ``depth``): what a job's handler emits, the outcome events the audit trigger
-writes for the job's emitter, what the post-processors accepting an event emit, and the
-entries of mapping tables (job -> event -> websocket message). A value a consumer computes
-through a mapping table is followed only for the job that started the chain.
+Follow-ups (to ``depth``): what a job's handler emits (and the classes it names that write,
+such as an injected writer: heuristic), what the worker routing the job emits (its own class
+and base classes), the outcome events the audit trigger writes for the job's emitter, what
+the started post-processors accepting an event emit, and the entries of mapping tables
+(job -> event -> websocket message). A value a consumer computes through a mapping table is
+followed only for the job that started the chain.
 """
 
 from __future__ import annotations
@@ -180,6 +182,13 @@ class ImpactEngine:
         idx = self.idx
         kind, value = key
         if kind == "job":
+            for w in self._workers_of(value):  # what the routing worker writes (getEventForJob(job.name), ...)
+                for owner in (w.key, *idx.collaborators.get(w.key, ())):
+                    for k, site in idx.class_producers.get(owner, ()):
+                        if k == key or (site.detail.get("via") and not self._maps(site.detail["via"], value, k[1])):
+                            continue
+                        via = f"worker {w.key[1]}" + (f" via {owner[1]}" if owner != w.key else "")
+                        yield k, via, "heuristic", site
             for h in idx.handlers_by_job.get(value, ()):
                 for k, site in idx.class_producers.get(h.key, ()):
                     if k != key:
@@ -211,6 +220,12 @@ class ImpactEngine:
             site = SiteRec(rec.site.repo, rec.site.file, line, rec.name, "mapping", conf, rec.site.test_only,
                            to_key[1], {"via": rec.name})
             yield to_key, f"mapping {rec.name}", site.confidence, site
+
+    def _workers_of(self, job: str) -> list:
+        """Workers routing ``job`` (through a handler or a ``switch`` case)."""
+        keys = {w for h in self.idx.handlers_by_job.get(job, ()) for w in h.routed_by}
+        keys |= {w.key for w in self.idx.workers.values() if job in w.switch_jobs}
+        return [self.idx.workers[k] for k in sorted(keys)]
 
     def _maps(self, table: str, job: str, value: str) -> bool:
         return any(rec.name == table and to_key[1] == value

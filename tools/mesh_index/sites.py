@@ -20,6 +20,7 @@ from tools.mesh_index.explain import explain, render
 from tools.mesh_index.linked import LinkedIndex, SiteRec, TypeInfo
 from tools.mesh_index.sql_link import link_mappings, link_sql
 from tools.mesh_index.symbols import Decl, Resolver, Val
+from tools.mesh_index.type_eval import eval_for_jobs, paired_lookup
 from tools.mesh_index.workspace import Layout, is_test_path
 
 KINDS = ("job", "event", "ws_event", "queue", "stream")
@@ -42,6 +43,7 @@ class Linker:
         self._kinds: dict[tuple[str, str], str | None] = {}
         self.secondary: dict[tuple[str, str], str] = {}
         self.query_calls: list[tuple[str, Any, int, str | None]] = []
+        self.worker_jobs: dict[tuple[str, str], list[str]] = {}
         self.sql_seen: dict[tuple[str, int, str, str | None], tuple[Any, bool, str | None]] = {}
         msg = self.sc.messaging_package.strip("/")
         self._msg_probe = "/" + msg + "/"
@@ -203,6 +205,17 @@ class Linker:
                       and not (symbol or "").endswith(".down")):
                     self.query_calls.append((path, args[0], line, symbol))
 
+    def type_values(self, type_expr: Any, targs: list[Any], path: str, symbol: str | None) -> list[Val]:
+        """Values of a producer's type (else of its ``<typeof X.Y>`` type argument). Inside a worker, a lookup
+        keyed by the job (``getEventForJob(job.name)``) is read for the jobs that worker routes only."""
+        vals = self.r.eval(type_expr, path) if type_expr is not None else []
+        if not vals and targs:
+            vals = self.r.eval(targs[0], path)
+        jobs = self.worker_jobs.get((path, (symbol or "").split(".")[0])) if any(v.via for v in vals) else None
+        if jobs:
+            vals = eval_for_jobs(self.r, type_expr, path, jobs) or vals
+        return vals
+
     def _is_entity_call(self, receiver: str) -> bool:
         last = receiver.split(".")[-1]
         return last in self.sc.outbox_entities
@@ -222,9 +235,7 @@ class Linker:
         method = (symbol or "").split(".")[-1]
         if type_expr is not None and type_expr[0] == "p" and method in self.sc.fallback_calls:
             return  # the fallback helper itself: its callers are the producers
-        vals = self.r.eval(type_expr, path) if type_expr is not None else []
-        if not vals and targs:
-            vals = self.r.eval(targs[0], path)
+        vals = self.type_values(type_expr, targs, path, symbol)
         entity = self._is_entity_call(receiver)
         if not entity:  # another API named createJob: only a declared job type makes it a producer
             vals = [v for v in vals if self.kind_of(v, None) == "job"]
@@ -238,7 +249,7 @@ class Linker:
         if not vals:
             self.unresolved("job", path, line, symbol, "create_job", type_expr, queue=queue)
             return
-        paired = self._paired_lookup(type_expr, target_expr, path) if len(vals) > 1 else {}
+        paired = paired_lookup(self.r, type_expr, target_expr, path) if len(vals) > 1 else {}
         for v in vals:
             conf = "heuristic" if v.heuristic else "exact"
             own = paired.get(v.value) or queues
@@ -249,24 +260,6 @@ class Linker:
             self.produce(("job", v.value), site)
             for q in own:
                 self.idx.add_route(("job", v.value), ("queue", q.value), "createJob target")
-
-    def _paired_lookup(self, type_expr: Any, target_expr: Any, path: str) -> dict[str, list[Val]]:
-        """``type: JOBS[kind], target: QUEUES[kind]`` (same key): each job value -> the queues of its keys."""
-        if not (type_expr and target_expr and type_expr[0] == "x" and target_expr[0] == "x"
-                and type_expr[2] == target_expr[2]):
-            return {}
-        types, targets = self.r.resolve_decl(type_expr[1], path), self.r.resolve_decl(target_expr[1], path)
-        if not (isinstance(types, Decl) and isinstance(targets, Decl) and types.kind == targets.kind == "object"):
-            return {}
-        by_key: dict[str, list[Val]] = {}
-        for keys, values, _line in self.r.mapping_entries(targets):
-            for k in keys:
-                by_key.setdefault(k.value, []).extend(values)
-        out: dict[str, list[Val]] = {}
-        for keys, values, _line in self.r.mapping_entries(types):
-            for v in values:
-                out.setdefault(v.value, []).extend(q for k in keys for q in by_key.get(k.value, ()))
-        return out
 
     def fallback(self, path: str, args: list[Any], line: int, symbol: str | None, classes: ClassLinker) -> None:
         if not args:
@@ -298,9 +291,7 @@ class Linker:
         if obj is None and not self._is_entity_call(receiver):
             return
         type_expr = self.field(obj, self.sc.type_fields) if obj is not None else (args[0] if args else None)
-        vals = self.r.eval(type_expr, path) if type_expr is not None else []
-        if not vals and targs:
-            vals = self.r.eval(targs[0], path)
+        vals = self.type_values(type_expr, targs, path, symbol)
         if not self._is_entity_call(receiver):  # e.g. a gRPC client's createEvent(...) of a domain "event"
             vals = [v for v in vals if self.kind_of(v, None) in ("event", "ws_event")]
             if not vals:
@@ -338,8 +329,11 @@ class Linker:
         self.declarations()
         classes = ClassLinker(self)
         classes.handlers_and_wrappers()
-        self.calls(classes)
         classes.workers()
+        for w in self.idx.workers.values():  # the jobs each worker class runs
+            jobs = set(w.switch_jobs) | {j for h in w.handlers for j in self.idx.handlers[h].jobs}
+            self.worker_jobs[w.key] = sorted(jobs)
+        self.calls(classes)
         link_sql(self)
         link_mappings(self)
         classes.post_processors()
