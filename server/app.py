@@ -10,11 +10,12 @@ from __future__ import annotations
 import importlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Annotated
+from typing import Annotated, Any
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from server import __version__
 from server.approval import describe_mode
@@ -45,6 +46,40 @@ REGISTRARS: tuple[str, ...] = (
 """Modules exposing ``register(server, runtime)``, in listing order."""
 
 
+def describe_invalid_arguments(tool: str, error: ValidationError) -> str:
+    """One readable sentence per rejected argument, and what to do (no pydantic boilerplate)."""
+    parts = []
+    for err in error.errors():
+        name = ".".join(str(p) for p in err["loc"]) or "(arguments)"
+        message = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "missing":
+            parts.append(f"'{name}' is required")
+        elif err["type"] == "extra_forbidden":
+            parts.append(f"'{name}' is not a parameter of {tool}")
+        else:
+            shown = repr(err.get("input"))
+            shown = shown if len(shown) <= 80 else shown[:77] + "..."
+            parts.append(f"'{name}': {message} (got {shown})")
+    return (
+        f"invalid arguments for {tool}: {'; '.join(parts)}. Fix them and call again "
+        "(the tool's input schema gives each parameter's type and allowed values)."
+    )
+
+
+class MeshServer(MCPServer):
+    """MCPServer whose argument-validation errors read as sentences, not pydantic dumps."""
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if isinstance(exc.__cause__, ValidationError):
+                raise ToolError(describe_invalid_arguments(name, exc.__cause__)) from exc.__cause__
+            raise
+
+
 class ServerInfo(BaseModel):
     name: str = "mesh-mcp"
     version: str
@@ -67,7 +102,7 @@ def build_server(settings: Settings) -> MCPServer:
         finally:
             await runtime.aclose()
 
-    server = MCPServer(
+    server = MeshServer(
         "mesh-mcp",
         version=__version__,
         instructions=INSTRUCTIONS,

@@ -40,7 +40,11 @@ def test_ctrl_c_while_serving_stops_the_services_and_removes_the_data() -> None:
         root = config.parent
         assert root.name.startswith("mesh-demo-") and config.is_file()
         postmaster = int((root / "services" / "pgdata" / "postmaster.pid").read_text().splitlines()[0])
-        assert psutil.pid_exists(postmaster) and port_answers("127.0.0.1", port)
+        assert psutil.pid_exists(postmaster)
+        # the "serving" line is printed just before uvicorn binds: wait for the port
+        while not port_answers("127.0.0.1", port, 0.2):
+            assert proc.poll() is None and time.monotonic() < deadline, "".join(lines)
+            time.sleep(0.1)
 
         os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does: the whole process group
         proc.wait(60)

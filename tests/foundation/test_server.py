@@ -112,3 +112,14 @@ def test_http_path_is_mcp(http_server: str) -> None:
     with pytest.raises(urllib.error.HTTPError) as err:
         urllib.request.urlopen(http_server.replace("/mcp", "/nope"), timeout=5)
     assert err.value.code == 404
+
+
+async def test_invalid_arguments_read_as_sentences(make_settings: Callable[..., object]) -> None:
+    async with in_process_client(make_settings()) as client:
+        result = await client.call_tool("analyze_impact", {"target": "X", "depth": 99})
+        missing = await client.call_tool("analyze_impact", {})
+    assert result.is_error and missing.is_error
+    text = result.content[0].text
+    assert "invalid arguments for analyze_impact: 'depth'" in text and "(got 99)" in text
+    assert "call again" in text and "pydantic" not in text
+    assert "'target' is required" in missing.content[0].text
