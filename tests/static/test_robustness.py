@@ -173,3 +173,37 @@ def test_handlers_injected_as_a_list_through_a_di_token(tmp_path: Path) -> None:
         assert {(c.kind, c.detail.get("worker_class")) for c in consumers} == {
             ("handler", "ShopWorker"), ("worker", "ShopWorker")}, target
     assert not any("not routed" in r for e in svc.catalogue(with_checks=False).entries for r in e.reasons)
+
+
+def test_filters_looking_the_type_up_in_a_table_or_a_helper(tmp_path: Path) -> None:
+    write(tmp_path, "msg/src/t.ts",
+          "export enum EventEventMessagingType { EVENT_CREATED = 'event.created', EVENT_DELETED = 'event.deleted' }\n"
+          "export enum WsEventType { EVENT_CREATED = 'ws.event.created' }\n"
+          "export enum Streams { FEED = 'feed' }\n"
+          "export const EVENT_TO_WS_EVENT_MAPPING = {\n"
+          "  [EventEventMessagingType.EVENT_CREATED]: WsEventType.EVENT_CREATED,\n};\n")
+    shapes = {
+        "A": "return Object.keys(EVENT_TO_WS_EVENT_MAPPING).includes(type);",
+        "B": "return type in EVENT_TO_WS_EVENT_MAPPING;",
+        "C": "return EVENT_TO_WS_EVENT_MAPPING[type as EventEventMessagingType] !== undefined;",
+        "D": ("return this.isSupported(type);\n  }\n"
+              "  private isSupported(t: string) {\n    return t.startsWith('event.');"),
+        "E": "return this.registry.supports(type);",  # not readable statically
+    }
+    body = "import { EVENT_TO_WS_EVENT_MAPPING, Streams, EventEventMessagingType } from '../../msg/src/t.js';\n"
+    for name, filt in shapes.items():
+        body += (f"export class {name} extends SinglePostProcessor {{\n"
+                 f"  constructor(r) {{ super(r, {{ streamName: Streams.FEED, groupName: '{name.lower()}' }}); }}\n"
+                 f"  shouldProcess(type: string) {{\n    {filt}\n  }}\n}}\n")
+    body += ("export const created = () => EventQueueEntity.createEvent({\n"
+             "  type: EventEventMessagingType.EVENT_CREATED, targetServices: [Streams.FEED] });\n"
+             "export const deleted = () => EventQueueEntity.createEvent({\n"
+             "  type: EventEventMessagingType.EVENT_DELETED, targetServices: [Streams.FEED] });\n")
+    write(tmp_path, "ws/src/pps.ts", body)
+    svc = index(tmp_path)
+    got = {t: {(c.symbol, c.detail["filter"], c.confidence) for c in svc.analyze_impact(t).consumers}
+           for t in ("event.created", "event.deleted")}
+    assert got["event.created"] == {("A", "types", "exact"), ("B", "types", "exact"), ("C", "types", "exact"),
+                                    ("D", "patterns", "heuristic"), ("E", "unknown", "heuristic")}
+    # a filter the index cannot read may accept what reaches its stream: a heuristic consumer, never a false orphan
+    assert got["event.deleted"] == {("D", "patterns", "heuristic"), ("E", "unknown", "heuristic")}

@@ -78,6 +78,7 @@ class ClassFacts:
 
     def class_body(self, body: Node, info: dict[str, Any]) -> None:
         fields: dict[str, Any] = {}
+        methods = {text(m.child_by_field_name("name")): m for m in body.named_children if m.type == "method_definition"}
         for member in body.named_children:
             if member.type == "public_field_definition":
                 fname = text(member.child_by_field_name("name"))
@@ -90,8 +91,13 @@ class ClassFacts:
                 if mbody is None:
                     continue
                 if mname in self.cfg.filter_methods or mname in self.cfg.handler_type_fields:
-                    info.setdefault("filters", {})[mname] = self.filter_info(mbody, line_of(member),
-                                                                             _first_param(member))
+                    found = self.filter_info(mbody, line_of(member), _first_param(member))
+                    for helper in found.pop("this_calls", ()):  # return this.isSupported(type): one level down
+                        hnode = methods.get(helper)
+                        hbody = hnode.child_by_field_name("body") if hnode is not None else None
+                        if hbody is not None and helper != mname:
+                            _merge(found, self.filter_info(hbody, line_of(hnode), _first_param(hnode)))
+                    info.setdefault("filters", {})[mname] = found
                 elif mname == "constructor":
                     supers = captures(self.q["supers"], mbody).get("call", [])
                     if supers:
@@ -155,6 +161,8 @@ class ClassFacts:
             out["patterns"] = patterns
         if pattern_refs:
             out["pattern_refs"] = pattern_refs
+        if param:
+            out.update(_lookups_of(body, param))
         if called:
             out["calls"] = sorted(called)
         if sets:
@@ -170,3 +178,70 @@ def _first_param(method: Node) -> str | None:
     first = params.named_children[0] if params is not None and params.named_child_count else None
     pat = first.child_by_field_name("pattern") if first is not None else None
     return text(pat) if pat is not None and pat.type == "identifier" else None
+
+
+UNWRAPPED = ("as_expression", "satisfies_expression", "non_null_expression", "parenthesized_expression")
+
+
+def _bare(node: Node | None) -> Node | None:
+    while node is not None and node.type in UNWRAPPED and node.named_child_count:
+        node = node.named_children[0]
+    return node
+
+
+def _lookups_of(body: Node, param: str) -> dict[str, Any]:
+    """Tables a filter looks its parameter up in: ``type in MAP`` / ``MAP[type]`` / ``Object.keys(MAP).includes(type)``
+    (``keys_of``), ``Object.values(X).includes(type)`` (``values_of``), and ``this.helper(...)`` calls
+    (``this_calls``). A filter method is small: its subtree is walked (bounded)."""
+    keys_of: list[Any] = []
+    values_of: list[Any] = []
+    this_calls: list[str] = []
+    stack, seen = [body], 0
+    while stack and seen < 2000:
+        node = stack.pop()
+        seen += 1
+        t = node.type
+        if t == "binary_expression" and text(node.child_by_field_name("operator")) == "in":
+            left, right = _bare(node.child_by_field_name("left")), node.child_by_field_name("right")
+            target = chain(right) if right is not None else None
+            if left is not None and left.type == "identifier" and text(left) == param and target:
+                keys_of.append(["r", target])
+        elif t == "subscript_expression":
+            index, obj = _bare(node.child_by_field_name("index")), node.child_by_field_name("object")
+            target = chain(obj) if obj is not None else None
+            if index is not None and index.type == "identifier" and text(index) == param and target:
+                keys_of.append(["r", target])
+        elif t == "call_expression":
+            fn = node.child_by_field_name("function")
+            obj = fn.child_by_field_name("object") if fn is not None and fn.type == "member_expression" else None
+            prop = text(fn.child_by_field_name("property")) if obj is not None else ""
+            if obj is not None and obj.type == "this":
+                this_calls.append(prop)
+            elif obj is not None and obj.type == "call_expression" and prop in SET_METHODS:
+                inner = obj.child_by_field_name("function")
+                args = obj.child_by_field_name("arguments")
+                first = args.named_children[0] if args is not None and args.named_child_count else None
+                target = chain(first) if first is not None else None
+                how = chain(inner) if inner is not None else None
+                if target and how in (["Object", "keys"], ["Object", "values"]):
+                    (keys_of if how[1] == "keys" else values_of).append(["r", target])
+        stack.extend(node.named_children)
+    out: dict[str, Any] = {}
+    for key, items in (("keys_of", keys_of), ("values_of", values_of), ("this_calls", this_calls)):
+        if items:
+            out[key] = items
+    return out
+
+
+def _merge(into: dict[str, Any], other: dict[str, Any]) -> None:
+    """Add a helper method's filter facts to the filter's own."""
+    for key, value in other.items():
+        if key in ("line", "this_calls"):
+            continue
+        if key == "all":
+            into.setdefault("all", value)
+        elif isinstance(value, dict):
+            for op, items in value.items():
+                into.setdefault(key, {}).setdefault(op, []).extend(items)
+        else:
+            into.setdefault(key, []).extend(value)

@@ -293,6 +293,18 @@ class ClassLinker:
             elif target[0] != "this" and fp is not None:
                 for v in self.r.eval_list(["r", target], fp):
                     accepts[v.value] = "heuristic" if v.heuristic else "exact"
+        for key in ("keys_of", "values_of"):  # type in MAP, MAP[type], Object.keys(MAP).includes(type)
+            for expr in fi.get(key, ()):
+                decl = self.r.resolve_decl(expr, fp) if fp is not None else None
+                if not isinstance(decl, Decl) or decl.kind not in ("object", "enum", "const"):
+                    continue
+                if decl.kind == "object":  # a table: its keys (computed or not) or its values
+                    vals = [v for keys, values, _l in self.r.mapping_entries(decl)
+                            for v in (keys if key == "keys_of" else values)]
+                else:  # Object.values(SomeEnum): the members' values
+                    vals = list(self.r.members(decl).values()) if key == "values_of" else []
+                for v in vals:
+                    accepts.setdefault(v.value, "exact")
         for fn in fi.get("calls", ()):
             decl = self.r.symbol(fp, fn)
             if isinstance(decl, Decl) and decl.kind == "function":

@@ -42,13 +42,13 @@ class ImpactEngine:
                     self.stream_producers.setdefault(st, []).append(s)
         self.stream_consumers: dict[str, list] = {}
         self.pp_by_value: dict[str, list[PostProcessorRec]] = {}
-        self.pp_open: list[PostProcessorRec] = []  # filters by pattern, or accepting everything
+        self.pp_open: list[PostProcessorRec] = []  # filters by pattern, accepting everything, or unreadable
         for pp in idx.post_processors.values():
             for st in pp.streams:
                 self.stream_consumers.setdefault(st, []).append(pp)
             for value in pp.accepts:
                 self.pp_by_value.setdefault(value, []).append(pp)
-            if pp.patterns or pp.accept_all:
+            if pp.patterns or pp.accept_all or pp.filter_unknown:
                 self.pp_open.append(pp)
         self.by_value: dict[str, list[Key]] = {}
         for key in self.known:
@@ -146,8 +146,8 @@ class ImpactEngine:
                 continue
             seen.add(id(pp))
             conf = pp.accepts_value(value)
-            if conf is None and pp.accept_all and routes & set(pp.streams):
-                conf = "heuristic"
+            if conf is None and (pp.accept_all or pp.filter_unknown) and routes & set(pp.streams):
+                conf = "heuristic"  # no filter, or one the index cannot read: what reaches its stream, maybe
             if conf is None:
                 continue
             if routes and pp.streams and not routes & set(pp.streams):
