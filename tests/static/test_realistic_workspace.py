@@ -143,7 +143,9 @@ def test_fallback_update_user_names_a_job_an_event_and_a_ws_message(rw: IndexSer
     outcome = next(f for f in r.followups if f.value == "user:job:outbox:success")
     assert (f"{outcome.site.file}:{outcome.site.line}", outcome.confidence) == (
         at(USER_AUDIT_V2, "INSERT INTO event_queue", 1), "heuristic")
-    assert r.unresolved == []
+    # the only event whose type the index cannot resolve: PostRepository.publish(type) (a parameter)
+    assert [(s.file, s.line, s.symbol) for s in r.unresolved] == [
+        (POST_REPO, int(at(POST_REPO, "EventQueueEntity.createEvent({ type,").split(":")[1]), "PostRepository.publish")]
 
 
 def test_a_member_value_or_qualified_name_names_only_the_job(rw: IndexService) -> None:
@@ -478,10 +480,20 @@ def test_catalogue_counts_of_the_wired_flows(rw: IndexService) -> None:
     assert not any(e.kind == "stream" and not e.value.startswith("stream:") for e in cat.entries)
 
 
-def test_nothing_unresolved_but_the_library_plumbing_is_not_reported(rw: IndexService) -> None:
-    """EventQueueEntity.createFollowUp forwards its caller's params to createEvent: not a producer, not unresolved."""
+def test_unresolved_is_the_parameter_typed_helper_and_not_the_library_plumbing(rw: IndexService) -> None:
+    """EventQueueEntity.createFollowUp forwards its caller's params to createEvent: not a producer, not unresolved.
+    PostRepository.publish(type) is: its type is a parameter (the callers' values are not followed)."""
     idx = rw.linked()
-    assert {k: [(s.file, s.line) for s in v] for k, v in idx.unresolved.items() if v} == {}
+    assert {k: [f"{s.file}:{s.line}" for s in v] for k, v in idx.unresolved.items() if v} == {
+        "event": [at(POST_REPO, "EventQueueEntity.createEvent({ type,")]}
+    site = idx.unresolved["event"][0]
+    assert (site.detail["raw"], site.detail["reason"], site.detail["stream"]) == (
+        "type", "a function parameter: the value comes from the callers", "stream:post-created")
+    r = rw.analyze_impact("post.updated")
+    assert [s.symbol for s in r.unresolved] == ["PostRepository.publish"]
+    assert any("could not be resolved" in n for n in r.notes)
+    jobs = rw.analyze_impact("MODERATE_POST")
+    assert jobs.unresolved == []  # an event's unresolved site is not listed for a job
 
 
 def test_outbox_runner_and_package_without_name_add_nothing(rw: IndexService) -> None:
