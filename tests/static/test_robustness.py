@@ -207,3 +207,12 @@ def test_filters_looking_the_type_up_in_a_table_or_a_helper(tmp_path: Path) -> N
                                     ("D", "patterns", "heuristic"), ("E", "unknown", "heuristic")}
     # a filter the index cannot read may accept what reaches its stream: a heuristic consumer, never a false orphan
     assert got["event.deleted"] == {("D", "patterns", "heuristic"), ("E", "unknown", "heuristic")}
+
+
+def test_deep_import_of_a_packages_built_output_reads_its_source(tmp_path: Path) -> None:
+    write(tmp_path, "msg/package.json", '{ "name": "@shop/msg", "main": "dist/index.js" }')
+    write(tmp_path, "msg/src/jobs/types.ts", TYPES)
+    write(tmp_path, "svc/src/charge.ts",
+          "import { ShopJobType } from '@shop/msg/dist/jobs/types.js';\n"
+          "export const c = () => JobsOutboxEntity.createJob({ type: ShopJobType.CHARGE });\n")
+    assert producer_lines(index(tmp_path), "CHARGE") == {("svc/src/charge.ts", 2, "shop.charge")}

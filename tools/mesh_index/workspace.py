@@ -302,7 +302,11 @@ class Layout:
             found = self._file(join(target))
             if found:
                 return found
-        for cand in ("src/" + sub, sub):
+        cands = ["src/" + sub, sub]
+        for built in ("dist/", "build/", "lib/", "out/"):  # a deep import of the built output: its source
+            if sub.startswith(built):
+                cands.insert(0, "src/" + sub[len(built):])
+        for cand in cands:
             found = self._file(join(cand))
             if found:
                 return found
