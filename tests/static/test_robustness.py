@@ -216,3 +216,28 @@ def test_deep_import_of_a_packages_built_output_reads_its_source(tmp_path: Path)
           "import { ShopJobType } from '@shop/msg/dist/jobs/types.js';\n"
           "export const c = () => JobsOutboxEntity.createJob({ type: ShopJobType.CHARGE });\n")
     assert producer_lines(index(tmp_path), "CHARGE") == {("svc/src/charge.ts", 2, "shop.charge")}
+
+
+def test_post_processors_started_through_a_namespace_import_or_not_at_all(tmp_path: Path) -> None:
+    write(tmp_path, "msg/src/t.ts", "export enum UserEventType { CREATED = 'user.created' }\n"
+                                    "export enum Streams { USERS = 'users' }\n")
+    pp = ("import {{ Streams, UserEventType }} from '../../../msg/src/t.js';\n"
+          "export class {0} extends SinglePostProcessor {{\n"
+          "  constructor(r) {{ super(r, {{ streamName: Streams.USERS, groupName: '{0}' }}); }}\n"
+          "  shouldProcess(type: string) {{ return type === UserEventType.CREATED; }}\n}}\n")
+    for name in ("Mailer", "Ranking", "Legacy"):
+        write(tmp_path, f"runner/src/pps/{name.lower()}.ts", pp.format(name))
+    write(tmp_path, "runner/package.json", '{ "name": "runner" }')
+    write(tmp_path, "runner/src/pps/index.ts", "export * from './mailer.js';\nexport * from './ranking.js';\n")
+    write(tmp_path, "runner/src/main.ts",
+          "import * as pps from './pps/index.js';\nfor (const P of Object.values(pps)) new P(redis).start();\n")
+    write(tmp_path, "runner/src/pps/legacy.spec.ts", "import { Legacy } from './legacy.js';\nnew Legacy(redis);\n")
+    write(tmp_path, "svc/src/user.ts",
+          "import { Streams, UserEventType } from '../../msg/src/t.js';\n"
+          "export const e = () => EventQueueEntity.createEvent({ type: UserEventType.CREATED, "
+          "targetServices: [Streams.USERS] });\n")
+    svc = index(tmp_path)
+    consumers = svc.analyze_impact("user.created").consumers
+    assert {(c.symbol, c.confidence, c.detail.get("started")) for c in consumers} == {
+        ("Mailer", "exact", None), ("Ranking", "exact", None), ("Legacy", "heuristic", "no")}
+    assert svc.analyze_impact("stream:users").routes[0].consumers == 2

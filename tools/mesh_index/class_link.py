@@ -224,6 +224,12 @@ class ClassLinker:
                 decl = self.r.symbol(path, ident)
                 if isinstance(decl, Decl) and decl.kind == "class":
                     out.add((decl.path, decl.name))
+            for _local, imported, spec in f.get("imports", ()):  # import * as pps from './post-processors'
+                target = self.l.layout.resolve(path, spec) if imported == "*" else None
+                for name in names if target is not None else ():
+                    decl = self.r.export(target, name)
+                    if isinstance(decl, Decl) and decl.kind == "class":
+                        out.add((decl.path, decl.name))
         return out
 
     # -- collaborators ---------------------------------------------------------------------------------
