@@ -8,8 +8,10 @@ probed with ``ZSCORE`` (O(1)); lists with ``LPOS ... MAXLEN`` from both ends, so
 huge ``wait`` list costs at most ``2 * list_scan_max`` comparisons on the server.
 
 The job hash is read with a bounded size: a field longer than :data:`MAX_FIELD_BYTES`
-(a huge ``data`` payload) is not read and shows as absent (``data_truncated`` is set), and
-the kept values are cut at ``value_max_bytes``.
+(a huge ``data`` payload) is not read and shows as absent (``data_truncated`` /
+``name_truncated`` / ``failed_reason_truncated`` is set), and the kept values are cut at
+``value_max_bytes`` (with the same flags). Keys and values are built and decoded with
+:mod:`tools.streams.keys` and :mod:`tools.streams.values`, as every other Redis reader does.
 
 Only read commands are used (HLEN, HSTRLEN, HGETALL, HMGET, ZSCORE, LPOS). Callers wrap the call in
 ``Connections.redis_errors()`` to turn Redis failures into ``ServiceUnavailable``.
@@ -23,6 +25,8 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from server.config import Conventions
+from tools.streams.keys import bull_key
+from tools.streams.values import as_int, capped, text
 
 STATE_BY_STRUCTURE = {
     "wait": "waiting",
@@ -49,9 +53,11 @@ class BullJobState(BaseModel):
         "| unknown (hash exists but the id was not found in any structure within the scan bound)"
     )
     found_in: list[str] = Field(default_factory=list, description="state structures (keys) that list the job id")
-    name: str | None = Field(default=None, description="job name (= the jobs_outbox type)")
+    name: str | None = Field(default=None, description="job name (= the jobs_outbox type), cut at the byte cap")
+    name_truncated: bool = False
     attempts_made: int | None = None
-    failed_reason: str | None = None
+    failed_reason: str | None = Field(default=None, description="failedReason, cut at the byte cap")
+    failed_reason_truncated: bool = False
     stacktrace: list[str] = Field(default_factory=list, description="last stack traces, each cut at the byte cap")
     timestamp_ms: int | None = Field(default=None, description="when the job was added")
     processed_on_ms: int | None = None
@@ -61,52 +67,24 @@ class BullJobState(BaseModel):
     data_truncated: bool = False
 
 
-def _text(value: bytes | str | None) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, bytes):
-        return value.decode("utf-8", errors="replace")
-    return value
-
-
-def _int(value: bytes | str | None) -> int | None:
-    text = _text(value)
-    if text is None or text == "":
-        return None
-    try:
-        return int(float(text))
-    except ValueError:
-        return None
-
-
-def cut(text: str | None, max_bytes: int) -> tuple[str | None, bool]:
-    """``text`` cut to at most ``max_bytes`` UTF-8 bytes (on a character boundary), and whether it was cut."""
-    if text is None:
-        return None, False
-    raw = text.encode("utf-8")
-    if len(raw) <= max_bytes:
-        return text, False
-    return raw[:max_bytes].decode("utf-8", errors="ignore"), True
-
-
 def _stacktrace(value: bytes | str | None, max_bytes: int) -> list[str]:
-    text = _text(value)
-    if not text:
+    raw = text(value)
+    if not raw:
         return []
     try:
-        parsed: Any = json.loads(text)
+        parsed: Any = json.loads(raw)
     except ValueError:
-        parsed = [text]
+        parsed = [raw]
     if not isinstance(parsed, list):
         parsed = [str(parsed)]
     out: list[str] = []
     for item in parsed[-3:]:
-        piece, _ = cut(str(item), max_bytes)
+        piece, _ = capped(str(item), max_bytes)
         out.append(piece or "")
     return out
 
 
-LARGE_FIELDS = ("data", "stacktrace", "returnvalue", "failedReason", "opts")
+LARGE_FIELDS = ("name", "data", "stacktrace", "returnvalue", "failedReason", "opts")
 """Job hash fields whose size the job's producer or handler decides (the others are numbers and names)."""
 
 MAX_FIELD_BYTES = 1024 * 1024
@@ -139,11 +117,6 @@ async def _job_fields(redis: Any, key: str) -> tuple[dict[bytes, bytes], bool, s
     names = [n for n in KNOWN_FIELDS if n not in too_big]
     values = await redis.hmget(key, names)
     return {n.encode(): v for n, v in zip(names, values, strict=True) if v is not None}, True, too_big
-
-
-def bull_key(conventions: Conventions, queue: str, suffix: str) -> str:
-    """``<prefix>:<queue>:<suffix>``: a job hash (suffix = job id) or a state structure."""
-    return f"{conventions.bullmq_prefix}:{queue}:{suffix}"
 
 
 async def bull_job_state(
@@ -189,12 +162,12 @@ async def bull_job_state(
                 state = STATE_BY_STRUCTURE.get(name, name)
     if not hash_exists and not found:
         return None
-    data, data_truncated = cut(_text(fields.get(b"data")), value_max_bytes)
-    data_truncated = data_truncated or "data" in left_out
-    reason, _ = cut(_text(fields.get(b"failedReason")), value_max_bytes)
-    attempts = _int(fields.get(b"attemptsMade"))
+    data, data_truncated = capped(fields.get(b"data"), value_max_bytes)
+    job_name, name_truncated = capped(fields.get(b"name"), value_max_bytes)
+    reason, reason_truncated = capped(fields.get(b"failedReason"), value_max_bytes)
+    attempts = as_int(fields.get(b"attemptsMade"))
     if attempts is None:
-        attempts = _int(fields.get(b"atm"))
+        attempts = as_int(fields.get(b"atm"))
     return BullJobState(
         queue=queue,
         job_id=job_id,
@@ -202,14 +175,16 @@ async def bull_job_state(
         hash_exists=hash_exists,
         state=state or "unknown",
         found_in=found,
-        name=_text(fields.get(b"name")),
+        name=job_name,
+        name_truncated=name_truncated or "name" in left_out,
         attempts_made=attempts,
         failed_reason=reason or None,
+        failed_reason_truncated=reason_truncated or "failedReason" in left_out,
         stacktrace=_stacktrace(fields.get(b"stacktrace"), value_max_bytes),
-        timestamp_ms=_int(fields.get(b"timestamp")),
-        processed_on_ms=_int(fields.get(b"processedOn")),
-        finished_on_ms=_int(fields.get(b"finishedOn")),
+        timestamp_ms=as_int(fields.get(b"timestamp")),
+        processed_on_ms=as_int(fields.get(b"processedOn")),
+        finished_on_ms=as_int(fields.get(b"finishedOn")),
         delayed_until_ms=delayed_until,
         data=data,
-        data_truncated=data_truncated,
+        data_truncated=data_truncated or "data" in left_out,
     )

@@ -26,9 +26,9 @@ from typing import Any
 
 from server.config import Limits, Statuses
 from tools.outbox import queries
-from tools.outbox.bull_state import cut
 from tools.outbox.model import OutboxRow
 from tools.outbox.schema_discovery import TableSchema
+from tools.streams.values import capped
 
 AUDIT_MISSING = "__missing__"
 
@@ -81,7 +81,7 @@ def shape_row(service: str, schema: TableSchema, raw: dict[str, Any], cap_bytes:
         value = raw.get(name)
         if data_type in queries.CUT_TYPES and value is not None:
             length = raw.get(queries.LENGTH_PREFIX + name) or 0
-            text, was_cut = cut(value, cap_bytes)
+            text, was_cut = capped(value, cap_bytes)
             if was_cut or length > cap_bytes:
                 cut_names.append(name)
                 columns[name] = text

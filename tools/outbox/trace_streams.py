@@ -15,10 +15,10 @@ from typing import Any
 import redis.exceptions as redis_exceptions
 
 from server.config import Settings
-from tools.outbox.bull_state import cut
 from tools.outbox.delivery import GroupDelivery, message_delivery, parse_entry_id, stream_groups
 from tools.outbox.model import Hop, StreamEntryRef, Verdict
 from tools.outbox.verdicts import GROUP_PRIORITY, verdict
+from tools.streams.values import capped
 
 
 def _text(value: Any) -> str:
@@ -32,7 +32,7 @@ FIRST_PAGE = 50
 def _keep(ref: StreamEntryRef, raw_id: Any, fields: dict[bytes, bytes], max_bytes: int) -> None:
     ref.entry_id = _text(raw_id)
     for key, value in fields.items():
-        text, was_cut = cut(_text(value), max_bytes)
+        text, was_cut = capped(_text(value), max_bytes)
         ref.fields[_text(key)] = text or ""
         ref.truncated = ref.truncated or was_cut
 
@@ -244,6 +244,6 @@ async def get_key(redis: Any, key: str, max_bytes: int) -> dict[str, Any]:
     except redis_exceptions.ResponseError:
         return {"key": key, "exists": bool(await redis.exists(key)), "value": None, "ttl_s": None}
     ttl = await redis.ttl(key) if value is not None else None
-    text, _ = cut(_text(value), max_bytes) if value is not None else (None, False)
+    text, _ = capped(_text(value), max_bytes) if value is not None else (None, False)
     return {"key": key, "exists": value is not None, "value": text,
             "ttl_s": int(ttl) if ttl is not None and ttl >= 0 else None}
