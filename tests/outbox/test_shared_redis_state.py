@@ -157,3 +157,56 @@ async def test_a_huge_job_field_is_not_read(r, ar) -> None:
     r.hset("bull:q:wide", mapping={f"f{i}": i for i in range(100)} | {"name": "w"})
     wide = await bull_job_state(ar, CONV, "q", "wide")
     assert wide.hash_exists and wide.name == "w" and wide.state == "unknown"
+
+
+async def test_job_name_and_failed_reason_are_capped_with_flags(r, ar) -> None:
+    from tools.outbox.bull_state import MAX_FIELD_BYTES
+
+    r.hset("bull:q:long", mapping={"name": "n" * 300, "failedReason": "é" * 100, "attemptsMade": "3"})
+    r.zadd("bull:q:failed", {"long": 1})
+    job = await bull_job_state(ar, CONV, "q", "long", value_max_bytes=64)
+    assert (job.name, job.name_truncated) == ("n" * 64, True)
+    assert (job.failed_reason, job.failed_reason_truncated) == ("é" * 32, True)
+    short = await bull_job_state(ar, CONV, "q", "long", value_max_bytes=300)
+    assert short.name == "n" * 300 and not short.name_truncated and short.failed_reason_truncated is False
+    r.hset("bull:q:huge-name", mapping={"name": "n" * (MAX_FIELD_BYTES + 1), "attemptsMade": 1})
+    r.zadd("bull:q:failed", {"huge-name": 2})
+    huge = await bull_job_state(ar, CONV, "q", "huge-name")
+    assert huge.name is None and huge.name_truncated and huge.attempts_made == 1  # not read at all
+
+
+async def test_last_error_is_read_up_to_the_byte_cap(r, ar) -> None:
+    stream = "stream:user:created"
+    entry = r.xadd(stream, {"id": "e-1"}).decode()
+    sim.ensure_group(r, stream, "g1")
+    sim.consumer_read(r, stream, "g1", "c1")
+    sim.consumer_dead_letter(r, stream, "g1", entry, "E" * 65)
+    before = snapshot(r)
+    (d,) = await message_delivery(ar, CONV, Limits(payload_max_bytes=64), stream, entry)
+    assert d.retry.last_error == "E" * 64 and d.retry.last_error_truncated
+    assert d.dead_letters[0].error == "E" * 64 and d.dead_letters[0].error_truncated
+    (whole,) = await message_delivery(ar, CONV, Limits(payload_max_bytes=65), stream, entry)
+    assert whole.retry.last_error == "E" * 65 and whole.retry.last_error_truncated is False
+    assert not whole.dead_letters[0].error_truncated
+    assert snapshot(r) == before
+
+
+async def test_empty_retry_keys_still_count_as_bookkeeping(r, ar) -> None:
+    stream = "stream:user:created"
+    entry = r.xadd(stream, {"id": "e-1"}).decode()
+    sim.ensure_group(r, stream, "g1")
+    r.set(f"retry:post-processor:g1:{entry}:lastError", "")
+    (d,) = await message_delivery(ar, CONV, Limits(), stream, entry)
+    assert d.retry.exists and d.retry.last_error == "" and d.retry.attempt is None
+    r.set(f"retry:post-processor:g1:{entry}:attempt", "x" * 1000)  # no counter: not a number, read bounded
+    (d,) = await message_delivery(ar, CONV, Limits(), stream, entry)
+    assert d.retry.exists and d.retry.attempt is None
+
+
+async def test_a_dead_letter_names_its_group_when_the_entry_carries_one(r, ar) -> None:
+    stream = "stream:s"
+    target = r.xadd(stream, {"id": "x"}).decode()
+    r.xadd(stream + "-dlq", {"messageId": target, "error": "boom", "group": "g7", "timestamp": "1700000000000"})
+    (found,) = await find_dead_letters(ar, CONV, Limits(), stream, [target])
+    assert (found.group, found.error, found.timestamp, found.dlq_stream) == ("g7", "boom", "1700000000000",
+                                                                              stream + "-dlq")

@@ -14,9 +14,11 @@ For a stream entry id, per group (``XINFO GROUPS``):
 
 Plus the retry bookkeeping (``retry:post-processor:<group>:<messageId>`` and its
 ``:attempt`` / ``:lastError`` keys, the ``retry-queue:post-processor:<group>`` score)
-and the idempotency lock with its TTL. Every key pattern comes from ``Conventions``.
+and the idempotency lock with its TTL. Every key pattern comes from ``Conventions`` and
+is built by :mod:`tools.streams.keys`; dead-letter entries are parsed by
+:func:`tools.streams.dlq.parse_dlq_entry`, values decoded and cut by :mod:`tools.streams.values`.
 
-Only read commands: XINFO, XPENDING, XRANGE, GET, EXISTS, TTL, ZSCORE. Never
+Only read commands: XINFO, XPENDING, XRANGE, GETRANGE, EXISTS, TTL, ZSCORE. Never
 XREADGROUP (it would deliver the message) and never KEYS.
 """
 
@@ -28,18 +30,32 @@ import redis.exceptions as redis_exceptions
 from pydantic import BaseModel, Field
 
 from server.config import Conventions, Limits
-from tools.outbox.bull_state import cut
+from tools.streams.keys import (
+    dlq_key,
+    idempotency_key,
+    retry_attempt_key,
+    retry_key,
+    retry_last_error_key,
+    retry_queue_key,
+)
+from tools.streams.values import capped, text
 
 DeliveryState = Literal["not_delivered", "pending", "acknowledged", "dead_lettered"]
 
 
-class DeadLetter(BaseModel):
-    """One entry of a dead-letter stream that refers to the message."""
+ATTEMPT_MAX_BYTES = 64
+"""The retry attempt counter is a number: more than this is not read."""
+
+
+class MessageDeadLetter(BaseModel):
+    """One entry of a dead-letter stream that refers to the message (the short form of
+    :class:`tools.streams.dlq.DeadLetter`, which ``dlq_list`` shows in full)."""
 
     dlq_stream: str
     dlq_entry_id: str
     message_id: str = Field(description="the messageId field: the entry id in the source stream")
     error: str | None = None
+    error_truncated: bool = Field(default=False, description="error was cut at [limits] payload_max_bytes")
     timestamp: str | None = None
     group: str | None = Field(default=None, description="the group field, when the DLQ entry carries one")
 
@@ -50,7 +66,12 @@ class RetryState(BaseModel):
     key: str = Field(description="retry:post-processor:<group>:<messageId> (base key)")
     exists: bool = Field(description="any of the retry keys exists")
     attempt: int | None = None
-    last_error: str | None = None
+    last_error: str | None = Field(default=None, description="the :lastError key, cut at [limits] payload_max_bytes")
+    last_error_truncated: bool | None = Field(
+        default=None,
+        description="last_error was cut at the byte cap; None where the reader does not say (dlq_list: see "
+        "bookkeeping[].last_error_truncated)",
+    )
     next_retry_at_ms: int | None = Field(default=None, description="score in the retry queue sorted set")
     retry_queue_key: str
 
@@ -82,7 +103,7 @@ class GroupDelivery(BaseModel):
     last_delivered_id: str
     pending: PendingEntry | None = None
     acknowledged: bool
-    dead_letters: list[DeadLetter] = Field(default_factory=list)
+    dead_letters: list[MessageDeadLetter] = Field(default_factory=list)
     retry: RetryState
     idempotency: IdempotencyLock
     lock_stale: bool = Field(
@@ -93,20 +114,13 @@ class GroupDelivery(BaseModel):
 
 
 def _text(value: Any) -> str:
-    if isinstance(value, bytes):
-        return value.decode("utf-8", errors="replace")
-    return str(value)
+    return text(value) or ""
 
 
 def parse_entry_id(entry_id: bytes | str) -> tuple[int, int]:
     """``"1700000000000-3"`` -> ``(1700000000000, 3)``; raises ValueError when malformed."""
-    text = _text(entry_id)
-    ms, _, seq = text.partition("-")
+    ms, _, seq = _text(entry_id).partition("-")
     return int(ms), int(seq or 0)
-
-
-def dlq_stream_of(conventions: Conventions, stream: str) -> str:
-    return f"{stream}{conventions.dlq_suffix}"
 
 
 async def find_dead_letters(
@@ -115,7 +129,7 @@ async def find_dead_letters(
     limits: Limits,
     stream: str,
     message_ids: list[str],
-) -> list[DeadLetter]:
+) -> list[MessageDeadLetter]:
     """DLQ entries of ``stream`` whose ``messageId`` is one of ``message_ids`` (see :func:`scan_dead_letters`)."""
     found, _complete = await scan_dead_letters(redis, conventions, limits, stream, message_ids)
     return found
@@ -127,25 +141,25 @@ async def scan_dead_letters(
     limits: Limits,
     stream: str,
     message_ids: list[str],
-) -> tuple[list[DeadLetter], bool]:
+) -> tuple[list[MessageDeadLetter], bool]:
     """DLQ entries referring to ``message_ids``, and whether the search reached the DLQ's end.
 
     Reads ``<stream><dlq_suffix>`` from the oldest candidate's millisecond onwards, in pages
     of 50, 100, 200, ... entries (at most ``limits.max_count``), at most
     ``limits.scan_max_iterations`` pages; the second value is False when that bound stopped
-    the search first (a dead letter further on was not seen). Field names come from
-    ``conventions`` (``dlq_message_id_field``, ``dlq_error_field``, ``dlq_timestamp_field``);
-    the error text is cut at ``limits.payload_max_bytes``.
+    the search first (a dead letter further on was not seen). Only the ``messageId`` field
+    (``conventions.dlq_message_id_field``) of each entry is looked at; a matching entry is
+    parsed by :func:`tools.streams.dlq.parse_dlq_entry` with ``limits.payload_max_bytes``.
     """
+    from tools.streams.dlq import parse_dlq_entry  # here: tools.streams.dlq imports this module (dlq_joins)
+
     if not message_ids:
         return [], True
     wanted = set(message_ids)
     start_ms = min(parse_entry_id(m)[0] for m in message_ids)
-    dlq = dlq_stream_of(conventions, stream)
+    dlq = dlq_key(conventions, stream)
     id_field = conventions.dlq_message_id_field.encode()
-    error_field = conventions.dlq_error_field.encode()
-    time_field = conventions.dlq_timestamp_field.encode()
-    found: list[DeadLetter] = []
+    found: list[MessageDeadLetter] = []
     start: str = f"{start_ms}-0"
     count = min(50, limits.max_count)  # dead letters follow their message closely: start small, then double
     for _ in range(limits.scan_max_iterations):
@@ -153,16 +167,17 @@ async def scan_dead_letters(
         for raw_id, fields in page:
             message_id = _text(fields.get(id_field, b""))
             if message_id in wanted:
-                error, _ = cut(_text(fields[error_field]), limits.payload_max_bytes) if error_field in fields else (
-                    None, False)
+                entry = parse_dlq_entry(fields, dlq_stream=dlq, dlq_id=_text(raw_id), conventions=conventions,
+                                        max_bytes=limits.payload_max_bytes)
                 found.append(
-                    DeadLetter(
+                    MessageDeadLetter(
                         dlq_stream=dlq,
-                        dlq_entry_id=_text(raw_id),
+                        dlq_entry_id=entry.dlq_id,
                         message_id=message_id,
-                        error=error,
-                        timestamp=_text(fields[time_field]) if time_field in fields else None,
-                        group=_text(fields[b"group"]) if b"group" in fields else None,
+                        error=entry.error,
+                        error_truncated=entry.error_truncated,
+                        timestamp=entry.timestamp,
+                        group=entry.extra_fields.get("group"),
                     )
                 )
         if len(page) < count:
@@ -172,46 +187,56 @@ async def scan_dead_letters(
     return found, False
 
 
-def _format(pattern: str, **values: str) -> str:
-    return pattern.replace("{group}", values.get("group", "")).replace(
-        "{message_id}", values.get("message_id", "")
-    )
-
-
 async def _bookkeeping(
-    redis: Any, conventions: Conventions, group: str, message_id: str, entry_id: str
+    redis: Any, conventions: Conventions, limits: Limits, group: str, message_id: str, entry_id: str
 ) -> tuple[RetryState, IdempotencyLock]:
-    base = _format(conventions.retry_key, group=group, message_id=message_id)
-    queue_key = _format(conventions.retry_queue_key, group=group)
-    lock_key = _format(conventions.idempotency_key, group=group, message_id=message_id)
+    """Retry keys and idempotency lock of ``message_id`` in ``group``, read with bounded sizes.
+
+    The attempt counter is read up to :data:`ATTEMPT_MAX_BYTES`, the last error up to
+    ``limits.payload_max_bytes`` (``GETRANGE``, one byte more to tell a cut); ``EXISTS``
+    says whether each key is there (``GETRANGE`` reads a missing key as empty).
+    """
+    base = retry_key(conventions, group, message_id)
+    attempt_key = retry_attempt_key(conventions, group, message_id)
+    error_key = retry_last_error_key(conventions, group, message_id)
+    queue_key = retry_queue_key(conventions, group)
+    lock_key = idempotency_key(conventions, group, message_id)
+    max_bytes = limits.payload_max_bytes
     pipe = redis.pipeline(transaction=False)
     pipe.exists(base)
-    pipe.get(base + conventions.retry_attempt_suffix)
-    pipe.get(base + conventions.retry_last_error_suffix)
+    pipe.exists(attempt_key)
+    pipe.getrange(attempt_key, 0, ATTEMPT_MAX_BYTES - 1)
+    pipe.exists(error_key)
+    pipe.getrange(error_key, 0, max_bytes)  # inclusive end: one byte over the cap shows the value was cut
     pipe.zscore(queue_key, message_id)
     pipe.zscore(queue_key, entry_id)
     pipe.exists(lock_key)
     pipe.ttl(lock_key)
-    base_exists, attempt, last_error, score, score_entry, lock_exists, ttl = await pipe.execute()
+    (base_exists, attempt_exists, attempt, error_exists, last_error, score, score_entry, lock_exists,
+     ttl) = await pipe.execute()
     if score is None:
         score = score_entry
-    attempt_n: int | None = None
-    if attempt is not None:
-        try:
-            attempt_n = int(_text(attempt))
-        except ValueError:
-            attempt_n = None
+    error_text, error_cut = capped(last_error, max_bytes) if error_exists else (None, False)
     retry = RetryState(
         key=base,
-        exists=bool(base_exists) or attempt is not None or last_error is not None or score is not None,
-        attempt=attempt_n,
-        last_error=_text(last_error)[:2000] if last_error is not None else None,
+        exists=bool(base_exists) or bool(attempt_exists) or bool(error_exists) or score is not None,
+        attempt=_attempt(attempt) if attempt_exists else None,
+        last_error=error_text,
+        last_error_truncated=error_cut,
         next_retry_at_ms=int(score) if score is not None else None,
         retry_queue_key=queue_key,
     )
     ttl_s = int(ttl) if ttl is not None and ttl >= 0 else None
     lock = IdempotencyLock(key=lock_key, exists=bool(lock_exists), ttl_s=ttl_s)
     return retry, lock
+
+
+def _attempt(value: bytes | str | None) -> int | None:
+    """The attempt counter: an integer (a fraction or other text is no counter)."""
+    try:
+        return int(_text(value))
+    except ValueError:
+        return None
 
 
 async def stream_groups(redis: Any, stream: str) -> list[dict[str, Any]]:
@@ -273,10 +298,10 @@ async def message_delivery(
                 consumer_idle_ms=consumer_idle,
                 consumer_dead=consumer_idle is not None and consumer_idle >= limits.dead_consumer_idle_ms,
             )
-        retry, lock = await _bookkeeping(redis, conventions, group, candidates[0], entry)
+        retry, lock = await _bookkeeping(redis, conventions, limits, group, candidates[0], entry)
         used = candidates[0]
         if len(candidates) > 1 and not retry.exists and not lock.exists:
-            alt_retry, alt_lock = await _bookkeeping(redis, conventions, group, candidates[1], entry)
+            alt_retry, alt_lock = await _bookkeeping(redis, conventions, limits, group, candidates[1], entry)
             if alt_retry.exists or alt_lock.exists:
                 retry, lock, used = alt_retry, alt_lock, candidates[1]
         acknowledged = delivered and pending is None

@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from tools.outbox.bull_state import BullJobState
-from tools.outbox.delivery import DeadLetter, GroupDelivery
+from tools.outbox.delivery import GroupDelivery, MessageDeadLetter
 
 TableKind = Literal["jobs_outbox", "event_queue", "job_audit"]
 
@@ -180,7 +180,7 @@ class Hop(BaseModel):
     bull: BullJobState | None = None
     entry: StreamEntryRef | None = None
     delivery: GroupDelivery | None = None
-    dead_letters: list[DeadLetter] = Field(default_factory=list)
+    dead_letters: list[MessageDeadLetter] = Field(default_factory=list)
     redis_key: dict[str, Any] | None = Field(default=None, description="key, exists, value, ttl_s for key hops")
 
 
