@@ -210,3 +210,16 @@ async def test_a_dead_letter_names_its_group_when_the_entry_carries_one(r, ar) -
     (found,) = await find_dead_letters(ar, CONV, Limits(), stream, [target])
     assert (found.group, found.error, found.timestamp, found.dlq_stream) == ("g7", "boom", "1700000000000",
                                                                               stream + "-dlq")
+
+
+async def test_a_key_hop_reads_its_value_up_to_the_cap(r, ar) -> None:
+    from tools.outbox.trace_streams import get_key
+
+    r.set("guard:long", "v" * 100, ex=50)
+    r.rpush("guard:list", "x")
+    long = await get_key(ar, "guard:long", 64)
+    assert (long["exists"], long["value"], long["truncated"]) == (True, "v" * 64, True) and 0 < long["ttl_s"] <= 50
+    assert (await get_key(ar, "guard:long", 100))["truncated"] is False
+    assert await get_key(ar, "guard:list", 64) == {"key": "guard:list", "exists": True, "value": None,
+                                                   "truncated": False, "ttl_s": None}
+    assert (await get_key(ar, "guard:absent", 64))["exists"] is False

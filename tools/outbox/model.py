@@ -181,7 +181,9 @@ class Hop(BaseModel):
     entry: StreamEntryRef | None = None
     delivery: GroupDelivery | None = None
     dead_letters: list[MessageDeadLetter] = Field(default_factory=list)
-    redis_key: dict[str, Any] | None = Field(default=None, description="key, exists, value, ttl_s for key hops")
+    redis_key: dict[str, Any] | None = Field(
+        default=None, description="key, exists, value (cut at the byte cap), truncated, ttl_s for key hops"
+    )
 
 
 class TraceReport(BaseModel):

@@ -34,6 +34,7 @@ from tools.outbox.schema_discovery import SchemaCatalog, TableSchema
 from tools.outbox.trace_job_logic import job_findings
 from tools.outbox.trace_streams import get_key, redis_now_ms, stream_hops
 from tools.outbox.verdicts import overall, ranked, verdict
+from tools.streams.keys import fill
 
 
 @dataclass
@@ -278,7 +279,7 @@ class Tracer:
             bull = await self._redis(bull_job_state, self.connections.redis(), conv, str(queue), job_id,
                                      list_scan_max=self.settings.limits.bull_list_scan_max,
                                      value_max_bytes=self.settings.limits.payload_max_bytes)
-        guard = await self._redis(get_key, self.connections.redis(), conv.job_completed_key.replace("{job_id}", job_id),
+        guard = await self._redis(get_key, self.connections.redis(), fill(conv.job_completed_key, job_id=job_id),
                                   self.settings.limits.payload_max_bytes)
         outcome_chains: list[tuple[Found, list[Hop], list[Verdict]]] = []
         for outcome in (hit.outcomes if hit else []):

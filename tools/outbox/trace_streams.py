@@ -18,11 +18,11 @@ from server.config import Settings
 from tools.outbox.delivery import GroupDelivery, message_delivery, parse_entry_id, stream_groups
 from tools.outbox.model import Hop, StreamEntryRef, Verdict
 from tools.outbox.verdicts import GROUP_PRIORITY, verdict
-from tools.streams.values import capped
+from tools.streams.values import capped, redis_time_ms, reply_or_raise, text
 
 
 def _text(value: Any) -> str:
-    return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else str(value)
+    return text(value) or ""
 
 
 FIRST_PAGE = 50
@@ -32,8 +32,8 @@ FIRST_PAGE = 50
 def _keep(ref: StreamEntryRef, raw_id: Any, fields: dict[bytes, bytes], max_bytes: int) -> None:
     ref.entry_id = _text(raw_id)
     for key, value in fields.items():
-        text, was_cut = capped(_text(value), max_bytes)
-        ref.fields[_text(key)] = text or ""
+        shown, was_cut = capped(_text(value), max_bytes)
+        ref.fields[_text(key)] = shown or ""
         ref.truncated = ref.truncated or was_cut
 
 
@@ -233,17 +233,23 @@ async def stream_hops(
 
 
 async def redis_now_ms(redis: Any) -> int:
-    seconds, micros = await redis.time()
-    return int(seconds) * 1000 + int(micros) // 1000
+    return redis_time_ms(await redis.time())
 
 
 async def get_key(redis: Any, key: str, max_bytes: int) -> dict[str, Any]:
-    """A string key's value (cut) and TTL, for key hops such as the job completion guard."""
-    try:
-        value = await redis.get(key)
-    except redis_exceptions.ResponseError:
-        return {"key": key, "exists": bool(await redis.exists(key)), "value": None, "ttl_s": None}
-    ttl = await redis.ttl(key) if value is not None else None
-    text, _ = capped(_text(value), max_bytes) if value is not None else (None, False)
-    return {"key": key, "exists": value is not None, "value": text,
+    """A string key's value and TTL, for key hops such as the job completion guard.
+
+    The value is read with ``GETRANGE`` up to ``max_bytes`` (``truncated`` says it was cut);
+    a key of another type shows as existing, with no value and no TTL.
+    """
+    pipe = redis.pipeline(transaction=False)
+    pipe.exists(key)
+    pipe.getrange(key, 0, max_bytes)  # inclusive end: one byte over the cap shows the value was cut
+    pipe.ttl(key)
+    exists, value, ttl = await pipe.execute(raise_on_error=False)
+    exists, ttl = reply_or_raise(exists), reply_or_raise(ttl)
+    if not exists or isinstance(value, redis_exceptions.ResponseError):  # absent, or not a string (WRONGTYPE)
+        return {"key": key, "exists": bool(exists), "value": None, "truncated": False, "ttl_s": None}
+    text, truncated = capped(reply_or_raise(value), max_bytes)
+    return {"key": key, "exists": True, "value": text, "truncated": truncated,
             "ttl_s": int(ttl) if ttl is not None and ttl >= 0 else None}
