@@ -282,9 +282,10 @@ def test_fanout_written_by_a_post_processor_and_followed_through_the_handlers_wr
         ("handler", at(f"{WR}/workers/handlers/fanout-ranking.handler.ts", "export class"), "ranking.fanout_ranking"),
         ("worker", at(f"{WR}/workers/ranking.worker.ts", "export class"), "ranking.fanout_ranking"),
     }
-    via_writer = {(f.value, f.confidence) for f in r.followups if "RankingJobWriter" in f.via}
-    # the writer's type comes from RANKING_JOB_BY_KIND[kind]: every entry is listed (the handler passes FEED)
-    assert via_writer == {("ranking.compute_user_feed", "heuristic"), ("ranking.compute_user_ranking", "heuristic")}
+    via_writer = {(f.value, f.confidence, f.via) for f in r.followups if "RankingJobWriter" in f.via}
+    # the writer's type is RANKING_JOB_BY_KIND[kind]; the handler calls write(RankingListKind.FEED, ...)
+    assert via_writer == {
+        ("ranking.compute_user_feed", "heuristic", "handler FanoutRankingHandler via RankingJobWriter")}
 
 
 # -- events, streams ------------------------------------------------------------------------------

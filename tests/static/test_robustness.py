@@ -241,3 +241,27 @@ def test_post_processors_started_through_a_namespace_import_or_not_at_all(tmp_pa
     assert {(c.symbol, c.confidence, c.detail.get("started")) for c in consumers} == {
         ("Mailer", "exact", None), ("Ranking", "exact", None), ("Legacy", "heuristic", "no")}
     assert svc.analyze_impact("stream:users").routes[0].consumers == 2
+
+
+def test_a_collaborator_writes_only_through_the_methods_the_handler_calls(tmp_path: Path) -> None:
+    write(tmp_path, "msg/src/types.ts", TYPES + "export enum ShopEventType { CHARGED = 'shop.charged' }\n")
+    write(tmp_path, "worker/src/shop.repository.ts",
+          "import { ShopEventType } from '../../msg/src/types.js';\n"
+          "export class ShopRepository {\n"
+          "  async find(id: string) { return id; }\n"
+          "  async markCharged(id: string) {\n"
+          "    return EventQueueEntity.createEvent({ type: ShopEventType.CHARGED, targetServices: ['shop'] });\n"
+          "  }\n}\n")
+    for name, member, call in (("Charge", "CHARGE", "markCharged"), ("Refund", "REFUND", "find")):
+        write(tmp_path, f"worker/src/{name.lower()}.handler.ts",
+              "import { ShopJobType } from '../../msg/src/types.js';\n"
+              "import { ShopRepository } from './shop.repository.js';\n"
+              f"export class {name}Handler {{\n  readonly jobType = ShopJobType.{member};\n"
+              "  constructor(private readonly repo: ShopRepository) {}\n"
+              f"  async handle(job) {{ await this.repo.{call}(job.id); }}\n}}\n")
+    svc = index(tmp_path)
+    def handler_hops(target: str) -> set[tuple[str, str]]:
+        return {(f.value, f.via) for f in svc.analyze_impact(target).followups if f.via.startswith("handler")}
+
+    assert handler_hops("CHARGE") == {("shop.charged", "handler ChargeHandler via ShopRepository")}
+    assert handler_hops("REFUND") == set()  # it only reads through the repository

@@ -60,6 +60,9 @@ class ClassFacts:
             is_handler = not set(info.get("fields", ())).isdisjoint(self.cfg.handler_type_fields)
             if is_worker or is_handler or "extends" in info:  # names it mentions: handlers, collaborators
                 info["refs"] = sorted({text(n) for n in captures(self.q["refs"], body).get("id", [])})
+                calls = _member_calls(captures(self.q["member_calls"], body).get("call", []))
+                if calls:
+                    info["member_calls"] = calls
                 cases = captures(self.q["cases"], body).get("v", [])
                 if cases:
                     info["cases"] = [[to_expr(c), line_of(c)] for c in cases]
@@ -85,6 +88,8 @@ class ClassFacts:
                 value = member.child_by_field_name("value")
                 if value is not None and fname:
                     fields[fname] = [to_expr(value, 0, False), line_of(member)]
+                elif fname and _type_name(member):  # private readonly writer: RankingJobWriter;
+                    info.setdefault("field_types", {})[fname] = _type_name(member)
             elif member.type == "method_definition":
                 mname = text(member.child_by_field_name("name"))
                 mbody = member.child_by_field_name("body")
@@ -99,6 +104,9 @@ class ClassFacts:
                             _merge(found, self.filter_info(hbody, line_of(hnode), _first_param(hnode)))
                     info.setdefault("filters", {})[mname] = found
                 elif mname == "constructor":
+                    typed = _typed_params(member)
+                    if typed:
+                        info["field_types"] = typed
                     supers = captures(self.q["supers"], mbody).get("call", [])
                     if supers:
                         args = supers[0].child_by_field_name("arguments")
@@ -245,3 +253,38 @@ def _merge(into: dict[str, Any], other: dict[str, Any]) -> None:
                 into.setdefault(key, {}).setdefault(op, []).extend(items)
         else:
             into.setdefault(key, []).extend(value)
+
+
+def _type_name(node: Node) -> str:
+    """``RankingJobWriter`` of a ``writer: RankingJobWriter`` annotation ("" for none or a complex type)."""
+    ann = node.child_by_field_name("type")
+    inner = ann.named_children[0] if ann is not None and ann.named_child_count else None
+    if inner is None or inner.type not in ("type_identifier", "generic_type", "nested_type_identifier"):
+        return ""
+    return text(inner).split("<", 1)[0]
+
+
+def _typed_params(ctor: Node) -> dict[str, str]:
+    """Constructor parameters with a class type: ``private readonly writer: RankingJobWriter``."""
+    params = ctor.child_by_field_name("parameters")
+    out: dict[str, str] = {}
+    for p in params.named_children if params is not None else ():
+        pat = p.child_by_field_name("pattern")
+        name = _type_name(p)
+        if pat is not None and pat.type == "identifier" and name:
+            out[text(pat)] = name
+    return out
+
+
+def _member_calls(calls: list[Node]) -> list[Any]:
+    """``this.writer.write(a, b)`` calls: [field, method, [argument expressions]] (the first 100)."""
+    out = []
+    for call in calls[:100]:
+        fn = call.child_by_field_name("function")
+        obj = fn.child_by_field_name("object") if fn is not None else None
+        args = call.child_by_field_name("arguments")
+        if obj is None or args is None:
+            continue
+        out.append([text(obj.child_by_field_name("property")), text(fn.child_by_field_name("property")),
+                    [to_expr(a) for a in args.named_children[:8]]])
+    return out

@@ -79,7 +79,7 @@ class ClassLinker:
             site = self.l.site(path, info["line"], name, "handler", conf, vals[0].value, handler_class=name)
             self.idx.handlers[(path, name)] = HandlerRec((path, name), site, [v.value for v in vals], conf)
         for path in self.l.relevant:
-            for call_name, _receiver, args, _targs, line, symbol in self.l.facts[path].get("calls", ()):
+            for call_name, _receiver, args, _targs, line, symbol, *_params in self.l.facts[path].get("calls", ()):
                 if call_name not in self.sc.create_job_calls or not symbol:
                     continue
                 owner, _, method = symbol.rpartition(".")
@@ -250,8 +250,47 @@ class ClassLinker:
                 if other in producing and other != key and other not in found \
                         and other not in self.idx.handlers and other not in self.idx.workers:  # followed on their own
                     found.append(other)
+            found = [other for other in found if self._bound_calls(key, info, other)]
             if found:
                 self.idx.collaborators[key] = found
+
+    def _bound_calls(self, key: tuple[str, str], info: dict[str, Any], other: tuple[str, str]) -> bool:
+        """Whether ``key`` may make ``other`` produce, narrowing what it produces when the calls say so.
+
+        ``this.writer.write(RankingListKind.FEED, id)`` on a field typed ``RankingJobWriter``: the
+        writer's ``createJob({ type: RANKING_JOB_BY_KIND[kind] })`` in ``write(kind, ...)`` is evaluated
+        with ``kind`` bound to the argument, and ``collaborator_values`` keeps what it gives. A consumer
+        whose typed fields name ``other`` but never call a method of it that writes, never makes it write."""
+        fields = set()
+        for fname, type_name in info.get("field_types", {}).items():
+            decl = self.r.symbol(key[0], type_name)
+            if isinstance(decl, Decl) and (decl.path, decl.name) == other:
+                fields.add(fname)
+        if not fields:
+            return True  # injected some other way: what it writes may follow (heuristic)
+        writers: dict[str, dict[tuple[str, int], Any]] = {}
+        for _k, site in self.idx.class_producers[other]:
+            if site.symbol and "." in site.symbol:
+                writers.setdefault(site.symbol.split(".", 1)[1], {})[(site.file, site.line)] = site
+        allowed: set[str] = set()
+        called = False
+        for field, method, args in info.get("member_calls", ()):
+            for where in writers.get(method, {}) if field in fields else ():
+                called = True
+                facts = self.l.call_args.get(where)
+                if facts is None:
+                    return True
+                call_args, _targs, params = facts
+                obj = self.l.message_object(call_args)
+                expr = self.l.field(obj, self.sc.type_fields) if obj is not None else None
+                bind = {p: (a, key[0]) for p, a in zip(params, args, strict=False) if p}
+                vals = self.r.eval(expr, where[0], bind) if expr is not None else []
+                if not vals:
+                    return True  # not narrowed: every value it writes may follow
+                allowed.update(v.value for v in vals)
+        if called and allowed:
+            self.idx.collaborator_values[(key, other)] = sorted(allowed)
+        return called
 
     def accepted(self, ancestors: list) -> tuple[dict[str, str], list[tuple[str, str]], str]:
         accepts: dict[str, str] = {}

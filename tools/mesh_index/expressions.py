@@ -77,7 +77,8 @@ def line_of(node: Node) -> int:
     return node.start_point[0] + 1
 
 
-def _param_names(fn: Node) -> list[str]:
+def param_names(fn: Node) -> list[str]:
+    """Names of a function's parameters, in order ("" for a destructured one)."""
     names: list[str] = []
     params = fn.child_by_field_name("parameters")
     single = fn.child_by_field_name("parameter")
@@ -86,8 +87,7 @@ def _param_names(fn: Node) -> list[str]:
     if params is not None:
         for p in params.named_children:
             pat = p.child_by_field_name("pattern") or p
-            if pat.type == "identifier":
-                names.append(text(pat))
+            names.append(text(pat) if pat.type == "identifier" else "")
     return names
 
 
@@ -107,7 +107,7 @@ def _local_init(node: Node, name: str) -> tuple[str, Node | None]:
                             found = decl.child_by_field_name("value")
             if found is not None:
                 return "init", found
-        elif parent.type in FUNCTION_NODES and name in _param_names(parent):
+        elif parent.type in FUNCTION_NODES and name in param_names(parent):
             return "param", None
         elif parent.type in ("for_in_statement", "for_statement") and re.search(
                 rf"(?<![\w$]){re.escape(name)}(?![\w$])", text(parent.child_by_field_name("left"))):

@@ -194,8 +194,9 @@ class ImpactEngine:
                     if k != key:
                         yield k, f"handler {h.key[1]}", site.confidence, site
                 for other in idx.collaborators.get(h.key, ()):  # this.writer.write(...): what the writer produces
+                    allowed = idx.collaborator_values.get((h.key, other))
                     for k, site in idx.class_producers.get(other, ()):
-                        if k != key:
+                        if k != key and (allowed is None or k[1] in allowed):
                             yield k, f"handler {h.key[1]} via {other[1]}", "heuristic", site
             emitters = {_emitter_of(s, idx.emitters) for s in idx.producers.get(key, ())
                         if include_tests or not s.test_only}
@@ -209,7 +210,10 @@ class ImpactEngine:
                 if not pp.started:
                     continue  # nothing runs it
                 for owner in (pp.key, *idx.collaborators.get(pp.key, ())):
+                    allowed = idx.collaborator_values.get((pp.key, owner))
                     for k, site in idx.class_producers.get(owner, ()):
+                        if allowed is not None and k[1] not in allowed:
+                            continue
                         via_table = site.detail.get("via")
                         if via_table and origin_job is not None and not self._maps(via_table, origin_job, k[1]):
                             continue

@@ -132,6 +132,8 @@ class LinkedIndex:
     wrappers: dict[tuple[str, str], SiteRec] = field(default_factory=dict)  # fallback wrapper -> its createJob
     # handler / post-processor -> classes it names (injected writers, repositories) that produce jobs or events
     collaborators: dict[tuple[str, str], list[tuple[str, str]]] = field(default_factory=dict)
+    # (consumer, collaborator) -> the only values the consumer's calls make the collaborator write
+    collaborator_values: dict[tuple[tuple[str, str], tuple[str, str]], list[str]] = field(default_factory=dict)
     emitters: list[str] = field(default_factory=list)
     stream_prefix: str = "stream:"
     handlers_by_job: dict[str, list[HandlerRec]] = field(default_factory=dict)

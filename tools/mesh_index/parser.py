@@ -24,6 +24,7 @@ from tools.mesh_index.expressions import (
     enclosing_symbol,
     line_of,
     object_entries,
+    param_names,
     string_value,
     text,
     to_expr,
@@ -272,4 +273,23 @@ class _FileExtractor(ClassFacts, LiteralFacts):
                 type_exprs(type_args) if type_args is not None else [],
                 line_of(call),
                 enclosing_symbol(call),
+                _method_params(call),
             ])
+
+
+NAMED_FUNCTIONS = ("method_definition", "function_declaration", "generator_function_declaration")
+
+
+def _method_params(node: Node) -> list[str]:
+    """Parameter names of the method (or function) around a call, in order: the positions callers bind
+    (``write(kind, userId)`` called as ``this.writer.write(RankingListKind.FEED, id)``)."""
+    cur, nearest = node.parent, None
+    while cur is not None:
+        if cur.type in NAMED_FUNCTIONS:
+            return param_names(cur)
+        if nearest is None and cur.type in ("arrow_function", "function_expression", "function"):
+            nearest = cur
+        if cur.type in ("class_body", "program"):
+            break
+        cur = cur.parent
+    return param_names(nearest) if nearest is not None else []

@@ -44,6 +44,7 @@ class Linker:
         self.secondary: dict[tuple[str, str], str] = {}
         self.query_calls: list[tuple[str, Any, int, str | None]] = []
         self.worker_jobs: dict[tuple[str, str], list[str]] = {}
+        self.call_args: dict[tuple[str, int], tuple[Any, Any, list[str]]] = {}  # (path, line) -> args, targs, params
         self.sql_seen: dict[tuple[str, int, str, str | None], tuple[Any, bool, str | None]] = {}
         msg = self.sc.messaging_package.strip("/")
         self._msg_probe = "/" + msg + "/"
@@ -190,7 +191,9 @@ class Linker:
         sc = self.sc
         entities = set(sc.outbox_entities)
         for path in self.relevant:
-            for name, receiver, args, targs, line, symbol in self.facts[path].get("calls", ()):
+            for name, receiver, args, targs, line, symbol, *params in self.facts[path].get("calls", ()):
+                if params and params[0]:
+                    self.call_args[(path, line)] = (args, targs, params[0])
                 if symbol and symbol.split(".")[0] in entities and name not in sc.migration_query_calls:
                     continue  # the entity's own plumbing (createFollowUp forwarding its caller's params to createEvent)
                 if name in sc.create_job_calls:

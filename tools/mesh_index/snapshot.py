@@ -27,7 +27,7 @@ from tools.mesh_index.linked import (
 )
 from tools.mesh_index.workspace import Discovery
 
-FORMAT = 3
+FORMAT = 4
 
 
 def config_mtimes(workspace: Path, found: Discovery) -> dict[str, int]:
@@ -95,6 +95,7 @@ def dump(idx: LinkedIndex, parse_error_files: list[str]) -> dict[str, Any]:
                             for key, items in idx.class_producers.items()],
         "wrappers": [[*key, ref(s)] for key, s in idx.wrappers.items()],
         "collaborators": [[*key, [list(c) for c in cs]] for key, cs in idx.collaborators.items()],
+        "collaborator_values": [[list(k), list(o), v] for (k, o), v in idx.collaborator_values.items()],
         "emitters": idx.emitters,
         "stream_prefix": idx.stream_prefix,
         "parse_error_files": parse_error_files,
@@ -146,4 +147,5 @@ def load(data: dict[str, Any]) -> tuple[LinkedIndex, list[str]]:
                            for p, n, items in data["class_producers"]}
     idx.wrappers = {(p, n): sites[i] for p, n, i in data["wrappers"]}
     idx.collaborators = {(p, n): [tuple(c) for c in cs] for p, n, cs in data["collaborators"]}
+    idx.collaborator_values = {(tuple(k), tuple(o)): list(v) for k, o, v in data["collaborator_values"]}
     return idx, list(data["parse_error_files"])

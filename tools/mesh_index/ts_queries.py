@@ -60,6 +60,11 @@ def queries(kind: str, cfg: ExtractConfig) -> dict[str, Query]:
         "filter_calls": """(call_expression function: [(identifier) @f
                               (member_expression property: (property_identifier) @f)]) @call""",
         "supers": "(call_expression function: (super)) @call",
+        "member_calls": """(call_expression
+                             function: (member_expression
+                               object: (member_expression object: (this) property: (property_identifier))
+                               property: (property_identifier))
+                             arguments: (arguments)) @call""",
         "returns": "(return_statement (_) @r)",
     }
     return {name: Query(lang, src) for name, src in q.items()}
