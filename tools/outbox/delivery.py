@@ -30,14 +30,7 @@ import redis.exceptions as redis_exceptions
 from pydantic import BaseModel, Field
 
 from server.config import Conventions, Limits
-from tools.streams.keys import (
-    dlq_key,
-    idempotency_key,
-    retry_attempt_key,
-    retry_key,
-    retry_last_error_key,
-    retry_queue_key,
-)
+from tools.streams import keys
 from tools.streams.values import capped, text
 
 DeliveryState = Literal["not_delivered", "pending", "acknowledged", "dead_lettered"]
@@ -157,7 +150,7 @@ async def scan_dead_letters(
         return [], True
     wanted = set(message_ids)
     start_ms = min(parse_entry_id(m)[0] for m in message_ids)
-    dlq = dlq_key(conventions, stream)
+    dlq = keys.dlq_key(conventions, stream)
     id_field = conventions.dlq_message_id_field.encode()
     found: list[MessageDeadLetter] = []
     start: str = f"{start_ms}-0"
@@ -196,11 +189,11 @@ async def _bookkeeping(
     ``limits.payload_max_bytes`` (``GETRANGE``, one byte more to tell a cut); ``EXISTS``
     says whether each key is there (``GETRANGE`` reads a missing key as empty).
     """
-    base = retry_key(conventions, group, message_id)
-    attempt_key = retry_attempt_key(conventions, group, message_id)
-    error_key = retry_last_error_key(conventions, group, message_id)
-    queue_key = retry_queue_key(conventions, group)
-    lock_key = idempotency_key(conventions, group, message_id)
+    base = keys.retry_key(conventions, group, message_id)
+    attempt_key = keys.retry_attempt_key(conventions, group, message_id)
+    error_key = keys.retry_last_error_key(conventions, group, message_id)
+    queue_key = keys.retry_queue_key(conventions, group)
+    lock_key = keys.idempotency_key(conventions, group, message_id)
     max_bytes = limits.payload_max_bytes
     pipe = redis.pipeline(transaction=False)
     pipe.exists(base)
