@@ -214,19 +214,27 @@ class ClassLinker:
         out: set[tuple[str, str]] = set()
         if not names:
             return out
+        star_done: set[str] = set()
         for path, f in self.l.facts.items():
-            if self.l.test_only(path):
-                continue
             idents = [n for n in f.get("constructs", ()) if n in names]
-            idents += [local for local, imported, _spec in f.get("imports", ())
-                       if imported in names or (imported == "default" and local in names)]
+            stars = []
+            for local, imported, spec in f.get("imports", ()):
+                if imported in names or (imported == "default" and local in names):
+                    idents.append(local)
+                elif imported == "*":  # import * as pps from './post-processors'
+                    stars.append(spec)
+            if not (idents or stars) or self.l.test_only(path):
+                continue
             for ident in idents:
                 decl = self.r.symbol(path, ident)
                 if isinstance(decl, Decl) and decl.kind == "class":
                     out.add((decl.path, decl.name))
-            for _local, imported, spec in f.get("imports", ()):  # import * as pps from './post-processors'
-                target = self.l.layout.resolve(path, spec) if imported == "*" else None
-                for name in names if target is not None else ():
+            for spec in stars:
+                target = self.l.layout.resolve(path, spec)
+                if target is None or target in star_done:
+                    continue
+                star_done.add(target)
+                for name in names & self.r.exported_names(target):
                     decl = self.r.export(target, name)
                     if isinstance(decl, Decl) and decl.kind == "class":
                         out.add((decl.path, decl.name))

@@ -120,6 +120,10 @@ class Resolver:
         self._tables[path] = table
         return table
 
+    def exported_names(self, path: str) -> set[str]:
+        """Every name module ``path`` exports (its own, re-exported and through ``export *``)."""
+        return set(self._export_table(path))
+
     def export(self, path: str, name: str) -> Decl | Namespace | None:
         """What module ``path`` exports as ``name`` (following re-exports and ``export *``)."""
         key = (path, name)
