@@ -193,6 +193,7 @@ async def _round_three(
             exists=bool(base_exists) or pair.attempt is not None or bool(last_error) or pair.score is not None,
             attempt=as_int(pair.attempt),
             last_error=error_text if last_error else None,
+            last_error_truncated=error_cut if last_error else None,
             next_retry_at_ms=int(pair.score) if pair.score is not None else None,
             retry_queue_key=retry_queue_key(conv, pair.group),
         )
