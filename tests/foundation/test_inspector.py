@@ -23,8 +23,12 @@ pytestmark = pytest.mark.inspector
 async def test_inspector_lists_every_tool_with_annotations(
     mesh_config: Callable[..., Path], redis_url: str, tmp_path: Path, make_settings: Callable[..., object]
 ) -> None:
-    if shutil.which("npx") is None:
+    if shutil.which("npx") is None or shutil.which("node") is None:
         pytest.skip("npx (Node.js) is not installed; .ci/run installs it")
+    version = subprocess.run(["node", "--version"], capture_output=True, text=True, check=False).stdout
+    major = int(version.strip().lstrip("v").split(".")[0] or 0)
+    if major < 20:
+        pytest.skip(f"the Inspector {INSPECTOR} needs Node.js 20 or later (found {version.strip()})")
     config = mesh_config({"redis": {"url": redis_url}})
     home = tmp_path / "home"
     home.mkdir()
