@@ -17,7 +17,7 @@ from server.errors import InvalidArgument, NotFound
 from tests.helpers import REPO_ROOT
 from tools.mesh_index.service import IndexService
 from tools.verify.model import EVENT_CHECKS, JOB_CHECKS
-from tools.verify.service import failing_checks, failing_checks_by_type, verify_all, verify_flow
+from tools.verify.service import failing_checks_by_type, verify_all, verify_flow
 
 BROKEN_JOBS = {
     "REFUND_ORDER": "queue_matches_target",
@@ -124,10 +124,9 @@ def test_verify_all_and_catalogue_helpers(index: IndexService) -> None:
     assert by_name["ORDER_CANCELLED"].failing == ["consumer_accepts_type"]
     assert report.failed_flows == len(BROKEN_JOBS) + 1 and report.unknown_flows == 1
 
-    assert failing_checks(index, "shop.refund_order", kind="job") == ["queue_matches_target"]
-    assert failing_checks(index, "shop.ship_order") == []
-    assert failing_checks(index, "no.such.type") == []
     table = failing_checks_by_type(index)
+    assert table[("job", "shop.refund_order")] == ["queue_matches_target"]
+    assert table[("job", "shop.ship_order")] == []
     assert table[("job", "shop.print_label")] == ["provided_in_module"]
     assert table[("event", "shop.order.placed")] == []
 

@@ -7,8 +7,7 @@ and streams, post-processors, qualified names and package folders from the index
 resolved facts), runs the job or event checklist and returns a
 :class:`~tools.verify.model.FlowReport`. :func:`verify_all` does it for every job and
 event type of the catalogue, sharing lookups and parsed files between flows;
-:func:`failing_checks` / :func:`failing_checks_by_type` are the short forms for
-``list_catalogue``.
+:func:`failing_checks_by_type` is the short form for ``list_catalogue``.
 
 Everything here is synchronous and CPU-bound: MCP adapters call it in a worker thread.
 """
@@ -325,17 +324,6 @@ def verify_all(index_service: IndexServiceLike, kinds: tuple[str, ...] = VERIFIA
         except (NotFound, InvalidArgument) as exc:
             log.warning("verify --all: %s %s skipped: %s", entry.kind, entry.name, exc)
     return VerifyAllReport.build(flows)
-
-
-def failing_checks(index_service: IndexServiceLike, value: str, kind: str | None = None) -> list[str]:
-    """Ids of the failing checks of the job or event type ``value`` ([] when it cannot be verified).
-
-    For one entry; to annotate a whole catalogue use :func:`failing_checks_by_type` (one pass).
-    """
-    try:
-        return _session_for(index_service).verify(value, kind=kind, value=value if kind else None).failing
-    except (NotFound, InvalidArgument):
-        return []
 
 
 def failing_checks_by_type(index_service: IndexServiceLike) -> dict[tuple[str, str], list[str]]:
