@@ -195,6 +195,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def _serve(settings: Settings, services: DemoServices, host_port: tuple[str, int] | None) -> None:
     from server.app import build_server
+    from server.serve import run_http
 
     config = write_config(settings, services.root / "mesh.toml")
     say(f"serving the seeded data with remediation enabled; config: {config}")
@@ -206,4 +207,4 @@ def _serve(settings: Settings, services: DemoServices, host_port: tuple[str, int
     else:
         host, port = host_port
         say(f"MCP over streamable HTTP at http://{host}:{port}/mcp; press Ctrl-C to stop")
-        server.run("streamable-http", host=host, port=port, streamable_http_path="/mcp")
+        run_http(server, host, port)
