@@ -16,7 +16,6 @@ from typing import Any
 
 import anyio.to_thread
 
-from server.errors import MeshError
 from server.runtime import Runtime
 from tools.mesh_index.model import Catalogue
 from tools.mesh_index.service import get_index_service
@@ -27,11 +26,6 @@ CATALOGUE_MIME_TYPE = "application/json"
 
 async def catalogue_data(runtime: Runtime) -> dict[str, Any]:
     """The catalogue as JSON-ready data; raises MeshError when there is no workspace."""
-    if runtime.settings.workspace is None:
-        raise MeshError(
-            "no workspace is configured, so there is no catalogue: start the server with --workspace DIR "
-            "or set workspace in mesh.toml"
-        )
     service = get_index_service(runtime)
 
     def build() -> Catalogue:
