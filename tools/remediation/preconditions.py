@@ -30,6 +30,7 @@ from server.config import Settings
 from server.connections import Connections
 from tools.remediation import redis_reads as rr
 from tools.remediation.model import Check, StepResult
+from tools.remediation.operations import bull_key
 
 
 @dataclass
@@ -107,16 +108,16 @@ async def _row_matches(ctx: CheckContext, a: dict[str, Any]) -> str | None:
 async def _bull_job_failed(ctx: CheckContext, a: dict[str, Any]) -> str | None:
     redis = ctx.connections.redis()
     prefix, queue, job_id = a["prefix"], a["queue"], a["job_id"]
-    if await redis.zscore(f"{prefix}:{queue}:failed", job_id) is None:
+    if await redis.zscore(bull_key(prefix, queue, "failed"), job_id) is None:
         return f"job {job_id} of queue {queue} is no longer failed (retried or removed since?)"
-    fields = await redis.hgetall(f"{prefix}:{queue}:{job_id}")
+    fields = await redis.hgetall(bull_key(prefix, queue, job_id))
     if not fields or rr.hash_digest(fields) != a["digest"]:
         return f"job {job_id} of queue {queue} changed since the plan was made"
     return None
 
 
 async def _queue_paused(ctx: CheckContext, a: dict[str, Any]) -> str | None:
-    paused = bool(await ctx.connections.redis().hexists(f"{a['prefix']}:{a['queue']}:meta", "paused"))
+    paused = bool(await ctx.connections.redis().hexists(bull_key(a["prefix"], a["queue"], "meta"), "paused"))
     if paused != bool(a["paused"]):
         return f"queue {a['queue']} was {'paused' if paused else 'resumed'} since the plan was made"
     return None
