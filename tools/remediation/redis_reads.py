@@ -13,10 +13,10 @@ import hashlib
 import json
 from typing import Any
 
-import redis.exceptions as redis_exceptions
 from pydantic import BaseModel
 
 from server.approval import canonical_json
+from tools.outbox.delivery import stream_groups
 
 
 def text(value: Any) -> str:
@@ -149,13 +149,8 @@ async def consumers_of(redis: Any, stream: str, group: str) -> list[ConsumerInfo
 
 
 async def groups_of(redis: Any, stream: str) -> list[dict[str, Any]]:
-    """``XINFO GROUPS`` with names as text; empty when the stream does not exist."""
-    try:
-        groups = await redis.xinfo_groups(stream)
-    except redis_exceptions.ResponseError as exc:
-        if "no such key" in str(exc).lower():
-            return []
-        raise
+    """``XINFO GROUPS`` (:func:`tools.outbox.delivery.stream_groups`) with names as text; empty when no stream."""
+    groups = await stream_groups(redis, stream)
     return [
         {**g, "name": text(g["name"]), "last-delivered-id": text(g.get("last-delivered-id", b"0-0"))} for g in groups
     ]
