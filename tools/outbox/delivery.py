@@ -31,6 +31,7 @@ from pydantic import BaseModel, Field
 
 from server.config import Conventions, Limits
 from tools.streams import keys
+from tools.streams.ids import StreamId
 from tools.streams.values import capped, text
 
 DeliveryState = Literal["not_delivered", "pending", "acknowledged", "dead_lettered"]
@@ -110,12 +111,6 @@ def _text(value: Any) -> str:
     return text(value) or ""
 
 
-def parse_entry_id(entry_id: bytes | str) -> tuple[int, int]:
-    """``"1700000000000-3"`` -> ``(1700000000000, 3)``; raises ValueError when malformed."""
-    ms, _, seq = _text(entry_id).partition("-")
-    return int(ms), int(seq or 0)
-
-
 async def find_dead_letters(
     redis: Any,
     conventions: Conventions,
@@ -149,7 +144,7 @@ async def scan_dead_letters(
     if not message_ids:
         return [], True
     wanted = set(message_ids)
-    start_ms = min(parse_entry_id(m)[0] for m in message_ids)
+    start_ms = min(StreamId.parse(m).ms for m in message_ids)
     dlq = keys.dlq_key(conventions, stream)
     id_field = conventions.dlq_message_id_field.encode()
     found: list[MessageDeadLetter] = []
@@ -260,7 +255,7 @@ async def message_delivery(
     already has. An empty list means the stream does not exist or has no group.
     """
     entry = _text(entry_id)
-    entry_key = parse_entry_id(entry)
+    entry_key = StreamId.parse(entry)
     if groups is None:
         groups = await stream_groups(redis, stream)
     if not groups:
@@ -271,7 +266,7 @@ async def message_delivery(
     for info in groups:
         group = _text(info["name"])
         last_delivered = _text(info.get("last-delivered-id", b"0-0"))
-        delivered = entry_key <= parse_entry_id(last_delivered)
+        delivered = entry_key <= StreamId.parse(last_delivered)
         pending: PendingEntry | None = None
         rows = await redis.xpending_range(stream, group, min=entry, max=entry, count=1)
         if rows:

@@ -15,9 +15,10 @@ from typing import Any
 import redis.exceptions as redis_exceptions
 
 from server.config import Settings
-from tools.outbox.delivery import GroupDelivery, message_delivery, parse_entry_id, stream_groups
+from tools.outbox.delivery import GroupDelivery, message_delivery, stream_groups
 from tools.outbox.model import Hop, StreamEntryRef, Verdict
 from tools.outbox.verdicts import GROUP_PRIORITY, verdict
+from tools.streams.ids import StreamId
 from tools.streams.values import capped, redis_time_ms, reply_or_raise, text
 
 
@@ -96,7 +97,7 @@ async def _trimmed(redis: Any, settings: Settings, ref: StreamEntryRef) -> bool:
     """
     if ref.first_entry_id is None:
         return True
-    first_ms = parse_entry_id(ref.first_entry_id)[0]
+    first_ms = StreamId.parse(ref.first_entry_id).ms
     if first_ms > (ref.searched_to_ms or 0):
         return True
     if first_ms > (ref.searched_from_ms or 0):
@@ -156,7 +157,7 @@ def _group_finding(d: GroupDelivery, settings: Settings, now_ms: int, hop: str) 
             hop,
         )
     if d.state == "not_delivered":
-        age_ms = max(0, now_ms - parse_entry_id(d.entry_id)[0])
+        age_ms = max(0, now_ms - StreamId.parse(d.entry_id).ms)
         late = age_ms > limits.pending_ageing_s * 1000
         return verdict(
             "pushed_not_consumed",
