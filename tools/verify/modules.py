@@ -8,7 +8,6 @@ per run.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,8 +21,8 @@ from tools.verify.tsparse import (
     callee_name,
     line_of,
     local_imports,
+    marked_files,
     object_pairs,
-    parse_file,
     unwrap,
     walk,
 )
@@ -126,7 +125,6 @@ def _collect_providers(
 
 
 MAX_FILES_PER_PACKAGE = 20_000
-TS_SUFFIXES = (".ts", ".tsx", ".mts", ".cts")
 
 
 class ModuleScanner:
@@ -146,27 +144,8 @@ class ModuleScanner:
 
     def _scan(self, package_dir: str) -> list[tuple[str, ModuleFacts]]:
         root = self.workspace / package_dir if package_dir else self.workspace
-        skip = set(self.conv.skip_dirs)
         found: list[tuple[str, ModuleFacts]] = []
-        seen = 0
-        for dirpath, dirnames, filenames in os.walk(root):
-            dirnames[:] = sorted(d for d in dirnames if d not in skip and not d.startswith("."))
-            for name in sorted(filenames):
-                if not name.endswith(TS_SUFFIXES) or name.endswith(".d.ts"):
-                    continue
-                seen += 1
-                if seen > MAX_FILES_PER_PACKAGE:
-                    return found
-                path = Path(dirpath) / name
-                try:
-                    head = path.read_bytes()
-                except OSError:
-                    continue
-                if not any(marker in head for marker in self._markers):
-                    continue
-                parsed = parse_file(path)
-                if parsed is None:
-                    continue
-                rel = path.relative_to(self.workspace).as_posix()
-                found.extend((rel, module) for module in module_providers(parsed, self.conv))
+        for parsed in marked_files(root, self.conv.skip_dirs, self._markers, MAX_FILES_PER_PACKAGE):
+            rel = parsed.path.relative_to(self.workspace).as_posix()
+            found.extend((rel, module) for module in module_providers(parsed, self.conv))
         return found

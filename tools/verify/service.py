@@ -15,7 +15,6 @@ Everything here is synchronous and CPU-bound: MCP adapters call it in a worker t
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from pathlib import Path
 from typing import Any, Protocol
@@ -30,7 +29,7 @@ from tools.verify.facts_producers import collection_receivers, direct_queue_call
 from tools.verify.inputs import ConsumerView, FlowInputs, Registry, RegistryKey, evidence
 from tools.verify.model import FlowReport, ResolvedTarget, VerifyAllReport
 from tools.verify.modules import ModuleScanner
-from tools.verify.tsparse import parse_file
+from tools.verify.tsparse import marked_files, parse_file
 
 log = logging.getLogger("mesh.verify")
 
@@ -107,40 +106,22 @@ class _Session:
     def _scan_registry(self) -> Registry | None:
         root = self.workspace / self.conv.messaging_package
         markers = [name.encode() for name in self.conv.job_registry]
-        skip = set(self.conv.skip_dirs)
         found: list[RegistryKey] = []
         declared = False
-        seen = 0
-        for dirpath, dirnames, filenames in os.walk(root):
-            dirnames[:] = sorted(d for d in dirnames if d not in skip and not d.startswith("."))
-            for name in sorted(filenames):
-                if not name.endswith((".ts", ".mts", ".cts")) or name.endswith(".d.ts"):
-                    continue
-                seen += 1
-                if seen > MAX_REGISTRY_FILES:
-                    break
-                path = Path(dirpath) / name
-                try:
-                    if not any(m in path.read_bytes() for m in markers):
-                        continue
-                except OSError:
-                    continue
-                parsed = parse_file(path)
-                if parsed is None:
-                    continue
-                entries = registry_entries(parsed, self.conv)
-                declared = declared or bool(entries) or any(
-                    f"interface {r}".encode() in parsed.source or f"type {r} ".encode() in parsed.source
-                    for r in self.conv.job_registry
-                )
-                rel = path.relative_to(self.workspace).as_posix()
-                for entry in entries:
-                    if entry.key_is_string:
-                        value: str | None = entry.key
-                    else:
-                        key = self.resolve_qual(entry.key)
-                        value = key[1] if key and key[0] == "job" else None
-                    found.append(RegistryKey(rel, entry, value))
+        for parsed in marked_files(root, self.conv.skip_dirs, markers, MAX_REGISTRY_FILES):
+            entries = registry_entries(parsed, self.conv)
+            declared = declared or bool(entries) or any(
+                f"interface {r}".encode() in parsed.source or f"type {r} ".encode() in parsed.source
+                for r in self.conv.job_registry
+            )
+            rel = parsed.path.relative_to(self.workspace).as_posix()
+            for entry in entries:
+                if entry.key_is_string:
+                    value: str | None = entry.key
+                else:
+                    key = self.resolve_qual(entry.key)
+                    value = key[1] if key and key[0] == "job" else None
+                found.append(RegistryKey(rel, entry, value))
         return Registry.of(found) if declared else None
 
     def _post_processors(self) -> list[tuple[Any, Site, str, str]]:

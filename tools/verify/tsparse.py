@@ -9,20 +9,20 @@ arrays. Parsed files are kept in a small cache keyed by path, size and mtime, so
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-import tree_sitter_typescript as ts_typescript
-from tree_sitter import Language, Node, Parser
+from tree_sitter import Node, Parser
+
+from tools.mesh_index.ts_queries import language
+from tools.mesh_index.workspace import MAX_FILE_BYTES, TS_EXTENSIONS
 
 T = TypeVar("T")
-
-_TS = Language(ts_typescript.language_typescript())
-_TSX = Language(ts_typescript.language_tsx())
 
 FUNCTION_NODES = frozenset(
     {
@@ -78,6 +78,8 @@ class _ParseCache:
             stat = path.stat()
         except OSError:
             return None
+        if stat.st_size > MAX_FILE_BYTES:  # not indexed either
+            return None
         key = (str(path), stat.st_size, stat.st_mtime_ns)
         with self._lock:
             hit = self._items.get(key)
@@ -88,7 +90,7 @@ class _ParseCache:
             source = path.read_bytes()
         except OSError:
             return None
-        parser = Parser(_TSX if path.suffix == ".tsx" else _TS)
+        parser = Parser(language("tsx" if path.suffix == ".tsx" else "ts"))
         parsed = ParsedFile(path=path, source=source, root=parser.parse(source).root_node)
         with self._lock:
             self._items[key] = parsed
@@ -103,6 +105,36 @@ _CACHE = _ParseCache()
 def parse_file(path: Path) -> ParsedFile | None:
     """The parsed file, or ``None`` when it cannot be read."""
     return _CACHE.get(path)
+
+
+def marked_files(
+    root: Path, skip_dirs: Iterable[str], markers: Iterable[bytes], max_files: int
+) -> Iterator[ParsedFile]:
+    """Parsed TypeScript files under ``root`` (not ``.d.ts``) whose bytes hold one of ``markers``.
+
+    A sorted walk that skips ``skip_dirs`` and dot folders, stops after ``max_files`` source
+    files and, like the index, ignores files over ``MAX_FILE_BYTES``.
+    """
+    skip = set(skip_dirs)
+    wanted = list(markers)
+    seen = 0
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d not in skip and not d.startswith("."))
+        for name in sorted(filenames):
+            if not name.endswith(TS_EXTENSIONS) or name.endswith(".d.ts"):
+                continue
+            seen += 1
+            if seen > max_files:
+                return
+            path = Path(dirpath) / name
+            try:
+                if path.stat().st_size > MAX_FILE_BYTES or not any(m in path.read_bytes() for m in wanted):
+                    continue
+            except OSError:
+                continue
+            parsed = parse_file(path)
+            if parsed is not None:
+                yield parsed
 
 
 def walk(node: Node, *, skip: frozenset[str] = frozenset()) -> Iterator[Node]:
