@@ -34,7 +34,7 @@ def _reasons(engine: ImpactEngine, key: Key, prod: int, test_prod: int, cons: in
             reasons.append("no producer (no mapping or code sends it)" if kind == "ws_event" else "no producer")
     if kind == "job":
         handlers = idx.handlers_by_job.get(value, [])
-        switch = [w for w in idx.workers.values() if value in w.switch_jobs]
+        switch = engine.switch_workers.get(value, [])
         if not handlers and not switch:
             reasons.append("no handler")
         for h in handlers:

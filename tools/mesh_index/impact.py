@@ -19,7 +19,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
-from tools.mesh_index.linked import Key, LinkedIndex, PostProcessorRec, SiteRec, norm
+from tools.mesh_index.linked import Key, LinkedIndex, PostProcessorRec, SiteRec, WorkerRec, norm
 from tools.mesh_index.model import FollowUp, ImpactResult, IndexInfo, Match, Route
 
 KIND_ORDER = {"job": 0, "event": 1, "ws_event": 2, "queue": 3, "stream": 4}
@@ -50,6 +50,10 @@ class ImpactEngine:
                 self.pp_by_value.setdefault(value, []).append(pp)
             if pp.patterns or pp.accept_all or pp.filter_unknown:
                 self.pp_open.append(pp)
+        self.switch_workers: dict[str, list[WorkerRec]] = {}  # job -> workers routing it by a switch case
+        for w in idx.workers.values():
+            for job in w.switch_jobs:
+                self.switch_workers.setdefault(job, []).append(w)
         self.by_value: dict[str, list[Key]] = {}
         for key in self.known:
             self.by_value.setdefault(key[1], []).append(key)
@@ -124,8 +128,8 @@ class ImpactEngine:
                     if wkey not in workers_seen:
                         workers_seen.add(wkey)
                         out.append(idx.workers[wkey].site.with_value(value, handler_class=h.key[1]))
-            for w in idx.workers.values():
-                if value in w.switch_jobs and w.key not in workers_seen:
+            for w in self.switch_workers.get(value, ()):
+                if w.key not in workers_seen:
                     out.append(w.site.with_value(value, route="switch"))
         elif kind == "event":
             out = [pp.site.with_value(value, conf) for pp, conf in self.event_consumers(key)]
@@ -225,10 +229,10 @@ class ImpactEngine:
                            to_key[1], {"via": rec.name})
             yield to_key, f"mapping {rec.name}", site.confidence, site
 
-    def _workers_of(self, job: str) -> list:
+    def _workers_of(self, job: str) -> list[WorkerRec]:
         """Workers routing ``job`` (through a handler or a ``switch`` case)."""
         keys = {w for h in self.idx.handlers_by_job.get(job, ()) for w in h.routed_by}
-        keys |= {w.key for w in self.idx.workers.values() if job in w.switch_jobs}
+        keys |= {w.key for w in self.switch_workers.get(job, ())}
         return [self.idx.workers[k] for k in sorted(keys)]
 
     def _maps(self, table: str, job: str, value: str) -> bool:
