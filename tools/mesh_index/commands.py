@@ -16,16 +16,14 @@ from server.cli_support import print_json, print_table, settings_from_args
 from server.errors import MeshError
 from tools.mesh_index.model import Site
 from tools.mesh_index.render import index_line
-from tools.mesh_index.service import IndexService
+from tools.mesh_index.service import IndexService, service_for_settings
 
 
 def make_service(args: argparse.Namespace) -> IndexService:
     settings = settings_from_args(args)
     if settings.workspace is None:
         raise MeshError("no workspace: pass --workspace DIR (a folder of repositories) or set workspace in mesh.toml")
-    emitters = [settings.emitter_of(name) for name in settings.services]
-    return IndexService(settings.workspace, settings.conventions, settings.resolved_state_dir,
-                        known_emitters=emitters)
+    return service_for_settings(settings)
 
 
 class ProgressBar:

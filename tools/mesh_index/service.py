@@ -404,6 +404,12 @@ def get_index_service(runtime: Any) -> IndexService:
     if settings.workspace is None:
         raise MeshError("no workspace is configured: start the server with --workspace DIR (a folder of "
                         "repositories) or set workspace = \"...\" in mesh.toml")
+    return runtime.service("mesh_index", lambda: service_for_settings(settings))
+
+
+def service_for_settings(settings: Any) -> IndexService:
+    """An IndexService of ``settings.workspace`` (which must be set): its conventions, its state
+    folder for the cache, and the emitters of the configured services."""
     emitters = [settings.emitter_of(name) for name in settings.services]
-    return runtime.service("mesh_index", lambda: IndexService(
-        settings.workspace, settings.conventions, settings.resolved_state_dir, known_emitters=emitters))
+    return IndexService(settings.workspace, settings.conventions, settings.resolved_state_dir,
+                        known_emitters=emitters)
