@@ -198,7 +198,7 @@ def cmd_approve(args: argparse.Namespace) -> int:
     token = approve_plan(
         settings, args.plan_id, is_tty=sys.stdin.isatty(), ask=_ask_on_stderr, ask_secret=getpass.getpass,
         out=sys.stderr,
-        approver=args.approver, key_path=args.key, plan_file=getattr(args, "plan_file", None),
+        approver=args.approver, key_path=args.key, plan_file=args.plan_file,
     )
     print(token)
     return 0
