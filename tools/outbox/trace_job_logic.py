@@ -24,8 +24,6 @@ from tools.outbox.model import Hop, OutboxRow, Verdict
 from tools.outbox.rows import RowTimes
 from tools.outbox.verdicts import verdict
 
-WAITING_STATES = ("waiting", "prioritized", "paused", "delayed", "waiting-children", "unknown")
-
 
 def _bull_hop(queue: str | None, bull: BullJobState | None, bull_known: bool, job_id: str, prefix: str) -> Hop:
     if queue is None:

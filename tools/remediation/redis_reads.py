@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 from typing import Any
 
 from pydantic import BaseModel
@@ -154,16 +153,6 @@ async def groups_of(redis: Any, stream: str) -> list[dict[str, Any]]:
     return [
         {**g, "name": text(g["name"]), "last-delivered-id": text(g.get("last-delivered-id", b"0-0"))} for g in groups
     ]
-
-
-def parse_json_object(raw: bytes | None) -> dict[str, Any] | None:
-    if raw is None:
-        return None
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
 
 
 def hash_digest(fields: dict[bytes, bytes]) -> str:
