@@ -11,7 +11,7 @@ import functools
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, ParamSpec, TypeVar
+from typing import ParamSpec, TypeVar
 
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
@@ -74,9 +74,3 @@ def mesh_tool(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
 
     return wrapper
 
-
-def dump(value: Any) -> Any:
-    """JSON-ready form of a pydantic model or plain value."""
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="json")
-    return value
