@@ -12,6 +12,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
+from mcp.server.auth.provider import TokenVerifier
+from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult
@@ -91,8 +93,14 @@ class ServerInfo(BaseModel):
     approval: str = Field(default="", description="what the configured approval mode protects against")
 
 
-def build_server(settings: Settings) -> MCPServer:
-    """A fresh MCP server bound to ``settings`` (one Runtime per server)."""
+def build_server(
+    settings: Settings, *, auth: AuthSettings | None = None, token_verifier: TokenVerifier | None = None
+) -> MCPServer:
+    """A fresh MCP server bound to ``settings`` (one Runtime per server).
+
+    ``auth`` and ``token_verifier`` protect streamable HTTP mode (see :mod:`server.http_auth`);
+    stdio and in-process sessions need neither.
+    """
     runtime = Runtime(settings)
 
     @asynccontextmanager
@@ -107,6 +115,8 @@ def build_server(settings: Settings) -> MCPServer:
         version=__version__,
         instructions=INSTRUCTIONS,
         lifespan=lifespan,
+        auth=auth,
+        token_verifier=token_verifier,
     )
     server.runtime = runtime  # type: ignore[attr-defined]
 

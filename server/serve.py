@@ -1,4 +1,8 @@
-"""``mesh-mcp serve``: the MCP server over stdio (default) or streamable HTTP."""
+"""``mesh-mcp serve``: the MCP server over stdio (default) or streamable HTTP.
+
+HTTP mode is authenticated with a bearer token when one is configured (``MESH_HTTP_TOKEN`` or
+``[http] token_file``, see :mod:`server.http_auth`) and refuses a non-loopback address without one.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +13,8 @@ from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 
-from server.app import build_server
 from server.cli_support import settings_from_args
+from server.config import Settings
 from server.errors import InvalidArgument
 
 log = logging.getLogger("mesh.serve")
@@ -34,22 +38,46 @@ def _stderr_log_config() -> dict[str, Any]:
     return config
 
 
-def run_http(server: MCPServer, host: str, port: int) -> None:
+def build_http_server(settings: Settings, host: str, port: int) -> tuple[MCPServer, bool]:
+    """The server for HTTP on ``host:port`` and whether it requires a bearer token.
+
+    Raises ``InvalidArgument`` when ``host`` is not loopback and no token is configured, or the
+    token is unusable.
+    """
+    from server.app import build_server
+    from server.http_auth import http_auth, load_http_token, require_token_for
+
+    token = load_http_token(settings)
+    require_token_for(host, token)
+    if token is None:
+        return build_server(settings), False
+    auth, verifier = http_auth(host, port, token)
+    return build_server(settings, auth=auth, token_verifier=verifier), True
+
+
+def run_http(server: MCPServer, settings: Settings, host: str, port: int) -> None:
     """Serve streamable HTTP at ``http://HOST:PORT/mcp`` until interrupted."""
     import uvicorn
 
-    app = server.streamable_http_app(streamable_http_path="/mcp", host=host)
+    from server.http_auth import transport_security
+
+    app = server.streamable_http_app(
+        streamable_http_path="/mcp", host=host, transport_security=transport_security(settings, host)
+    )
     uvicorn.run(app, host=host, port=port, log_config=_stderr_log_config(), log_level="warning")
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
-    server = build_server(settings)
     mode = "remediation" if settings.enable_remediation else "read-only"
     if args.http:
         host, port = parse_host_port(args.http)
-        log.warning("mesh-mcp serving streamable HTTP on http://%s:%d/mcp (%s)", host, port, mode)
-        run_http(server, host, port)
+        server, authenticated = build_http_server(settings, host, port)
+        auth = "bearer token required" if authenticated else "no token (loopback only)"
+        log.warning("mesh-mcp serving streamable HTTP on http://%s:%d/mcp (%s, %s)", host, port, mode, auth)
+        run_http(server, settings, host, port)
     else:
-        server.run("stdio")
+        from server.app import build_server
+
+        build_server(settings).run("stdio")
     return 0
