@@ -133,6 +133,26 @@ class StaticConventions(_Strict):
     transaction_param_types: list[str] = _d(
         ["EntityManager", "QueryRunner"], "parameter types that carry the caller's transaction"
     )
+    ws_send_calls: list[str] = _d(
+        ["notifyUser", "notifyUsers", "broadcast", "broadcastExcept", "emit", "sendToUser", "sendToUsers",
+         "sendToRoom"],
+        "calls that send a websocket message (its type is any argument resolving to a value)",
+    )
+    ws_send_receivers: list[str] = _d(
+        ["gateway", "server", "socket", "sockets", "io", "notification", "notifications", "notifier", "ws",
+         "websocket", "websockets", "client", "clients", "room", "realtime"],
+        "words of a ws send call's receiver (this.notificationService, this.gateway.server.to(room)), camelCase split",
+    )
+    repository_create_calls: list[str] = _d(
+        ["create"], "repository calls building an event_queue row from an object with type and targetServices/emitter"
+    )
+    config_event_type_keys: list[str] = _d(
+        ["successEvent", "failureEvent"], "JSON config keys holding an event type a service writes (per trigger)"
+    )
+    test_setup_markers: list[str] = _d(
+        ["global-setup", "globalSetup", "global.setup", "setup-tests", "setupTests", "jest.setup", "vitest.setup"],
+        "file names of test set-up scripts (a migration folder only they run is a test-only copy)",
+    )
 
 
 class Conventions(_Strict):

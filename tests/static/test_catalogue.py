@@ -30,6 +30,9 @@ EXPECTED_ORPHANS = {
     ("stream", "stream:misc:unused"): ["no consumer group (no post-processor reads it)", "nothing writes to it"],
     ("stream", "stream:user:job:outbox:failure"): ["no consumer group (no post-processor reads it)"],
     ("stream", "stream:user:job:outbox:success"): ["no consumer group (no post-processor reads it)"],
+    # a mapping table entry is not a producer, and no code of this fixture sends a websocket message
+    ("ws_event", "ws.event.created"): ["no producer (no code sends it)"],
+    ("ws_event", "ws.event.fallback_create_event"): ["no producer (no code sends it)"],
 }
 
 
@@ -51,7 +54,7 @@ def test_full_catalogue_counts(shared_service):
     switch_only = entries[("job", "events.fallback_delete_event")]
     assert (switch_only.producers, switch_only.consumers, switch_only.orphan) == (1, 1, False)
     ws = entries[("ws_event", "ws.event.created")]
-    assert (ws.producers, ws.orphan) == (1, False)  # produced by the mapping table entry
+    assert (ws.producers, ws.orphan) == (0, True)  # a mapping table entry is not a producer; nothing sends it
     stream = entries[("stream", "stream:event:events")]
     assert stream.name == "EventStream.EVENT_EVENTS" and stream.consumers == 2
 
@@ -73,20 +76,20 @@ def test_depth_two_followups_of_a_fallback_job(shared_service):
     assert _chain(r) == {
         (1, "events.fallback_create_event", "event", "event:job:outbox:success", f"{audit} COMPLETED", "heuristic"),
         (1, "events.fallback_create_event", "event", "event:job:outbox:failure", f"{audit} FAILED", "heuristic"),
-        (1, "events.fallback_create_event", "event", "event.fallback_create_event_feedback",
-         "mapping JOB_TO_EVENT_MAPPING", "exact"),
-        # the common post-processor emits getEventForJob(job): only this job's mapped event is followed
+        # the common post-processor emits getEventForJob(job): only this job's mapped event is followed (the
+        # table JOB_TO_EVENT_MAPPING itself is not a step: the code reading it is)
         (2, "event:job:outbox:success", "event", "event.fallback_create_event_feedback",
          "post-processor JobOutboxSuccessPostProcessor", "heuristic"),
-        (2, "event.fallback_create_event_feedback", "ws_event", "ws.event.fallback_create_event",
-         "mapping EVENT_TO_WS_EVENT_MAPPING", "exact"),
     }
+    r3 = shared_service.analyze_impact("events.fallback_create_event", depth=3)
+    assert (3, "event.fallback_create_event_feedback", "ws_event", "ws.event.fallback_create_event",
+            "mapping EVENT_TO_WS_EVENT_MAPPING", "exact") in _chain(r3)  # a table no code reads: followed as is
     assert all(f.site.file and f.site.line > 0 for f in r.followups)
 
 
 def test_depth_limits_followups(shared_service):
     r1 = shared_service.analyze_impact("events.fallback_create_event", depth=1)
-    assert {f.depth for f in r1.followups} == {1} and len(r1.followups) == 3
+    assert {f.depth for f in r1.followups} == {1} and len(r1.followups) == 2
     assert shared_service.analyze_impact("events.fallback_create_event", depth=0).followups == []
 
 

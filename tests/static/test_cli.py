@@ -21,7 +21,7 @@ def test_index_prints_a_summary(capsys, workspace: Path, tmp_path: Path, monkeyp
     monkeypatch.setenv("MESH_STATE_DIR", str(tmp_path / "state"))
     code, out, _err = run(capsys, "index", "--workspace", str(workspace))
     assert code == 0
-    assert "files         66" in out and "parse errors  1" in out and "orphans       24" in out
+    assert "files         66" in out and "parse errors  1" in out and "orphans       26" in out
     assert "parse error: ms-event/src/legacy/broken.ts" in out
     code, out, _ = run(capsys, "index", "--workspace", str(workspace), "--json")
     data = json.loads(out)
@@ -56,7 +56,7 @@ def test_catalogue_orphans(capsys, workspace: Path, tmp_path: Path, monkeypatch)
     assert code == 0
     assert "handler SyncCalendarHandler not routed by any worker" in out
     assert "archive-queue" in out and "event-queue " not in out
-    assert "24 orphan(s)" in out
+    assert "26 orphan(s)" in out
     code, out, _ = run(capsys, "catalogue", "--workspace", str(workspace), "--kind", "stream", "--json")
     data = json.loads(out)
     assert code == 0 and set(data["counts"]) == {"stream"}
@@ -74,7 +74,7 @@ def test_cli_subprocess_stdout_is_pure_json(workspace: Path, tmp_path: Path):
     proc = subprocess.run([sys.executable, "-m", "server.cli", "catalogue", "--workspace", str(workspace),
                            "--orphans", "--json"], capture_output=True, text=True, env=env, timeout=120, cwd=REPO_ROOT)
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout)["orphans"] == 24
+    assert json.loads(proc.stdout)["orphans"] == 26
     assert "indexing" not in proc.stdout
 
 

@@ -94,5 +94,5 @@ async def test_analyze_impact_over_stdio(mesh_config, workspace: Path, tmp_path:
         assert {(p["kind"], p["file"], p["line"]) for p in data["producers"]} == {
             ("create_job", "ms-event/src/modules/event/event.service.ts", 14)}
         catalogue = await client.call_tool("list_catalogue", {"orphans_only": True})
-        assert catalogue.structured_content["orphans"] == 24
+        assert catalogue.structured_content["orphans"] == 26
     assert (tmp_path / "state" / "static-index.sqlite").is_file()

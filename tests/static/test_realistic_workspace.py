@@ -112,7 +112,9 @@ def test_fallback_update_user_names_a_job_an_event_and_a_ws_message(rw: IndexSer
         ("create_event", at(SUCCESS_PP, "EventQueueEntity.createFollowUp"), "user.fallback_update_user_feedback"),
         ("create_event", at(FALLBACK_USER_WORKER, "EventQueueEntity.createEvent({"),
          "user.fallback_update_user_feedback"),
-        ("mapping", at(EVENT_TO_WS, "[UserEventType.FALLBACK_UPDATE_USER]"), "ws.user.fallback_update_user"),
+        # the table entry is not a producer: the post-processor reading it and sending is
+        ("ws_send", at(f"{WS}/ws-feedback.post-processor.ts", "this.gateway.sendToUser"),
+         "ws.user.fallback_update_user"),
     }
     fallback = next(s for s in r.producers if s.kind == "fallback")
     assert (fallback.repo, fallback.confidence, fallback.test_only) == ("ms-user", "exact", False)
@@ -134,12 +136,14 @@ def test_fallback_update_user_names_a_job_an_event_and_a_ws_message(rw: IndexSer
         (1, "user.fallback_update_user", "event", "user:job:outbox:success"),
         (1, "user.fallback_update_user", "event", "user:job:outbox:failure"),
         (1, "user.fallback_update_user", "event", "user.fallback_update_user_feedback"),
-        (1, "user.fallback_update_user_feedback", "ws_event", "ws.user.fallback_update_user"),
+        (1, "user.fallback_update_user_feedback", "ws_event", "ws.user.fallback_update_user"),  # WsFeedbackPP
         # the common success post-processor emits getEventForJob(jobType): only this job's entry
         (2, "user:job:outbox:success", "event", "user.fallback_update_user_feedback"),
     }
     assert {f.via for f in r.followups if f.depth == 1 and f.value == "user.fallback_update_user_feedback"} == {
-        "worker FallbackUserWorker", "mapping JOB_TO_EVENT_MAPPING"}
+        "worker FallbackUserWorker"}  # JOB_TO_EVENT_MAPPING is followed through its readers, not as a step
+    assert {f.via for f in r.followups if f.value == "ws.user.fallback_update_user"} == {
+        "post-processor WsFeedbackPostProcessor"}
     outcome = next(f for f in r.followups if f.value == "user:job:outbox:success")
     assert (f"{outcome.site.file}:{outcome.site.line}", outcome.confidence) == (
         at(USER_AUDIT_V2, "INSERT INTO event_queue", 1), "heuristic")
@@ -171,10 +175,12 @@ def test_fallback_create_event_chain_to_the_websocket_message(rw: IndexService) 
     assert hops(r) == {
         (1, "events.fallback_create_event", "event", "event:job:outbox:success"),
         (1, "events.fallback_create_event", "event", "event:job:outbox:failure"),
-        (1, "events.fallback_create_event", "event", "event.fallback_create_event_feedback"),
         (2, "event:job:outbox:success", "event", "event.fallback_create_event_feedback"),
-        (2, "event.fallback_create_event_feedback", "ws_event", "ws.event.fallback_create_event"),
+        (3, "event.fallback_create_event_feedback", "ws_event", "ws.event.fallback_create_event"),
     }
+    ws = next(f for f in r.followups if f.kind == "ws_event")
+    assert (ws.via, ws.site.kind, ws.site.symbol) == (
+        "post-processor WsFeedbackPostProcessor", "ws_send", "WsFeedbackPostProcessor.processEvents")
 
 
 def test_a_worker_reading_the_job_to_event_table_emits_only_for_the_jobs_it_routes(rw: IndexService) -> None:
@@ -319,7 +325,8 @@ def test_event_created_reaches_three_consumers_on_two_streams(rw: IndexService) 
         ("event", "event.created"), ("ws_event", "ws.event.created"), ("stream", "stream:event:successfully_created")}
     assert where(r.producers) == {
         ("create_event", at(EVENT_REPO, "const outboxEvent = EventQueueEntity.createEvent"), "event.created"),
-        ("mapping", at(EVENT_TO_WS, "[EventEventMessagingType.EVENT_CREATED]"), "ws.event.created"),
+        ("ws_send", at(f"{WS}/ws-event-created.post-processor.ts", "this.gateway.sendToUser"), "ws.event.created"),
+        ("ws_send", at(f"{WS}/ws-feedback.post-processor.ts", "this.gateway.sendToUser"), "ws.event.created"),
     }
     event_consumers = {s.detail["post_processor_class"] for s in r.consumers if s.value == "event.created"}
     assert event_consumers == {"EventCreatedPostProcessor", "WsEventCreatedPostProcessor", "WsFeedbackPostProcessor"}
@@ -329,6 +336,8 @@ def test_event_created_reaches_three_consumers_on_two_streams(rw: IndexService) 
     assert {(x.name, x.consumers) for x in r.routes} == {
         ("stream:event:successfully_created", 2), ("stream:ws:event-created-feedback", 1)}
     assert hops(r) == {(1, "event.created", "ws_event", "ws.event.created")}
+    assert {f.via for f in r.followups} == {"post-processor WsEventCreatedPostProcessor",
+                                            "post-processor WsFeedbackPostProcessor"}
 
 
 def test_a_literal_equal_to_a_member_name_is_its_own_undeclared_type(rw: IndexService) -> None:
@@ -477,7 +486,7 @@ def test_catalogue_counts_of_the_wired_flows(rw: IndexService) -> None:
     assert counts[("event", "event:job:outbox:success")] == (1, 0, 1)
     assert counts[("event", "user:job:outbox:success")] == (1, 0, 1)
     assert counts[("stream", "stream:ws:event-created-feedback")] == (4, 0, 1)
-    assert counts[("ws_event", "ws.event.created")] == (1, 0, 0)
+    assert counts[("ws_event", "ws.event.created")] == (2, 0, 0)  # two post-processors send it
     assert not any(e.kind == "stream" and not e.value.startswith("stream:") for e in cat.entries)
 
 

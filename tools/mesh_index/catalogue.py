@@ -8,7 +8,7 @@ Orphan reasons (each entry may have several):
   by any worker``, ``producers target queue A but its worker listens on B``;
 - event: ``no producer``, ``no consumer (no post-processor accepts it)`` or ``no consumer (post-processor
   X accepts it but nothing starts it)`` (no production file imports or constructs X);
-- ws_event: ``no producer (no mapping or code sends it)``;
+- ws_event: ``no producer (no code sends it)``;
 - queue: ``no worker listens``, ``no producer targets it``;
 - stream: ``no consumer group (no post-processor reads it)``, ``nothing writes to it``.
 """
@@ -31,7 +31,7 @@ def _reasons(engine: ImpactEngine, key: Key, prod: int, test_prod: int, cons: in
         if test_prod:
             reasons.append(f"only test producers ({test_prod})")
         else:
-            reasons.append("no producer (no mapping or code sends it)" if kind == "ws_event" else "no producer")
+            reasons.append("no producer (no code sends it)" if kind == "ws_event" else "no producer")
     if kind == "job":
         handlers = idx.handlers_by_job.get(value, [])
         switch = engine.switch_workers.get(value, [])

@@ -54,6 +54,8 @@ class ImpactEngine:
         for w in idx.workers.values():
             for job in w.switch_jobs:
                 self.switch_workers.setdefault(job, []).append(w)
+        # tables some producer reads (its site's `via`): their entries are followed through that reader only
+        self.tables_read = {s.detail["via"] for sites in idx.producers.values() for s in sites if s.detail.get("via")}
         self.by_value: dict[str, list[Key]] = {}
         for key in self.known:
             self.by_value.setdefault(key[1], []).append(key)
@@ -132,7 +134,7 @@ class ImpactEngine:
                 if w.key not in workers_seen:
                     out.append(w.site.with_value(value, route="switch"))
         elif kind == "event":
-            out = [pp.site.with_value(value, conf) for pp, conf in self.event_consumers(key)]
+            out = [pp.site.with_value(value, conf, reason=why) for pp, conf, why in self.event_consumers_why(key)]
         elif kind == "queue":
             out = [w.site.with_value(value) for w in idx.workers_by_queue.get(value, ())]
         elif kind == "stream":
@@ -140,9 +142,16 @@ class ImpactEngine:
         return out
 
     def event_consumers(self, key: Key) -> list[tuple[PostProcessorRec, str]]:
-        """Post-processors that accept the event and read a stream it is sent to (or an unknown one)."""
+        """Post-processors that read a stream the event is written to *and* whose filter accepts it."""
+        return [(pp, conf) for pp, conf, _reason in self.event_consumers_why(key)]
+
+    def event_consumers_why(self, key: Key) -> list[tuple[PostProcessorRec, str, str]]:
+        """(post-processor, confidence, reason) for each consumer of an event: its filter accepts the type and it
+        reads a stream the event is written to; when the stream of either side is unknown it is listed as
+        ``heuristic`` with the reason, never matched on the type alone as if sure."""
         value = key[1]
         routes = {r[1] for r in self.idx.routes_out.get(key, {}) if r[0] == "stream"}
+        blind = [s for s in self.idx.producers.get(key, ()) if not s.test_only and not s.detail.get("stream")]
         out = []
         seen: set[int] = set()
         for pp in [*self.pp_by_value.get(value, ()), *self.pp_open]:
@@ -154,10 +163,20 @@ class ImpactEngine:
                 conf = "heuristic"  # no filter, or one the index cannot read: what reaches its stream, maybe
             if conf is None:
                 continue
-            if routes and pp.streams and not routes & set(pp.streams):
-                continue
-            sure = routes and pp.streams and not pp.stream_heuristic and pp.started
-            out.append((pp, conf if sure else "heuristic"))
+            reason = ""
+            if not pp.streams:
+                reason = "its filter accepts the type, but the stream it reads is unknown (see unresolved)"
+            elif not routes:
+                reason = (f"its filter accepts the type; no stream is known for this event (it reads "
+                          f"{', '.join(pp.streams)})")
+            elif not routes & set(pp.streams):
+                if not blind:
+                    continue  # reads streams the event never travels on
+                where = f"{blind[0].file}:{blind[0].line}"
+                reason = (f"its filter accepts the type; it reads {', '.join(pp.streams)}, the event is written to "
+                          f"{', '.join(sorted(routes))} and by a producer whose stream is unknown ({where})")
+            sure = not reason and not pp.stream_heuristic and pp.started
+            out.append((pp, conf if sure else "heuristic", reason))
         return out
 
     def routes(self, key: Key) -> list[Route]:
@@ -219,11 +238,13 @@ class ImpactEngine:
                         if allowed is not None and k[1] not in allowed:
                             continue
                         via_table = site.detail.get("via")
-                        if via_table and origin_job is not None and not self._maps(via_table, origin_job, k[1]):
+                        if via_table and not self._follows(via_table, key, origin_job, k[1]):
                             continue
                         via = f"post-processor {pp.key[1]}" + (f" via {owner[1]}" if owner != pp.key else "")
                         yield k, via, "heuristic", site
         for rec, to_key, line, heuristic in idx.mapping_from.get(key, ()):
+            if rec.name in self.tables_read:
+                continue  # followed through the code that reads the table and writes (above)
             conf = "heuristic" if heuristic else "exact"
             site = SiteRec(rec.site.repo, rec.site.file, line, rec.name, "mapping", conf, rec.site.test_only,
                            to_key[1], {"via": rec.name})
@@ -236,8 +257,20 @@ class ImpactEngine:
         return [self.idx.workers[k] for k in sorted(keys)]
 
     def _maps(self, table: str, job: str, value: str) -> bool:
+        return self._maps_key(table, ("job", job), value)
+
+    def _maps_key(self, table: str, key: Key, value: str) -> bool:
         return any(rec.name == table and to_key[1] == value
-                   for rec, to_key, _l, _h in self.idx.mapping_from.get(("job", job), ()))
+                   for rec, to_key, _l, _h in self.idx.mapping_from.get(key, ()))
+
+    def _follows(self, table: str, key: Key, origin_job: str | None, value: str) -> bool:
+        """Whether a value a consumer of ``key`` reads from ``table`` follows in this chain: the table's entry for
+        ``key`` itself (an event -> websocket table), else for the job that started the chain (job -> event)."""
+        if any(rec.name == table for rec, _t, _l, _h in self.idx.mapping_from.get(key, ())):
+            return self._maps_key(table, key, value)
+        if origin_job is not None:
+            return self._maps(table, origin_job, value)
+        return True
 
     def followups(self, starts: list[Key], depth: int, include_tests: bool) -> list[FollowUp]:
         out: list[FollowUp] = []

@@ -14,7 +14,7 @@ from tools.mesh_index.expressions import enclosing_symbol, line_of, object_entri
 from tools.mesh_index.sql_sites import sql_facts
 from tools.mesh_index.ts_queries import ExtractConfig, captures
 
-FACTS_VERSION = 12
+FACTS_VERSION = 13
 BUILTINS = frozenset({"Date", "Map", "Set", "Error", "Promise", "URL", "RegExp", "Array", "Proxy", "WeakMap",
                       "Intl", "Logger"})
 
@@ -107,6 +107,15 @@ class LiteralFacts:
             expr = to_expr(node, 0, True)
             parsed = sql_facts(expr[1], line_of(node), symbol, self.cfg.event_table) if expr[0] == "s" else None
             self.add("sql_strings", [expr, line_of(node), symbol, parsed])
+
+
+    def migration_refs(self, root: Node) -> None:
+        """Strings naming a migrations folder (``join(__dirname, '../src/database/migrations/*.ts')``, a
+        DataSource's ``migrations: ['dist/migrations/*.js']``): who runs a repository's migrations."""
+        refs = sorted({text(n).strip("'\"`") for n in captures(self.q["strings"], root).get("s", [])
+                       if b"migrations" in (n.text or b"") and len(n.text or b"") < 300})
+        if refs:
+            self.f["migration_refs"] = refs
 
 
 def _descendants(node: Node, node_type: str) -> list[Node]:

@@ -96,6 +96,8 @@ class _FileExtractor(ClassFacts, LiteralFacts):
                 self.news(root)
         if any(tok.encode() in self.src.lower() for tok in self.cfg.sql_tokens):
             self.sql_strings(root)
+        if b"migrations" in self.src:
+            self.migration_refs(root)
 
     # -- top level -------------------------------------------------------------------------
     def add(self, key: str, item: Any) -> None:
@@ -265,6 +267,8 @@ class _FileExtractor(ClassFacts, LiteralFacts):
             if name not in self.cfg.call_names:
                 continue
             args = call.child_by_field_name("arguments")
+            if name in self.cfg.repo_create_calls and not _has_object_arg_with(args, b"type"):
+                continue  # repository.create(...) matters only for an event row ({ type, targetServices, ... })
             type_args = call.child_by_field_name("type_arguments")
             self.add("calls", [
                 name,
@@ -275,6 +279,16 @@ class _FileExtractor(ClassFacts, LiteralFacts):
                 enclosing_symbol(call),
                 _method_params(call),
             ])
+
+
+def _has_object_arg_with(args: Node | None, key: bytes) -> bool:
+    """Whether a call has an object literal argument with a ``key`` property (``create({ type, ... })``)."""
+    for a in args.named_children if args is not None else ():
+        if a.type == "object" and any(
+                c.type in ("pair", "shorthand_property_identifier")
+                and ((c.child_by_field_name("key") or c).text or b"") == key for c in a.named_children):
+            return True
+    return False
 
 
 NAMED_FUNCTIONS = ("method_definition", "function_declaration", "generator_function_declaration")

@@ -74,7 +74,9 @@ def _gc_paused() -> Iterator[None]:
 def extract_config(conv: Conventions) -> ExtractConfig:
     sc = conv.static
     calls = sc.create_job_calls + sc.fallback_calls + sc.create_event_calls + sc.direct_queue_calls
-    calls = calls + sc.migration_query_calls
+    calls = calls + sc.migration_query_calls + sc.ws_send_calls
+    repo_create = [c for c in sc.repository_create_calls if c not in calls]  # kept only with a type field
+    calls = calls + repo_create
     sql_tokens = [conv.tables.event_queue, conv.audit_trigger, *sc.sql_event_functions, "create trigger"]
     return ExtractConfig(
         call_names=tuple(dict.fromkeys(calls)),
@@ -86,6 +88,7 @@ def extract_config(conv: Conventions) -> ExtractConfig:
         sql_tokens=tuple(t.lower() for t in sql_tokens),
         fallback_calls=tuple(sc.fallback_calls),
         event_table=conv.tables.event_queue,
+        repo_create_calls=tuple(repo_create),
     )
 
 

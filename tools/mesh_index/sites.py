@@ -20,8 +20,11 @@ from tools.mesh_index.explain import explain, render
 from tools.mesh_index.linked import LinkedIndex, SiteRec, TypeInfo
 from tools.mesh_index.sql_link import link_mappings, link_sql
 from tools.mesh_index.symbols import Decl, Resolver, Val
+from tools.mesh_index.test_copies import test_only_migrations
 from tools.mesh_index.type_eval import eval_for_jobs, paired_lookup
+from tools.mesh_index.use_kinds import UseKinds
 from tools.mesh_index.workspace import Layout, is_test_path
+from tools.mesh_index.ws_link import ExtraProducers
 
 KINDS = ("job", "event", "ws_event", "queue", "stream")
 RELEVANT_KEYS = frozenset({"calls", "enums", "objects", "sql", "sql_strings", "bindings", "providers", "json", "news",
@@ -53,6 +56,9 @@ class Linker:
         self.relevant = [p for p, f in facts.items() if not RELEVANT_KEYS.isdisjoint(f)]
         self.has_messaging = any(self.in_messaging(p) for p in self.relevant
                                  if "enums" in facts[p] or "objects" in facts[p])
+        self.copy_reasons: dict[str, str] = {}  # migration file only test set-up runs -> why
+        self.uses = UseKinds(self)
+        self.extra = ExtraProducers(self)
 
     # -- helpers ----------------------------------------------------------------------------
     def test_only(self, path: str) -> bool:
@@ -63,6 +69,8 @@ class Linker:
 
     def site(self, path: str, line: int, symbol: str | None, kind: str, confidence: str = "exact",
              value: str | None = None, **detail: str) -> SiteRec:
+        if path in self.copy_reasons and "reason" not in detail:
+            detail["reason"] = self.copy_reasons[path]
         return SiteRec(self.layout.repo_of(path), path, line, symbol, kind, confidence, self.test_only(path), value,
                        {k: v for k, v in detail.items() if v})
 
@@ -104,7 +112,7 @@ class Linker:
         if decl is None:
             return None
         if decl not in self._kinds:
-            self._kinds[decl] = None if self.test_only(decl[0]) else self.classify(decl[1])
+            self._kinds[decl] = None if self.test_only(decl[0]) else self.uses.kind(decl, self.classify(decl[1]))
         return self._kinds[decl]
 
     def kind_of(self, val: Val, default: str | None) -> str | None:
@@ -158,13 +166,13 @@ class Linker:
                         continue
                     if table == "objects" and any(e[0] == "k" and not isinstance(e[1], str) for e in info[1]):
                         continue  # computed keys: a mapping table, not a type declaration
-                    kind = self.classify(name)
+                    kind = self.decl_kind((path, name))  # by use; the name is only a hint
                     if kind is not None:
                         self.declare(path, name, kind, table)
 
     def _spreads_used(self, path: str, name: str, used: set[tuple[str, str]]) -> bool:
         """True when an object merges (by spread) a declaration code uses: ``Streams = {...EventStream}``."""
-        if self.classify(name) is None:
+        if self.decl_kind((path, name)) is None:
             return False
         return any(v.decl in used for v in self.r.members(Decl(path, name, "object")).values())
 
@@ -204,6 +212,10 @@ class Linker:
                     self.create_event(path, receiver, args, targs, line, symbol)
                 elif name in sc.direct_queue_calls:
                     self.direct_queue(path, receiver, args, line, symbol)
+                elif name in sc.ws_send_calls and self.extra.ws_call(path, name, receiver, args, line, symbol):
+                    pass  # linked once post-processors are known (their inputs narrow mapping lookups)
+                elif name in sc.repository_create_calls:
+                    self.extra.repository_create(path, receiver, args, line, symbol)
                 elif (name in sc.migration_query_calls and args and args[0][0] in ("c", "r", "+", "x")
                       and not (symbol or "").endswith(".down")):
                     self.query_calls.append((path, args[0], line, symbol))
@@ -329,6 +341,10 @@ class Linker:
 
     # -- the whole link -------------------------------------------------------------------------
     def run(self) -> LinkedIndex:
+        self.copy_reasons = test_only_migrations(self)
+        for path in self.copy_reasons:
+            self._test[path] = True
+        self.uses.collect()
         self.declarations()
         classes = ClassLinker(self)
         classes.handlers_and_wrappers()
@@ -340,6 +356,7 @@ class Linker:
         link_sql(self)
         link_mappings(self)
         classes.post_processors()
+        self.extra.link_ws()
         classes.collaborators()
         if self.secondary:
             self.declarations(only=set(self.secondary))

@@ -305,6 +305,4 @@ def link_mappings(linker: Linker) -> None:
             linker.idx.mappings.append(rec)
             for from_key, to_key, line, heuristic in entries:
                 linker.idx.mapping_from.setdefault(from_key, []).append((rec, to_key, line, heuristic))
-                if to_key[0] == "ws_event":
-                    linker.produce(to_key, linker.site(path, line, name, "mapping", "heuristic", to_key[1], via=name,
-                                                       from_kind=from_key[0], from_value=from_key[1]))
+    # an entry is not a producer: the code that reads the table and writes or sends is (its site has `via`)

@@ -23,6 +23,7 @@ class ExtractConfig:
     sql_tokens: tuple[str, ...]
     fallback_calls: tuple[str, ...]
     event_table: str
+    repo_create_calls: tuple[str, ...] = ()
 
 
 @lru_cache(maxsize=2)

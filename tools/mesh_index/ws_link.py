@@ -1,0 +1,179 @@
+"""Producers the outbox entities do not name: websocket sends and event rows built by a repository.
+
+- ``ws_send``: a call named in ``ws_send_calls`` on a receiver whose words are in
+  ``ws_send_receivers`` (``this.notificationService.notifyUser(id, WsType.X, payload)``,
+  ``this.gateway.server.to(room).emit(OrderWsType.SHIPPED, payload)``) produces the websocket
+  type any argument resolves to, in the class and method that calls it. A type computed
+  through a mapping lookup (``getWsEventForEvent(event.type)``) inside a post-processor is
+  evaluated for the events that consumer can receive (those its filter accepts *and* that
+  are written to a stream it reads), ``heuristic`` with ``via`` naming the table. A call
+  forwarding its own parameter (the notification service's ``emit(type, payload)``) is
+  plumbing: its callers are the producers.
+- ``repository_create``: ``repo.create({ type, targetServices, emitter, ... })`` (a call of
+  ``repository_create_calls`` whose object has a type field and a target-services or emitter
+  field: an ``EventQueueEntity``-like row) produces the event its type resolves to; a type
+  read from configuration (``aggregation.successEvent``, keys of ``config_event_type_keys``)
+  gives one ``heuristic`` producer per value in the service's JSON config files, with the
+  file and key in ``detail.config`` and the sibling ``targetServices`` as streams.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from tools.mesh_index.linked import PostProcessorRec
+from tools.mesh_index.type_eval import eval_for_jobs
+
+if TYPE_CHECKING:
+    from tools.mesh_index.sites import Linker
+
+TYPED_TAGS = ("r", "x", "c", "|", "o", "s")
+
+
+class ExtraProducers:
+    def __init__(self, linker: Linker):
+        self.l = linker
+        self.r = linker.r
+        self.sc = linker.sc
+        self.idx = linker.idx
+        self.ws_calls: list[tuple[str, str, str, list[Any], int, str | None]] = []
+        self._json: dict[str | None, list[tuple[str, str, str]]] | None = None
+
+    # -- websocket sends -----------------------------------------------------------------------------
+    def ws_call(self, path: str, name: str, receiver: str, args: list[Any], line: int, symbol: str | None) -> bool:
+        """Keep a websocket send for :meth:`link_ws` (run once post-processors are known); False if not one."""
+        if not self.l.uses.is_ws_receiver(receiver):
+            return False
+        self.ws_calls.append((path, name, receiver, args, line, symbol))
+        return True
+
+    def link_ws(self) -> None:
+        for path, name, receiver, args, line, symbol in self.ws_calls:
+            cls = (symbol or "").split(".")[0]
+            pp = self.idx.post_processors.get((path, cls))
+            for expr in args:
+                if not expr or expr[0] not in TYPED_TAGS:
+                    continue
+                if expr[0] == "o":
+                    expr = self.l.field(expr, self.sc.type_fields)
+                    if expr is None:
+                        continue
+                vals = self.r.eval(expr, path)
+                if expr[0] == "s":  # a bare string is a websocket type only when declared as one
+                    vals = [v for v in vals if ("ws_event", v.value) in self.idx.declared]
+                narrowed = False
+                if pp is not None and any(v.via for v in vals):
+                    inputs = self.inputs(pp)
+                    if inputs:
+                        vals = eval_for_jobs(self.r, expr, path, inputs) or vals
+                        narrowed = True
+                for v in vals:
+                    if self.l.kind_of(v, "ws_event") != "ws_event":
+                        continue
+                    conf = "heuristic" if v.heuristic else "exact"
+                    detail = {"call": name, "receiver": receiver[:80], "via": v.via or ""}
+                    if v.via:
+                        detail["inputs"] = "events this post-processor receives" if narrowed else \
+                            "every value of the table (the inputs of this call are not known)"
+                    self.l.produce(("ws_event", v.value), self.l.site(path, line, symbol, "ws_send", conf, v.value,
+                                                                      **detail))
+
+    def inputs(self, pp: PostProcessorRec) -> list[str]:
+        """Events ``pp`` can receive: accepted by its filter and written to a stream it reads (any stream when its
+        own is unknown)."""
+        streams = set(pp.streams)
+        out = []
+        for key, sites in self.idx.producers.items():
+            if key[0] != "event" or not any(not s.test_only for s in sites):
+                continue
+            if pp.accepts_value(key[1]) is None and not pp.accept_all:
+                continue
+            routes = {r[1] for r in self.idx.routes_out.get(key, {}) if r[0] == "stream"}
+            if not streams or routes & streams:
+                out.append(key[1])
+        return sorted(out)
+
+    # -- repository create() of an event row --------------------------------------------------------
+    def repository_create(self, path: str, receiver: str, args: list[Any], line: int, symbol: str | None) -> None:
+        sc = self.sc
+        obj = self.l.message_object(args)
+        if obj is None or receiver.split(".")[-1] in sc.outbox_entities:
+            return
+        targets_expr = self.l.field(obj, sc.target_services_fields)
+        if targets_expr is None and self.l.field(obj, sc.emitter_fields) is None:
+            return  # not an event row (a user's { type, name })
+        type_expr = self.l.field(obj, sc.type_fields)
+        emitter = self.l.emitter(obj, path) or ""
+        vals = [v for v in self.r.eval(type_expr, path) if self.l.kind_of(v, "event") in ("event", None)]
+        targets = self.r.eval_list(targets_expr, path) if targets_expr is not None else []
+        streams = sorted({self.idx.stream_key(t.value) for t in targets})
+        for v in vals:
+            self._emit(path, line, symbol, v.value, "heuristic" if v.heuristic else "exact", streams, emitter,
+                       via=v.via or "")
+        if vals:
+            return
+        found = False
+        for value, cfg_path, key in self.config_values(type_expr, path):
+            found = True
+            own = streams or self.sibling_list(cfg_path, key, targets_expr)
+            self._emit(path, line, symbol, value, "heuristic", own, emitter, config=f"{cfg_path}: {key}")
+        if not found and type_expr is not None:
+            self.l.unresolved("event", path, line, symbol, "repository_create", type_expr,
+                              stream=", ".join(streams))
+
+    def _emit(self, path: str, line: int, symbol: str | None, value: str, conf: str, streams: list[str],
+              emitter: str, **detail: str) -> None:
+        site = self.l.site(path, line, symbol, "repository_create", conf, value, stream=", ".join(streams),
+                           emitter=emitter, **detail)
+        self.l.produce(("event", value), site)
+        for s in streams:
+            self.idx.add_route(("event", value), ("stream", s), "targetServices")
+
+    def _json_by_pkg(self) -> dict[str | None, list[tuple[str, str, str]]]:
+        if self._json is None:
+            self._json = {}
+            for p, f in self.l.facts.items():
+                if "json" in f:
+                    pkg = self.l.layout.package_dir_of(p)
+                    self._json.setdefault(pkg, []).extend((p, k, v) for k, v in f["json"])
+        return self._json
+
+    def config_values(self, expr: Any, path: str) -> list[tuple[str, str, str]]:
+        """(value, config file, key) of each config entry an expression reads (``aggregation.successEvent``,
+        ``ok ? a.successEvent : a.failureEvent``) when its last name is one of ``config_event_type_keys``."""
+        names = set()
+        for ref in _refs(expr):
+            last = ref.split(".")[-1]
+            if last in self.sc.config_event_type_keys:
+                names.add(last)
+        if not names:
+            return []
+        pkg = self.l.layout.package_dir_of(path)
+        return [(v, p, k) for p, k, v in self._json_by_pkg().get(pkg, ()) if k.split(".")[-1] in names]
+
+    def sibling_list(self, cfg_path: str, key: str, targets_expr: Any) -> list[str]:
+        """Streams of the config entry holding ``key``: its ``targetServices`` list (the field the code reads)."""
+        fields = {ref.split(".")[-1] for ref in _refs(targets_expr)} & set(self.sc.target_services_fields)
+        prefix = key.rsplit(".", 1)[0] + "." if "." in key else ""
+        out = set()
+        for p, k, v in self._json_by_pkg().get(self.l.layout.package_dir_of(cfg_path), ()):
+            if p != cfg_path or not k.startswith(prefix):
+                continue
+            rest = k[len(prefix):].split(".")
+            if rest[0] in fields and (len(rest) == 1 or rest[1].isdigit()):
+                out.add(self.idx.stream_key(v))
+        return sorted(out)
+
+
+def _refs(expr: Any) -> list[str]:
+    """Dotted names a expression reads (``p`` parameters and ``r`` references), through ``|`` alternatives."""
+    if not isinstance(expr, list) or not expr:
+        return []
+    if expr[0] == "p" and isinstance(expr[1], str):
+        return [expr[1]]
+    if expr[0] == "r" and isinstance(expr[1], list):
+        return [".".join(expr[1])]
+    if expr[0] == "|":
+        return [r for e in expr[1] for r in _refs(e)]
+    return []
+
