@@ -70,3 +70,8 @@ def eval_for_jobs(r: Resolver, expr: Any, path: str, jobs: list[str]) -> list[Va
         return []
     bound: list[Any] = ["vals", [Val(j) for j in jobs]]
     return r.eval(_as_params(expr, names), path, {n: (bound, path) for n in names})
+
+
+def reads_params(r: Resolver, expr: Any, path: str) -> bool:
+    """Whether ``expr`` reads a function parameter (what :func:`eval_for_jobs` binds)."""
+    return bool(_params(r, expr, path, set())) if expr is not None else False

@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from tools.mesh_index.linked import PostProcessorRec
-from tools.mesh_index.type_eval import eval_for_jobs
+from tools.mesh_index.type_eval import eval_for_jobs, reads_params
 
 if TYPE_CHECKING:
     from tools.mesh_index.sites import Linker
@@ -62,11 +62,11 @@ class ExtraProducers:
                 if expr[0] == "s":  # a bare string is a websocket type only when declared as one
                     vals = [v for v in vals if ("ws_event", v.value) in self.idx.declared]
                 narrowed = False
-                if pp is not None and any(v.via for v in vals):
-                    inputs = self.inputs(pp)
-                    if inputs:
-                        vals = eval_for_jobs(self.r, expr, path, inputs) or vals
-                        narrowed = True
+                inputs = self.inputs(pp) if pp is not None and any(v.via for v in vals) else []
+                if inputs and reads_params(self.r, expr, path):
+                    # the key is the event being processed: only what the inputs map to (nothing if none maps)
+                    vals = eval_for_jobs(self.r, expr, path, inputs)
+                    narrowed = True
                 for v in vals:
                     if self.l.kind_of(v, "ws_event") != "ws_event":
                         continue
