@@ -22,7 +22,9 @@ SITE_KINDS = (
     "sql_trigger",  # CREATE TRIGGER ... create_event_queue_record('<type>', ...)
     "sql_insert",  # INSERT INTO event_queue inside a SQL function or string
     "direct_queue",  # queue.add(TYPE, ...) straight into BullMQ
-    "mapping",  # an entry of a *_MAPPING table
+    "repository_create",  # repo.create({ type, targetServices, emitter }): an event row built by a repository
+    "ws_send",  # notifyUser / broadcast / gateway.server.to(room).emit(TYPE, ...): a websocket message sent
+    "mapping",  # an entry of a mapping table (a follow-up step only, never a producer)
     "handler",  # class with `readonly jobType = ...`
     "worker",  # @Processor(Queue.X) class routing handlers
     "post_processor",  # stream consumer class
@@ -37,8 +39,8 @@ class Site(BaseModel):
     file: str = Field(description="path relative to the workspace, with / separators")
     line: int = Field(description="1-based line")
     symbol: str | None = Field(default=None, description="enclosing Class.method or function")
-    kind: str = Field(description="create_job|fallback|create_event|sql_trigger|sql_insert|direct_queue|"
-                      "mapping|handler|worker|post_processor|declaration")
+    kind: str = Field(description="create_job|fallback|create_event|repository_create|sql_trigger|sql_insert|"
+                      "direct_queue|ws_send|mapping|handler|worker|post_processor|declaration")
     confidence: Confidence = "exact"
     test_only: bool = Field(default=False, description="spec file, test folder or test-only controller")
     value: str | None = Field(default=None, description="the resolved string value this site is about")
