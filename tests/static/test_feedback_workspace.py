@@ -230,3 +230,27 @@ def test_renamed_twin_has_the_same_producers_consumers_and_chains(fw: IndexServi
     assert idx.by_qual["AllTasks.RETRY_BOOKING"] == ("job", "p.t1")
     assert idx.by_qual["AllPings.RETRY_BOOKING"] == ("ws_event", "push-3")
     assert not idx.unresolved.get("job")  # the fallback call resolves through the renamed merged object
+
+
+def test_own_migrations_a_test_also_runs_are_not_a_copy(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    shutil.copytree(FIXTURE, ws, ignore=shutil.ignore_patterns(".mesh"))
+    (ws / "ms-order/src/data-source.ts").unlink()  # nothing names ms-order's migrations: the original stays
+    solo = ws / "ms-solo"
+    (solo / "src/migrations").mkdir(parents=True)
+    (solo / "test").mkdir()
+    (solo / "package.json").write_text('{ "name": "ms-solo", "private": true }\n')
+    (solo / "src/migrations/1760000000000-AddSoloTrigger.ts").write_text(
+        "export class AddSoloTrigger1760000000000 {\n"
+        "  public async up(queryRunner: any): Promise<void> {\n"
+        "    await queryRunner.query(`CREATE TRIGGER solo_t AFTER INSERT ON solos FOR EACH ROW "
+        "EXECUTE FUNCTION create_event_queue_record('order.placed','ms-solo');`);\n"
+        "  }\n}\n")
+    (solo / "test/global-setup.ts").write_text("export const migrations = ['../src/migrations/*.ts'];\n")
+    svc = _service(ws, tmp_path / "state")
+    try:
+        r = svc.analyze_impact("order.placed", include_tests=True)
+        assert sorted((p.repo, p.test_only) for p in r.producers) == [
+            ("ms-order", False), ("ms-solo", False), ("workers-runners", True)]
+    finally:
+        svc.close()

@@ -6,9 +6,12 @@ from the files of that repository that name them: strings naming a migrations fo
 (``join(__dirname, '../src/database/migrations/*.ts')``, a DataSource's ``migrations:
 ['dist/migrations/*.js']``) and imports of a migration file. When at least one file does and
 every such file is a test file (``test_path_markers``) or a test set-up script
-(``test_setup_markers``), the repository's migrations are test-only: their triggers and
-inserts are test-only producers (``test_only``, the reason in ``detail.reason``), not a second
-production producer. With no file naming them, nothing is concluded (they stay production).
+(``test_setup_markers``), and the folder is a copy (a file of the same name sits in the
+migrations of another package that production runs or nothing names), the package's
+migrations are test-only: their triggers and inserts are test-only producers (``test_only``,
+the reason in ``detail.reason``), not a second production producer. Otherwise nothing is
+concluded (they stay production): a service's own migrations that its tests also run are not
+a copy.
 """
 
 from __future__ import annotations
@@ -52,13 +55,17 @@ def test_only_migrations(linker: Linker) -> dict[str, str]:
     for files in migrations.values():
         for p in files:
             by_name.setdefault(posixpath.basename(p), []).append(p)
+    candidates = {repo for repo in migrations
+                  if runners.get(repo) and all(linker.test_only(p) or any(m in p for m in markers)
+                                               for p in runners[repo])}
     out: dict[str, str] = {}
-    for repo, files in migrations.items():
-        who = runners.get(repo, [])
-        if not who or not all(linker.test_only(p) or any(m in p for m in markers) for p in who):
-            continue
-        for p in files:
-            twin = next((o for o in by_name.get(posixpath.basename(p), ()) if unit(o) != repo), None)
-            copy = f"a copy of {twin}, " if twin else ""
-            out[p] = f"{copy}run only by test set-up ({', '.join(sorted(who)[:3])}): a test-only producer"
+    for repo in sorted(candidates):
+        twins = {p: next((o for o in by_name.get(posixpath.basename(p), ()) if unit(o) not in candidates), None)
+                 for p in migrations[repo]}
+        if not any(twins.values()):
+            continue  # not a copy of another service's migrations: its own, run by a test set-up too
+        who = ", ".join(sorted(runners[repo])[:3])
+        for p, twin in twins.items():
+            copy = f"a copy of {twin}, " if twin else "in a copy of another service's migrations, "
+            out[p] = f"{copy}run only by test set-up ({who}): a test-only producer"
     return out

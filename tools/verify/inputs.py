@@ -21,10 +21,10 @@ from tools.verify.modules import ModuleScanner
 from tools.verify.tsparse import ParsedFile, parse_file
 
 JOB_PRODUCER_KINDS = frozenset({"create_job", "fallback", "direct_queue", "mapping"})
-EVENT_PRODUCER_KINDS = frozenset({"create_event", "sql_trigger", "sql_insert", "mapping"})
+EVENT_PRODUCER_KINDS = frozenset({"create_event", "sql_trigger", "sql_insert", "mapping", "repository_create"})
 OUTBOX_JOB_KINDS = frozenset({"create_job", "fallback"})
 DIRECT_KINDS = frozenset({"direct_queue"})
-SEEN_HEURISTIC_KINDS = frozenset({"sql_trigger", "sql_insert", "mapping"})
+SEEN_HEURISTIC_KINDS = frozenset({"sql_trigger", "sql_insert", "mapping", "repository_create"})
 
 
 @dataclass(frozen=True)
