@@ -140,7 +140,7 @@ class StaticConventions(_Strict):
     )
     ws_send_receivers: list[str] = _d(
         ["gateway", "server", "socket", "sockets", "io", "notification", "notifications", "notifier", "ws",
-         "websocket", "websockets", "client", "clients", "room", "realtime"],
+         "websocket", "websockets", "room", "realtime"],
         "words of a ws send call's receiver (this.notificationService, this.gateway.server.to(room)), camelCase split",
     )
     repository_create_calls: list[str] = _d(

@@ -67,6 +67,9 @@ class ExtraProducers:
                     # the key is the event being processed: only what the inputs map to (nothing if none maps)
                     vals = eval_for_jobs(self.r, expr, path, inputs)
                     narrowed = True
+                elif inputs:  # a key from config or a field: still only what the table maps the inputs to
+                    vals = [v for v in vals if not v.via or self._maps_from(v.via, inputs, v.value)]
+                    narrowed = True
                 for v in vals:
                     if self.l.kind_of(v, "ws_event") != "ws_event":
                         continue
@@ -77,6 +80,10 @@ class ExtraProducers:
                             "every value of the table (the inputs of this call are not known)"
                     self.l.produce(("ws_event", v.value), self.l.site(path, line, symbol, "ws_send", conf, v.value,
                                                                       **detail))
+
+    def _maps_from(self, table: str, inputs: list[str], value: str) -> bool:
+        return any(rec.name == table and to_key[1] == value
+                   for i in inputs for rec, to_key, _l, _h in self.idx.mapping_from.get(("event", i), ()))
 
     def inputs(self, pp: PostProcessorRec) -> list[str]:
         """Events ``pp`` can receive: accepted by its filter and written to a stream it reads (any stream when its
