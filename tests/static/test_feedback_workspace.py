@@ -229,12 +229,20 @@ def test_renamed_twin_has_the_same_producers_consumers_and_chains(fw: IndexServi
         assert _sites(a.consumers, rename_value) == _sites(b.consumers), value
         assert sorted((f.depth, f.kind, rename_value(f.value), rename_text(f.via)) for f in a.followups) == sorted(
             (f.depth, f.kind, f.value, f.via) for f in b.followups), value
+    def counts(svc: IndexService, rename=lambda v: v) -> list[tuple]:
+        return sorted((e.kind, rename(e.value), e.producers, e.consumers, e.test_producers, e.orphan)
+                      for e in svc.catalogue().entries if e.kind in ("job", "event", "ws_event"))
+    assert counts(fw, rename_value) == counts(twin)
     # nothing of the twin is named like a convention hint, yet its merged objects resolve member by member
     idx = twin.linked()
     assert "JobMessagingType" not in idx.by_qual and "JobMessagingType" in IDENTIFIERS
     assert idx.by_qual["AllTasks.RETRY_BOOKING"] == ("job", "p.t1")
     assert idx.by_qual["AllPings.RETRY_BOOKING"] == ("ws_event", "push-3")
     assert not idx.unresolved.get("job")  # the fallback call resolves through the renamed merged object
+    # an enum only the job registry interface keys is a job by that use
+    assert idx.by_qual["ArchiveTaskKind.DUMP_PLANS"] == ("job", "p.t3")
+    entry = next(e for e in twin.catalogue(kind="job").entries if e.value == "p.t3")
+    assert entry.reasons == ["no producer", "no handler"]
 
 
 def test_own_migrations_a_test_also_runs_are_not_a_copy(tmp_path: Path) -> None:

@@ -2,7 +2,8 @@
 
 Every enum, ``as const`` object, mapping table and lookup function, every member, and every job,
 event, websocket, queue and stream string is renamed (the same way in every file, JSON config and
-SQL included); classes, methods, files, emitters and the names of ``[conventions]`` calls stay.
+SQL included); classes, methods, files, emitters and the names ``[conventions]`` configure (calls
+such as ``createJob``, fields such as ``jobType``, the ``JobRegistry`` interface) stay.
 No name of the twin matches a naming hint of the conventions (``*JobType``, ``Ws``, ``*Queue``,
 ``Streams``, ``JobMessagingType``, ``*_MAPPING``): whatever the index answers on it, it answers by
 resolution and use.
@@ -18,11 +19,12 @@ FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "feedback_workspace
 
 IDENTIFIERS = {
     "OrderJobType": "PlanTaskKind", "BillingJobType": "LedgerTaskKind", "JobMessagingType": "AllTasks",
-    "JobRegistry": "TaskPayloads", "OrderQueue": "PlanLanes", "BillingQueue": "LedgerLanes",
+    "OrderQueue": "PlanLanes", "BillingQueue": "LedgerLanes",
     "OrderEventType": "PlanFacts", "BillingEventType": "LedgerFacts", "EventMessagingType": "AllFacts",
     "OrderWsType": "PlanPings", "BillingWsType": "LedgerPings", "WebsocketMessagingType": "AllPings",
     "JOB_TO_EVENT_MAPPING": "TASK_FOLLOWERS", "EVENT_TO_WS_EVENT_MAPPING": "PING_FOR_FACT",
     "getEventForJob": "followerOfTask", "getWsEventForEvent": "pingForFact", "Streams": "Channels",
+    "ExportJobType": "ArchiveTaskKind", "EXPORT_ORDERS": "DUMP_PLANS",
     # members
     "FALLBACK_PLACE_ORDER": "RETRY_BOOKING", "SHIP_ORDER": "SEND_PARCEL", "FALLBACK_CHARGE_CARD": "RETRY_DEBIT",
     "ORDERS": "LANE_A", "FALLBACK_ORDERS": "LANE_B", "FALLBACK_BILLING": "LANE_C",
@@ -34,6 +36,7 @@ IDENTIFIERS = {
 
 STRINGS = {
     "orders.fallback_place_order": "p.t1", "orders.ship_order": "p.t2", "billing.fallback_charge_card": "l.t1",
+    "orders.export_orders": "p.t3",
     "order-queue": "lane-alpha", "fallback-order-queue": "lane-beta", "fallback-billing-queue": "lane-gamma",
     "order.placed": "p.f1", "order.shipped": "p.f2", "order.fallback_place_order_feedback": "p.f3",
     "billing.payment_captured": "l.f1", "billing.payments_aggregated": "l.f2",

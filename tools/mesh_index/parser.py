@@ -113,7 +113,7 @@ class _FileExtractor(ClassFacts, LiteralFacts):
             for child in node.named_children:
                 self.top_level(child, exported)
         elif t in ("enum_declaration", "class_declaration", "abstract_class_declaration",
-                   "function_declaration", "lexical_declaration", "variable_declaration"):
+                   "function_declaration", "lexical_declaration", "variable_declaration", "interface_declaration"):
             for name in self.declaration(node, decorators or []):
                 if exported:
                     self.add("exports", [name, name])
@@ -196,6 +196,11 @@ class _FileExtractor(ClassFacts, LiteralFacts):
             return [name]
         if t in ("class_declaration", "abstract_class_declaration"):
             return [self.class_declaration(node, decorators)]
+        if t == "interface_declaration":
+            name = text(node.child_by_field_name("name"))
+            if name in self.cfg.job_registries:
+                self.registry(node)
+            return []
         if t == "function_declaration":
             name = text(node.child_by_field_name("name"))
             self.function(name, node)
@@ -250,6 +255,19 @@ class _FileExtractor(ClassFacts, LiteralFacts):
             if b"[" in (body.text or b"") or b".get(" in (body.text or b"") or b".has(" in (body.text or b""):
                 lookups = sorted({text(n) for n in captures(self.q["lookups"], body).get("o", [])})
         self.f.setdefault("functions", {})[name] = [line_of(node), params, ret, lookups]
+
+    def registry(self, node: Node) -> None:
+        """Keys of the job registry interface (``[JobMessagingType.X]: Payload``): each names a job."""
+        body = node.child_by_field_name("body")
+        keys = []
+        for prop in body.named_children if body is not None else ():
+            key = prop.child_by_field_name("name") if prop.type == "property_signature" else None
+            if key is not None and key.type == "computed_property_name" and key.named_child_count:
+                keys.append(to_expr(key.named_children[0], 0, False))
+            elif key is not None and key.type == "string":
+                keys.append(["s", string_value(key)])
+        if keys:
+            self.f.setdefault("registry", []).extend(keys)
 
     # -- classes ---------------------------------------------------------------------------
 

@@ -89,6 +89,7 @@ def extract_config(conv: Conventions) -> ExtractConfig:
         fallback_calls=tuple(sc.fallback_calls),
         event_table=conv.tables.event_queue,
         repo_create_calls=tuple(repo_create),
+        job_registries=tuple(sc.job_registry),
     )
 
 

@@ -28,7 +28,7 @@ from tools.mesh_index.ws_link import ExtraProducers
 
 KINDS = ("job", "event", "ws_event", "queue", "stream")
 RELEVANT_KEYS = frozenset({"calls", "enums", "objects", "sql", "sql_strings", "bindings", "providers", "json", "news",
-                           "json_bindings", "roles"})
+                           "json_bindings", "roles", "registry"})
 """Files with none of these facts only matter as import/export hops, reached through the resolver."""
 
 

@@ -24,6 +24,7 @@ class ExtractConfig:
     fallback_calls: tuple[str, ...]
     event_table: str
     repo_create_calls: tuple[str, ...] = ()
+    job_registries: tuple[str, ...] = ()
 
 
 @lru_cache(maxsize=2)

@@ -5,7 +5,8 @@ of the declaration the value resolves to (the enum or ``as const`` object, and t
 member was read through, so that a merged object and each enum it spreads are covered):
 
 - the ``type`` of ``createJob`` (entity call, or an object with a queue ``target``), the first
-  argument of the fallback helper, a handler's ``jobType``, a worker's ``switch`` case: job;
+  argument of the fallback helper, a handler's ``jobType``, a worker's ``switch`` case, a key of
+  the job registry interface (``job_registry``): job;
 - ``createJob``'s ``target`` and a worker's ``@Processor(...)`` argument: queue;
 - the ``type`` of ``createEvent``/``createFollowUp`` and the members a ``shouldProcess`` filter
   compares with: event; their ``targetServices`` and a post-processor's stream field: stream;
@@ -119,6 +120,8 @@ class UseKinds:
                     for a in args:
                         if a and a[0] in ("r", "x", "c", "|", "o"):
                             self.vote(a, path, "ws_event")
+            for key in f.get("registry", ()):  # keyed in the job registry interface
+                self.vote(key, path, "job")
             for cname, info in f.get("classes", {}).items():
                 self._class_votes(path, cname, info)
             for b in f.get("bindings", ()):
