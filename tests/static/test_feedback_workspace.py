@@ -97,13 +97,19 @@ def test_a_type_read_through_a_mapping_is_sent_for_what_the_consumer_receives(fw
         sites = {f"{p.file}:{p.line}": p for p in r.producers}
         # BookingRetryWsPostProcessor reads the table with a key from configuration: only for the one event its
         # filter accepts (order.fallback_place_order_feedback), not every value of the table
-        assert set(sites) == ({feedback, retry} if value == "ws.order.fallback_place_order" else {feedback})
+        # FeedbackNotifier.forward sends getWsEventForEvent(event.type) for ChargeRetryWsPostProcessor, which
+        # names it and accepts billing.fallback_charge_card_feedback only
+        notifier = at("ws-service/src/notifications/feedback.notifier.ts", "notifyUser(")
+        assert set(sites) == ({feedback, retry} if value == "ws.order.fallback_place_order" else {feedback, notifier})
         site = sites[feedback]
         assert (site.kind, site.symbol, site.confidence, site.detail["via"]) == (
             "ws_send", "WsFeedbackPostProcessor.processEvents", "heuristic", "EVENT_TO_WS_EVENT_MAPPING")
     # order.placed maps to ws.order.placed too, but never reaches the feedback stream this consumer reads
     placed = fw.analyze_impact("ws.order.placed")
-    assert {f"{p.file}:{p.line}" for p in placed.producers} & {feedback, retry} == set()
+    assert {f"{p.file}:{p.line}" for p in placed.producers} & {feedback, retry, notifier} == set()
+    sent = fw.analyze_impact("ws.billing.fallback_charge_card").producers
+    assert {p.detail.get("inputs") for p in sent if p.file.endswith("feedback.notifier.ts")} == {
+        "events ChargeRetryWsPostProcessor receive(s)"}
 
 
 # -- 2. a mapping table is not a producer ---------------------------------------------------------------

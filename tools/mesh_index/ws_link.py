@@ -6,7 +6,8 @@
   type any argument resolves to, in the class and method that calls it. A type computed
   through a mapping lookup (``getWsEventForEvent(event.type)``) inside a post-processor is
   evaluated for the events that consumer can receive (those its filter accepts *and* that
-  are written to a stream it reads), ``heuristic`` with ``via`` naming the table. A call
+  are written to a stream it reads), ``heuristic`` with ``via`` naming the table; in a class a
+  post-processor names (an injected notifier), for the events of the post-processors naming it. A call
   forwarding its own parameter (the notification service's ``emit(type, payload)``) is
   plumbing: its callers are the producers.
 - ``repository_create``: ``repo.create({ type, targetServices, emitter, ... })`` (a call of
@@ -22,6 +23,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from tools.mesh_index.linked import PostProcessorRec
+from tools.mesh_index.symbols import Decl
 from tools.mesh_index.type_eval import eval_for_jobs, reads_params
 
 if TYPE_CHECKING:
@@ -48,9 +50,11 @@ class ExtraProducers:
         return True
 
     def link_ws(self) -> None:
+        users = self._pp_users() if self.ws_calls else {}
         for path, name, receiver, args, line, symbol in self.ws_calls:
             cls = (symbol or "").split(".")[0]
             pp = self.idx.post_processors.get((path, cls))
+            pps = [pp] if pp is not None else users.get((path, cls), [])
             for expr in args:
                 if not expr or expr[0] not in TYPED_TAGS:
                     continue
@@ -62,7 +66,7 @@ class ExtraProducers:
                 if expr[0] == "s":  # a bare string is a websocket type only when declared as one
                     vals = [v for v in vals if ("ws_event", v.value) in self.idx.declared]
                 narrowed = False
-                inputs = self.inputs(pp) if pp is not None and any(v.via for v in vals) else []
+                inputs = sorted({i for p in pps for i in self.inputs(p)}) if any(v.via for v in vals) else []
                 if inputs and reads_params(self.r, expr, path):
                     # the key is the event being processed: only what the inputs map to (nothing if none maps)
                     vals = eval_for_jobs(self.r, expr, path, inputs)
@@ -76,10 +80,23 @@ class ExtraProducers:
                     conf = "heuristic" if v.heuristic else "exact"
                     detail = {"call": name, "receiver": receiver[:80], "via": v.via or ""}
                     if v.via:
-                        detail["inputs"] = "events this post-processor receives" if narrowed else \
-                            "every value of the table (the inputs of this call are not known)"
+                        detail["inputs"] = ("events " + ", ".join(sorted(p.key[1] for p in pps)) + " receive(s)") \
+                            if narrowed else "every value of the table (the inputs of this call are not known)"
                     self.l.produce(("ws_event", v.value), self.l.site(path, line, symbol, "ws_send", conf, v.value,
                                                                       **detail))
+
+    def _pp_users(self) -> dict[tuple[str, str], list[PostProcessorRec]]:
+        """Class -> the post-processors naming it (an injected notifier sends for the events they receive)."""
+        out: dict[tuple[str, str], list[PostProcessorRec]] = {}
+        for (path, name), pp in self.idx.post_processors.items():
+            if not pp.started:
+                continue
+            info = self.l.facts.get(path, {}).get("classes", {}).get(name, {})
+            for ident in info.get("refs", ()):
+                decl = self.r.symbol(path, ident)
+                if isinstance(decl, Decl) and decl.kind == "class":
+                    out.setdefault((decl.path, decl.name), []).append(pp)
+        return out
 
     def _maps_from(self, table: str, inputs: list[str], value: str) -> bool:
         return any(rec.name == table and to_key[1] == value
