@@ -40,6 +40,7 @@ class ExtraProducers:
         self.idx = linker.idx
         self.ws_calls: list[tuple[str, str, str, list[Any], int, str | None]] = []
         self._json: dict[str | None, list[tuple[str, str, str]]] | None = None
+        self._inputs: dict[tuple[str, str], list[str]] = {}
 
     # -- websocket sends -----------------------------------------------------------------------------
     def ws_call(self, path: str, name: str, receiver: str, args: list[Any], line: int, symbol: str | None) -> bool:
@@ -55,6 +56,7 @@ class ExtraProducers:
             cls = (symbol or "").split(".")[0]
             pp = self.idx.post_processors.get((path, cls))
             pps = [pp] if pp is not None else users.get((path, cls), [])
+            sent: set[str] = set()  # one site per value and call (`emit(T.X, { type: T.X })`)
             for expr in args:
                 if not expr or expr[0] not in TYPED_TAGS:
                     continue
@@ -75,8 +77,9 @@ class ExtraProducers:
                     vals = [v for v in vals if not v.via or self._maps_from(v.via, inputs, v.value)]
                     narrowed = True
                 for v in vals:
-                    if self.l.kind_of(v, "ws_event") != "ws_event":
+                    if v.value in sent or self.l.kind_of(v, "ws_event") != "ws_event":
                         continue
+                    sent.add(v.value)
                     conf = "heuristic" if v.heuristic else "exact"
                     detail = {"call": name, "receiver": receiver[:80], "via": v.via or ""}
                     if v.via:
@@ -105,6 +108,8 @@ class ExtraProducers:
     def inputs(self, pp: PostProcessorRec) -> list[str]:
         """Events ``pp`` can receive: accepted by its filter and written to a stream it reads (any stream when its
         own is unknown)."""
+        if pp.key in self._inputs:
+            return self._inputs[pp.key]
         streams = set(pp.streams)
         out = []
         for key, sites in self.idx.producers.items():
@@ -115,7 +120,8 @@ class ExtraProducers:
             routes = {r[1] for r in self.idx.routes_out.get(key, {}) if r[0] == "stream"}
             if not streams or routes & streams:
                 out.append(key[1])
-        return sorted(out)
+        self._inputs[pp.key] = sorted(out)
+        return self._inputs[pp.key]
 
     # -- repository create() of an event row --------------------------------------------------------
     def repository_create(self, path: str, receiver: str, args: list[Any], line: int, symbol: str | None) -> None:
