@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp.server.mcpserver.prompts.base import Message, UserMessage
-from mcp.server.mcpserver.resources import TextResource
+from mcp.server.mcpserver.resources import FunctionResource, TextResource
 from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS, Annotations, EmbeddedResource, TextResourceContents
 from pydantic import Field
@@ -26,6 +27,7 @@ from pydantic import Field
 from resources import prompts as prompt_texts
 from resources.catalogue import CATALOGUE_MIME_TYPE, CATALOGUE_URI, catalogue_json
 from resources.skills import NAME_PATTERN, SKILL_MIME_TYPE, Skill, find_skill, load_skills
+from resources.workspace_skills import WorkspaceSkill, discover_workspace_skills
 from server.config import Settings
 from server.errors import InvalidArgument, MeshError
 from server.runtime import Runtime
@@ -48,6 +50,43 @@ def _skill_resource(skill: Skill) -> TextResource:
     )
 
 
+def _workspace_skill_resource(skill: WorkspaceSkill, path: Path) -> FunctionResource:
+    """A workspace SKILL.md as a resource read from disk at each read (so edits show)."""
+
+    def read() -> str:
+        try:
+            return path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ResourceError(f"{skill.rel_path} cannot be read: {exc}") from None
+
+    description = skill.description or "(no description in its front matter)"
+    if skill.error:
+        description = f"{description} [listed with a problem: {skill.error}]"
+    return FunctionResource(
+        uri=skill.uri,
+        name=f"{skill.repo}/{skill.slug}",
+        title=skill.title,
+        description=description,
+        mime_type=SKILL_MIME_TYPE,
+        annotations=FOR_EVERYONE,
+        meta={"source": "workspace", "repo": skill.repo, "path": skill.rel_path, "tags": skill.tags,
+              "front_matter_keys": sorted(skill.front_matter), "error": skill.error},
+        fn=read,
+    )
+
+
+def register_workspace_skills(server: MCPServer, settings: Settings) -> list[WorkspaceSkill]:
+    """List every SKILL.md of the workspace (``skill://workspace/<repo>/<slug>``) beside the bundled ones."""
+    if settings.workspace is None:
+        return []
+    found = discover_workspace_skills(settings.workspace, settings.conventions.static.skip_dirs)
+    for skill in found.skills:
+        server.add_resource(_workspace_skill_resource(skill, settings.workspace / skill.rel_path))
+    if found.truncated:
+        log.warning("workspace skill discovery stopped at its bound; some SKILL.md files are not listed")
+    return found.skills
+
+
 def _embedded(skill: Skill | None) -> list[Message]:
     if skill is None:
         return []
@@ -60,6 +99,7 @@ def register(server: MCPServer, runtime: Runtime) -> None:
     skills = load_skills(strict=False)
     for skill in skills:
         server.add_resource(_skill_resource(skill))
+    register_workspace_skills(server, runtime.settings)
     known = ", ".join(skill.name for skill in skills) or "(none)"
 
     @server.resource(

@@ -43,6 +43,7 @@ REGISTRARS: tuple[str, ...] = (
     "tools.streams.mcp_tools",
     "tools.queues.mcp_tools",
     "tools.remediation.mcp_tools",
+    "tools.skills.mcp_tools",
     "resources.mcp_resources",
 )
 """Modules exposing ``register(server, runtime)``, in listing order."""

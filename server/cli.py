@@ -27,6 +27,7 @@ COMMANDS: dict[str, str] = {
     "verify": "tools.verify.commands:cmd_verify",
     "approve": "server.approve_cli:cmd_approve",
     "approver": "server.approve_cli:cmd_approver",
+    "skills": "tools.skills.commands:cmd_skills",
 }
 
 
@@ -88,6 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("action", choices=["init"])
     p.add_argument("--id", dest="approver_id", help="approver id (default: your user name)")
     p.add_argument("--out", type=Path, help="private key path (default ~/.config/mesh-mcp/<id>.key)")
+    from tools.skills.commands import add_parser as add_skills_parser
+
+    add_skills_parser(sub)
     return parser
 
 

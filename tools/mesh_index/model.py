@@ -12,6 +12,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from tools.skills.model import RelatedSkill
+
 TypeKind = Literal["job", "event", "ws_event", "queue", "stream"]
 Confidence = Literal["exact", "heuristic"]
 
@@ -119,6 +121,9 @@ class ImpactResult(BaseModel):
     index: IndexInfo
     suggestions: list[str] = Field(default_factory=list, description="closest known names for an unknown target")
     notes: list[str] = Field(default_factory=list, description="caveats worth reading before concluding")
+    related_skills: list[RelatedSkill] = Field(
+        default_factory=list, description="runbooks (workspace and bundled) about this target: URI and why"
+    )
 
     def summary_text(self) -> str:
         from tools.mesh_index.render import impact_text

@@ -11,6 +11,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from tools.skills.model import RelatedSkill
+
 CheckStatus = Literal["pass", "fail", "unknown"]
 
 JOB_CHECKS: tuple[str, ...] = (
@@ -91,6 +93,9 @@ class FlowReport(BaseModel):
     checks: list[Check]
     summary: Summary
     failing: list[str] = Field(default_factory=list, description="ids of the failing checks")
+    related_skills: list[RelatedSkill] = Field(
+        default_factory=list, description="runbooks (workspace and bundled) about this flow: URI and why"
+    )
 
     @classmethod
     def build(cls, target: ResolvedTarget, checks: list[Check]) -> FlowReport:

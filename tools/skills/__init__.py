@@ -1,0 +1,1 @@
+"""The team's own skills: served as resources, linked to the flows they describe, checked against the code."""

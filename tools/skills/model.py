@@ -1,0 +1,77 @@
+"""Result models of check_skills and of the related-skills links the other tools return."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+FindingCode = Literal[
+    "unreadable", "unknown_name", "path_unmatched", "repo_missing", "source_missing", "source_changed",
+    "source_unverified", "unknown_command",
+]
+Severity = Literal["error", "warning", "info"]
+
+FINDING_CODES: dict[str, str] = {
+    "unreadable": "the SKILL.md cannot be read or its front matter is not YAML",
+    "unknown_name": "a table, stream, type, class or identifier named in code that nothing in the workspace declares",
+    "path_unmatched": "a path or glob that matches no file or folder of the workspace",
+    "repo_missing": "a path whose first folder (a repository) is not in the workspace",
+    "source_missing": "a sources[].resource that no longer exists",
+    "source_changed": "a source changed after the skill's last verification record",
+    "source_unverified": "a verification digest that cannot be recomputed, with no history to compare (unknown)",
+    "unknown_command": "a command the skill tells people to run that no package, Makefile or mesh-mcp defines",
+}
+
+
+class SkillFinding(BaseModel):
+    code: FindingCode
+    severity: Severity
+    file: str = Field(description="the SKILL.md, relative to the workspace")
+    line: int = Field(description="1-based line in that file")
+    name: str = Field(description="what is stale: the name, path, source or command as the skill writes it")
+    message: str
+    suggestion: str | None = Field(default=None, description="the closest existing name or path, if any")
+
+
+class SkillCheck(BaseModel):
+    uri: str
+    name: str
+    file: str
+    findings: list[SkillFinding] = Field(default_factory=list)
+
+
+class SkillsReport(BaseModel):
+    skills: list[SkillCheck]
+    errors: int
+    warnings: int
+    infos: int
+    searched: str = Field(description="what the names were looked up in (files read, whether the walk was cut)")
+
+    def summary_text(self) -> str:
+        lines = [
+            f"{len(self.skills)} skill(s) checked: {self.errors} error(s), {self.warnings} warning(s), "
+            f"{self.infos} note(s). Looked up in: {self.searched}."
+        ]
+        for skill in self.skills:
+            if not skill.findings:
+                lines.append(f"- {skill.uri} ({skill.file}): clean")
+                continue
+            lines.append(f"- {skill.uri} ({skill.file}):")
+            for f in skill.findings:
+                hint = f" (did you mean {f.suggestion}?)" if f.suggestion else ""
+                lines.append(f"  {f.severity} {f.code} {f.file}:{f.line} {f.name}: {f.message}{hint}")
+        return "\n".join(lines)
+
+
+class RelatedSkill(BaseModel):
+    uri: str
+    name: str
+    why: str = Field(description="what links it: a paths glob matching a site's file, a key, a tag, or a mention")
+
+
+def related_text(related: list[RelatedSkill]) -> str:
+    """One line listing related skills for a tool's text ('' when there are none)."""
+    if not related:
+        return ""
+    return "Related skills: " + "; ".join(f"{r.uri} ({r.why})" for r in related)

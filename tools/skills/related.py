@@ -1,0 +1,102 @@
+"""related_skills: the runbooks (workspace and bundled) that concern a target, and why.
+
+A skill is related to a target when, in this order of strength:
+
+1. one of its ``paths`` globs matches the file of one of the target's sites;
+2. a list in its front matter (linking keys such as ``mesh_keys``, or ``tags``) holds one of the
+   target's names (type value, member, queue, stream) or tables;
+3. its body names one of them in code (a backticked span or a fenced line).
+
+Names are compared exactly; nothing is inferred from a skill's title.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from resources.skills import Skill
+from resources.workspace_skills import WorkspaceSkill
+from tools.skills.model import RelatedSkill
+from tools.skills.paths import glob_regex, normalise
+from tools.skills.spans import code_spans
+
+MAX_RELATED = 6
+NOT_LINKING_KEYS = {"paths", "sources", "verified", "generated", "name", "description", "title"}
+
+
+@dataclass
+class TargetFacts:
+    """What a result is about: its names (strongest first), its tables and its sites' files."""
+
+    names: list[str] = field(default_factory=list)
+    tables: list[str] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+
+
+def _mention(body: str, first_line: int, wanted: set[str]) -> tuple[str, int] | None:
+    for span in code_spans(body, first_line):
+        tokens = {span.text, *span.text.replace("(", " ").replace(")", " ").replace(",", " ").split()}
+        hit = sorted(tokens & wanted)
+        if hit:
+            return hit[0], span.line
+    return None
+
+
+def _workspace_reason(skill: WorkspaceSkill, facts: TargetFacts) -> tuple[int, str] | None:
+    for glob in skill.paths:
+        regex = glob_regex(normalise(glob))
+        hit = next((f for f in facts.files if regex.match(f)), None)
+        if hit:
+            return 0, f"its paths glob {glob} matches {hit}"
+    names = [*facts.names, *facts.tables]
+    for key, value in sorted(skill.front_matter.items()):
+        if key in NOT_LINKING_KEYS or not isinstance(value, list):
+            continue
+        listed = {str(v) for v in value if isinstance(v, str | int)}
+        hit = next((n for n in names if n in listed), None)
+        if hit:
+            return (1 if hit in facts.names else 3), f"its front matter '{key}' lists {hit}"
+    found = _mention(skill.body, skill.body_line, set(facts.names))
+    if found:
+        return 2, f"it names `{found[0]}` ({skill.rel_path}:{found[1]})"
+    found = _mention(skill.body, skill.body_line, set(facts.tables))
+    if found:
+        return 4, f"it names the table `{found[0]}` ({skill.rel_path}:{found[1]})"
+    return None
+
+
+def _bundled_reason(skill: Skill, facts: TargetFacts) -> tuple[int, str] | None:
+    found = _mention(skill.body, 1, set(facts.names))
+    if found:
+        return 2, f"it names `{found[0]}`"
+    hit = next((t for t in facts.tables if t in set(skill.tags)), None)
+    if hit:
+        return 3, f"it is tagged {hit}"
+    found = _mention(skill.body, 1, set(facts.tables))
+    if found:
+        return 4, f"it is the runbook for flows through `{found[0]}`"
+    return None
+
+
+def related_skills(
+    facts: TargetFacts, workspace_skills: Iterable[WorkspaceSkill], bundled: Iterable[Skill], *,
+    limit: int = MAX_RELATED,
+) -> list[RelatedSkill]:
+    """The related skills, strongest link first (workspace before bundled on a tie), at most ``limit``."""
+    if not facts.names and not facts.tables and not facts.files:
+        return []
+    ranked: list[tuple[int, int, str, RelatedSkill]] = []
+    for skill in workspace_skills:
+        if skill.error and not skill.front_matter:
+            continue
+        reason = _workspace_reason(skill, facts)
+        if reason:
+            ranked.append((reason[0], 0, skill.uri, RelatedSkill(uri=skill.uri, name=skill.name, why=reason[1])))
+    for bundled_skill in bundled:
+        reason = _bundled_reason(bundled_skill, facts)
+        if reason:
+            ranked.append((reason[0], 1, bundled_skill.uri,
+                           RelatedSkill(uri=bundled_skill.uri, name=bundled_skill.name, why=reason[1])))
+    ranked.sort(key=lambda item: item[:3])
+    return [item[3] for item in ranked[:limit]]
