@@ -34,7 +34,7 @@ async def test_inspector_lists_every_tool_with_annotations(
     home.mkdir()
     result = subprocess.run(
         ["npx", "-y", INSPECTOR, "--cli", "-e", f"MESH_CONFIG={config}", "-e", f"PYTHONPATH={REPO_ROOT}",
-         "--method", "tools/list", sys.executable, "-m", "server.cli", "serve"],
+         "--connect-timeout", "90000", "--method", "tools/list", sys.executable, "-m", "server.cli", "serve"],
         cwd=REPO_ROOT,
         env={**os.environ, "HOME": str(home), "npm_config_update_notifier": "false"},
         capture_output=True,
