@@ -24,6 +24,7 @@ from server.approval import describe_mode
 from server.config import Settings
 from server.redaction import redact_settings
 from server.runtime import Runtime
+from server.strict_args import harden_tools
 from server.toolkit import READ_ONLY_LOCAL, mesh_tool, tool_result
 
 INSTRUCTIONS = """\
@@ -146,4 +147,5 @@ def build_server(
     for module_name in REGISTRARS:
         module = importlib.import_module(module_name)
         module.register(server, runtime)
+    harden_tools(server)
     return server

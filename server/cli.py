@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from pathlib import Path
 
@@ -29,6 +30,27 @@ COMMANDS: dict[str, str] = {
     "approver": "server.approve_cli:cmd_approver",
     "skills": "tools.skills.commands:cmd_skills",
 }
+
+
+def _depth(value: str) -> int:
+    """``--depth``: the same bounds as analyze_impact's ``depth`` (0 to 5)."""
+    try:
+        depth = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number from 0 to 5, got {value!r}") from None
+    if not 0 <= depth <= 5:
+        raise argparse.ArgumentTypeError(f"must be from 0 to 5, got {depth}")
+    return depth
+
+
+def _quiet_broken_pipe() -> int:
+    """The reader of our stdout went away (``mesh-mcp catalogue | head``): exit without a traceback."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except OSError:
+        pass
+    return 141  # 128 + SIGPIPE, what a shell reports for a command killed by a closed pipe
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -64,12 +86,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("impact", help="who produces and consumes TARGET, its routes and follow-ups")
     add_common_flags(p)
     p.add_argument("target", help="member name, qualified name, string value, queue or stream")
-    p.add_argument("--depth", type=int, default=1, help="follow-ups to follow (default 1)")
-    p.add_argument("--include-tests", action="store_true", help="count test-only sites as producers")
+    p.add_argument("--depth", type=_depth, default=1, help="follow-up levels to follow, 0 to 5 (default 1)")
+    p.add_argument("--include-tests", action="store_true",
+                   help="also list producers and consumers that exist only in tests")
 
     p = sub.add_parser("catalogue", help="every job/event/queue/stream with producer and consumer counts")
     add_common_flags(p)
-    p.add_argument("--orphans", action="store_true", help="only entries missing a producer or consumer")
+    p.add_argument("--orphans", action="store_true",
+                   help="only entries with a problem: no producer, no handler, handler not routed, queue without "
+                   "worker, event without consumer, ...")
     p.add_argument("--kind", choices=["job", "event", "ws_event", "queue", "stream"], help="only this kind")
 
     p = sub.add_parser("verify", help="the implementation checklist of a job or event type")
@@ -100,18 +125,22 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     setup_logging(args.verbose)
     if not args.command:
-        parser.print_help()
-        return 0
+        parser.print_help(sys.stderr)
+        return 2
     module_name, func_name = COMMANDS[args.command].split(":")
     try:
         func = getattr(importlib.import_module(module_name), func_name)
-        return int(func(args) or 0)
+        code = int(func(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, inside the handler, not at interpreter exit
+        return code
     except ConfigError as exc:
         return fail(str(exc))
     except MeshError as exc:
         return fail(str(exc))
     except KeyboardInterrupt:
         return fail("interrupted", 130)
+    except BrokenPipeError:
+        return _quiet_broken_pipe()
 
 
 if __name__ == "__main__":

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
+import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -50,27 +52,75 @@ def print_json(value: Any) -> None:
     sys.stdout.write("\n")
 
 
-def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, max_width: int = 60) -> str:
-    """A plain-text table; cells are cut at ``max_width`` characters."""
+SEVERITY_COLOURS = {
+    "ok": "32", "pass": "32", "good": "32",
+    "warn": "33", "warning": "33", "unknown": "33", "?": "33", "slow": "33", "info": "36",
+    "fail": "31", "FAIL": "31", "error": "31", "unavailable": "31", "broken": "31",
+}
+"""ANSI colours of status words: green good, yellow doubtful, red broken."""
+
+
+def use_colour(stream: Any = None) -> bool:
+    """Colour only on a terminal, and never when ``NO_COLOR`` is set (https://no-color.org)."""
+    stream = sys.stdout if stream is None else stream
+    return not os.environ.get("NO_COLOR") and hasattr(stream, "isatty") and stream.isatty()
+
+
+def colour_status(padded: str) -> str:
+    """``padded`` (a table cell, spaces included) coloured by the status word it holds."""
+    code = SEVERITY_COLOURS.get(padded.strip())
+    return f"\033[{code}m{padded}\033[0m" if code else padded
+
+
+def terminal_width() -> int:
+    """``COLUMNS``, else the terminal's width, else 100 (a pipe or a file)."""
+    return max(40, shutil.get_terminal_size((100, 24)).columns)
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: max(1, width - 1)] + "…"
+
+
+def format_table(
+    headers: Sequence[str], rows: Sequence[Sequence[Any]], *, max_width: int | None = None,
+    width: int | None = None, colour: bool = False,
+) -> str:
+    """A plain-text table that fits ``width`` (the terminal's by default).
+
+    Cells are cut at ``max_width`` characters when it is given; then, while the table is wider
+    than ``width``, the widest column is narrowed (down to 8 characters), its cells ending with
+    an ellipsis. With ``colour``, status words (ok, FAIL, warning, ...) are coloured.
+    """
+    total = width or terminal_width()
 
     def cell(value: Any) -> str:
-        text = "" if value is None else str(value)
-        text = text.replace("\n", " ")
-        return text if len(text) <= max_width else text[: max_width - 1] + "…"
+        text = "" if value is None else str(value).replace("\n", " ")
+        return _cut(text, max_width) if max_width else text
 
     body = [[cell(v) for v in row] for row in rows]
     widths = [len(h) for h in headers]
     for row in body:
         for i, value in enumerate(row):
             widths[i] = max(widths[i], len(value))
-    lines = ["  ".join(h.ljust(widths[i]) for i, h in enumerate(headers)).rstrip()]
-    lines.append("  ".join("-" * w for w in widths))
-    lines.extend("  ".join(v.ljust(widths[i]) for i, v in enumerate(row)).rstrip() for row in body)
+    while sum(widths) + 2 * (len(widths) - 1) > total:
+        widest = max(range(len(widths)), key=lambda i: widths[i])
+        if widths[widest] <= 8:
+            break
+        widths[widest] -= 1
+
+    def line(values: Sequence[str], paint: bool) -> str:
+        cells = [_cut(v, widths[i]).ljust(widths[i]) for i, v in enumerate(values)]
+        if paint:
+            cells = [colour_status(c) for c in cells]
+        return "  ".join(cells).rstrip()
+
+    lines = [line(list(headers), False), "  ".join("-" * w for w in widths)]
+    lines.extend(line(row, colour) for row in body)
     return "\n".join(lines)
 
 
-def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, max_width: int = 60) -> None:
-    print(format_table(headers, rows, max_width=max_width))
+def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, max_width: int | None = None) -> None:
+    print(format_table(headers, rows, max_width=max_width, colour=use_colour()))
 
 
 def fail(message: str, code: int = 2) -> int:

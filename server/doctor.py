@@ -99,10 +99,11 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     if args.json:
         print_json(report)
     else:
-        print_table(
-            ["check", "status", "detail", "fix"],
-            [[c.name, c.status, c.detail, c.fix or ""] for c in report.checks],
-            max_width=90,
-        )
+        print_table(["check", "status", "detail"], [[c.name, c.status, c.detail] for c in report.checks])
+        problems = [c for c in report.checks if c.status != "ok"]
+        for check in problems:  # the whole cause, never cut by the table
+            print(f"\n{check.name}: {check.status}\n  {check.detail}")
+            if check.fix:
+                print(f"  fix: {check.fix}")
         print("\nall good" if report.ok else "\nproblems found")
     return 0 if report.ok else 1

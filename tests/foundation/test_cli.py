@@ -93,3 +93,64 @@ def test_bad_http_address_is_one_line(mesh_config: Callable[..., Path]) -> None:
     result = run_cli("serve", "--config", str(config), "--http", "nohost")
     assert result.returncode == 2
     assert "HOST:PORT" in result.stderr
+
+
+def test_no_command_prints_help_and_exits_2() -> None:
+    result = run_cli()
+    assert result.returncode == 2
+    assert "usage: mesh-mcp" in result.stderr and result.stdout == ""
+
+
+def test_impact_depth_bounds_are_stated_and_enforced() -> None:
+    helped = run_cli("impact", "--help")
+    assert "0 to 5" in helped.stdout
+    refused = run_cli("impact", "X", "--depth", "6")
+    assert refused.returncode == 2 and "must be from 0 to 5" in refused.stderr
+
+
+def test_a_closed_pipe_is_not_a_traceback(tmp_path: Path) -> None:
+    """`mesh-mcp catalogue | head`: the reader is gone before we write; no traceback, status 141."""
+    workspace = REPO_ROOT / "resources" / "sample_workspace"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "server.cli", "catalogue", "--workspace", str(workspace)],
+        cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "MESH_STATE_DIR": str(tmp_path)},
+    )
+    proc.stdout.close()
+    _, err = proc.communicate(timeout=120)
+    assert b"Traceback" not in err and b"Exception ignored" not in err, err.decode()
+    assert proc.returncode == 141
+
+
+def test_doctor_prints_the_whole_cause_of_a_failed_connection(mesh_config: Callable[..., Path], pg_url: str) -> None:
+    """A missing role is the end of libpq's message; the text output must not cut it off."""
+    role_url = pg_url.replace("postgresql://postgres@", "postgresql://no_such_role_xyz@")
+    config = mesh_config({"services": {"user": {"postgres": role_url}}})
+    result = run_cli("doctor", "--config", str(config), env={"COLUMNS": "80"})
+    assert result.returncode == 1
+    assert 'role "no_such_role_xyz" does not exist' in result.stdout, result.stdout
+
+
+def test_tables_fit_the_terminal_and_colour_only_on_a_tty() -> None:
+    from server.cli_support import format_table, use_colour
+
+    rows = [["postgres:event", "ok", "x" * 300], ["redis", "fail", "connection refused " * 10]]
+    for width in (60, 100):
+        table = format_table(["check", "status", "detail"], rows, width=width)
+        assert max(len(line) for line in table.splitlines()) <= width, table
+        assert "…" in table and "\033[" not in table
+    coloured = format_table(["check", "status", "detail"], rows, width=80, colour=True)
+    assert "\033[32mok" in coloured and "\033[31mfail" in coloured
+
+    class Tty:
+        def isatty(self) -> bool:
+            return True
+
+    os.environ.pop("NO_COLOR", None)
+    assert use_colour(Tty()) is True
+    os.environ["NO_COLOR"] = "1"
+    try:
+        assert use_colour(Tty()) is False
+    finally:
+        del os.environ["NO_COLOR"]
+    assert use_colour(open(os.devnull, "w")) is False  # noqa: SIM115

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from server.cli_support import fail, format_table, print_json
+from server.cli_support import fail, format_table, print_json, use_colour
 from tools.mesh_index.commands import ProgressBar, make_service
 from tools.verify.model import EVENT_CHECKS, JOB_CHECKS, FlowReport, VerifyAllReport
 from tools.verify.service import verify_all, verify_flow
@@ -46,7 +46,7 @@ def render_flow(report: FlowReport) -> str:
     lines = [
         f"{t.kind} {t.name} = '{t.value}'{where}",
         "",
-        format_table(["check", "status", "detail", "where"], rows, max_width=90),
+        format_table(["check", "status", "detail", "where"], rows, max_width=90, colour=use_colour()),
         "",
         f"{s.verdict}: {s.passed} pass, {s.failed} fail, {s.unknown} unknown of {s.total}",
     ]
@@ -73,7 +73,8 @@ def render_all(report: VerifyAllReport) -> str:
             status = {c.id: c.status for c in flow.checks}
             rows.append([flow.target.name, *(CELL.get(status.get(i, ""), "-") for i in ids)])
         out.append(f"{kind.upper()}S ({len(flows)})")
-        out.append(format_table([f"{kind} type", *(SHORT_LABELS[i] for i in ids)], rows, max_width=70))
+        out.append(format_table([f"{kind} type", *(SHORT_LABELS[i] for i in ids)], rows, max_width=70,
+                                colour=use_colour()))
         out.append("columns: " + ", ".join(f"{SHORT_LABELS[i]}={i}" for i in ids))
         out.append("")
     total = len(report.flows)

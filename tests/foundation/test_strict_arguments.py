@@ -1,0 +1,77 @@
+"""Every tool's schema says what the server enforces: unknown arguments and coerced types are refused.
+
+Walks every tool of a server with remediation enabled (so apply_remediation is included) through
+a real in-process MCP session; a new tool is covered without changing this file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from tests.helpers import in_process_client
+
+pytestmark = pytest.mark.anyio
+
+
+def _minimal_arguments(schema: dict[str, Any]) -> dict[str, Any]:
+    """Valid-looking values for the required parameters (validation is all these tests reach)."""
+    out: dict[str, Any] = {}
+    for name in schema.get("required", []):
+        prop = schema["properties"][name]
+        options = prop.get("anyOf", [prop])
+        first = next((o for o in options if o.get("type") != "null"), prop)
+        if "enum" in first:
+            out[name] = first["enum"][0]
+        elif first.get("type") == "integer":
+            out[name] = max(1, first.get("minimum", 1))
+        elif first.get("type") == "boolean":
+            out[name] = False
+        elif first.get("type") == "array":
+            out[name] = []
+        else:
+            out[name] = "x" * max(1, first.get("minLength", 1))
+    return out
+
+
+async def test_every_tool_advertises_and_enforces_no_extra_arguments(make_settings: Callable[..., Any]) -> None:
+    async with in_process_client(make_settings(enable_remediation=True)) as client:
+        tools = (await client.list_tools()).tools
+        assert len(tools) >= 15
+        for tool in tools:
+            assert tool.input_schema.get("additionalProperties") is False, tool.name
+            args = {**_minimal_arguments(tool.input_schema), "no_such_argument": 1}
+            result = await client.call_tool(tool.name, args)
+            assert result.is_error, f"{tool.name} accepted an unknown argument"
+            assert f"'no_such_argument' is not a parameter of {tool.name}" in result.content[0].text, (
+                tool.name, result.content[0].text)
+
+
+async def test_integers_and_booleans_are_not_coerced(make_settings: Callable[..., Any]) -> None:
+    async with in_process_client(make_settings()) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        checked = 0
+        for tool in tools.values():
+            for name, prop in tool.input_schema.get("properties", {}).items():
+                kinds = {o.get("type") for o in prop.get("anyOf", [prop])}
+                base = _minimal_arguments(tool.input_schema)
+                if "integer" in kinds and "string" not in kinds:
+                    for bad in ("1", True):
+                        result = await client.call_tool(tool.name, {**base, name: bad})
+                        assert result.is_error, f"{tool.name}.{name} accepted {bad!r}"
+                        assert f"'{name}'" in result.content[0].text
+                    checked += 1
+                if "boolean" in kinds and "string" not in kinds:
+                    for bad in ("true", 1):
+                        result = await client.call_tool(tool.name, {**base, name: bad})
+                        assert result.is_error, f"{tool.name}.{name} accepted {bad!r}"
+                    checked += 1
+        assert checked >= 10, "the walk must reach the integer and boolean parameters"
+
+
+async def test_a_well_formed_call_still_works(make_settings: Callable[..., Any]) -> None:
+    async with in_process_client(make_settings()) as client:
+        result = await client.call_tool("server_info", {})
+    assert not result.is_error
