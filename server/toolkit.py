@@ -48,6 +48,20 @@ def tool_result(model: BaseModel, text: str) -> CallToolResult:
     )
 
 
+def annotate(**hints: object) -> Callable[[Callable[P, Awaitable[R]]], Callable[P, Awaitable[R]]]:
+    """Give parameters annotations built at registration time (bounds read from the settings).
+
+    Modules use postponed annotations, which the SDK evaluates in the module's globals; a bound
+    that depends on ``runtime.settings`` is set here instead, innermost under ``@mesh_tool``.
+    """
+
+    def decorate(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
+        fn.__annotations__.update(hints)
+        return fn
+
+    return decorate
+
+
 def mesh_tool(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
     """Wrap an async tool: anticipated errors become tool errors, crashes a short message.
 

@@ -75,3 +75,29 @@ async def test_a_well_formed_call_still_works(make_settings: Callable[..., Any])
     async with in_process_client(make_settings()) as client:
         result = await client.call_tool("server_info", {})
     assert not result.is_error
+
+
+async def test_advertised_integer_bounds_are_the_enforced_ones(
+    make_settings: Callable[..., Any], redis_url: str
+) -> None:
+    """At each advertised minimum/maximum a call passes validation (the library agrees); one past, it is refused."""
+    async with in_process_client(make_settings(redis={"url": redis_url})) as client:
+        checked = []
+        for tool in (await client.list_tools()).tools:
+            base = _minimal_arguments(tool.input_schema)
+            for name, prop in tool.input_schema.get("properties", {}).items():
+                option = next((o for o in prop.get("anyOf", [prop]) if o.get("type") == "integer"), None)
+                if option is None:
+                    continue
+                for bound, past in (("maximum", 1), ("minimum", -1)):
+                    if bound not in option:
+                        continue
+                    edge = option[bound]
+                    at = await client.call_tool(tool.name, {**base, name: edge})
+                    text = at.content[0].text if at.content else ""
+                    assert "invalid arguments" not in text and "must be between" not in text, (tool.name, name, text)
+                    beyond = await client.call_tool(tool.name, {**base, name: edge + past})
+                    assert beyond.is_error and f"'{name}'" in beyond.content[0].text, (tool.name, name, edge + past)
+                    checked.append(f"{tool.name}.{name}.{bound}")
+        assert any(c.startswith("list_pending.count.maximum") for c in checked), checked
+        assert any(c.startswith("dlq_list.count.maximum") for c in checked), checked

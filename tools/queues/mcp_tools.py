@@ -9,12 +9,14 @@ from mcp.types import CallToolResult
 from pydantic import Field
 
 from server.runtime import Runtime
-from server.toolkit import READ_ONLY_REMOTE, mesh_tool, tool_result
+from server.toolkit import READ_ONLY_REMOTE, annotate, mesh_tool, tool_result
 from tools.queues.bull import MAX_FAILURES, QueueReport, inspect_queue
 from tools.queues.discovery import QueueList, list_queues
 
 
 def register(server: MCPServer, runtime: Runtime) -> None:
+    max_count = runtime.settings.limits.max_count
+    limit_hint = Annotated[int, Field(ge=1, le=max_count, description=f"queues described (1 to {max_count})")]
     """Register the queue tools on ``server``."""
 
     @server.tool(name="inspect_queue", annotations=READ_ONLY_REMOTE)
@@ -38,12 +40,12 @@ def register(server: MCPServer, runtime: Runtime) -> None:
 
     @server.tool(name="list_queues", annotations=READ_ONLY_REMOTE)
     @mesh_tool
+    @annotate(limit=limit_hint)
     async def list_queues_tool(
         match: Annotated[
             str | None, Field(default=None, max_length=512, description="SCAN glob on queue names, e.g. *event*")
         ] = None,
-        limit: Annotated[int, Field(ge=1, le=100_000, description="queues described (at most [limits] max_count)")]
-        = 100,
+        limit: int = 100,
     ) -> Annotated[CallToolResult, QueueList]:
         """BullMQ queues found in Redis (bounded SCAN of <prefix>:*), each with its counts by state
         and paused flag. Use it to discover the names inspect_queue takes. Read-only."""

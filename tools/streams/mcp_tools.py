@@ -13,7 +13,7 @@ from mcp.types import CallToolResult
 from pydantic import Field
 
 from server.runtime import Runtime
-from server.toolkit import READ_ONLY_REMOTE, mesh_tool, tool_result
+from server.toolkit import READ_ONLY_REMOTE, annotate, mesh_tool, tool_result
 from tools.streams.discovery import StreamList, list_streams
 from tools.streams.dlq import DeadLetterPage, list_dead_letters
 from tools.streams.inspect import inspect_stream
@@ -21,7 +21,6 @@ from tools.streams.inspect_models import StreamReport
 from tools.streams.pending import MAX_IDLE_MS, PendingPage, list_pending
 
 StreamName = Annotated[str, Field(min_length=1, max_length=512, description="stream key, e.g. stream:event:created")]
-Count = Annotated[int, Field(ge=1, le=100_000, description="entries per page (at most [limits] max_count)")]
 Cursor = Annotated[
     str | None, Field(default=None, max_length=2048, description="next_cursor of the previous page; omit to start")
 ]
@@ -29,6 +28,9 @@ Cursor = Annotated[
 
 def register(server: MCPServer, runtime: Runtime) -> None:
     """Register the stream tools on ``server``."""
+    max_count = runtime.settings.limits.max_count
+    count_hint = Annotated[int, Field(ge=1, le=max_count, description=f"entries per page (1 to {max_count})")]
+    limit_hint = Annotated[int, Field(ge=1, le=max_count, description=f"streams described (1 to {max_count})")]
 
     @server.tool(name="inspect_stream", annotations=READ_ONLY_REMOTE)
     @mesh_tool
@@ -44,6 +46,7 @@ def register(server: MCPServer, runtime: Runtime) -> None:
 
     @server.tool(name="list_pending", annotations=READ_ONLY_REMOTE)
     @mesh_tool
+    @annotate(count=count_hint)
     async def list_pending_tool(
         stream: StreamName,
         group: Annotated[str, Field(min_length=1, max_length=512, description="consumer group name")],
@@ -53,7 +56,7 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         min_idle_ms: Annotated[
             int, Field(ge=0, le=MAX_IDLE_MS, description="only entries idle at least this long (Redis 6.2+)")
         ] = 0,
-        count: Count = 50,
+        count: int = 50,
         cursor: Cursor = None,
     ) -> Annotated[CallToolResult, PendingPage]:
         """A page of a consumer group's pending entries (XPENDING extended form), ordered by id:
@@ -68,13 +71,14 @@ def register(server: MCPServer, runtime: Runtime) -> None:
 
     @server.tool(name="dlq_list", annotations=READ_ONLY_REMOTE)
     @mesh_tool
+    @annotate(count=count_hint)
     async def dlq_list_tool(
         stream: Annotated[
             str | None,
             Field(default=None, max_length=512,
                   description="source stream (or its dead-letter stream); omit for every dead-letter stream"),
         ] = None,
-        count: Count = 50,
+        count: int = 50,
         cursor: Cursor = None,
         type: Annotated[
             str | None, Field(default=None, max_length=256, description="only this event type (payload type field)")
@@ -96,12 +100,12 @@ def register(server: MCPServer, runtime: Runtime) -> None:
 
     @server.tool(name="list_streams", annotations=READ_ONLY_REMOTE)
     @mesh_tool
+    @annotate(limit=limit_hint)
     async def list_streams_tool(
         match: Annotated[
             str | None, Field(default=None, max_length=512, description="SCAN glob on key names, e.g. stream:*")
         ] = None,
-        limit: Annotated[int, Field(ge=1, le=100_000, description="streams described (at most [limits] max_count)")]
-        = 100,
+        limit: int = 100,
         include_bullmq: Annotated[bool, Field(description="also list BullMQ's own <prefix>:<queue>:events")] = False,
     ) -> Annotated[CallToolResult, StreamList]:
         """Stream keys of the Redis database (bounded SCAN ... TYPE stream), with length, consumer
