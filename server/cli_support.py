@@ -72,8 +72,10 @@ def colour_status(padded: str) -> str:
     return f"\033[{code}m{padded}\033[0m" if code else padded
 
 
-def terminal_width() -> int:
-    """``COLUMNS``, else the terminal's width, else 100 (a pipe or a file)."""
+def terminal_width() -> int | None:
+    """``COLUMNS``, else the terminal's width; ``None`` (no limit) when stdout is a pipe or a file."""
+    if not os.environ.get("COLUMNS") and not (hasattr(sys.stdout, "isatty") and sys.stdout.isatty()):
+        return None
     return max(40, shutil.get_terminal_size((100, 24)).columns)
 
 
@@ -85,13 +87,13 @@ def format_table(
     headers: Sequence[str], rows: Sequence[Sequence[Any]], *, max_width: int | None = None,
     width: int | None = None, colour: bool = False,
 ) -> str:
-    """A plain-text table that fits ``width`` (the terminal's by default).
+    """A plain-text table that fits ``width`` (by default the terminal's; unlimited into a pipe or a file).
 
     Cells are cut at ``max_width`` characters when it is given; then, while the table is wider
     than ``width``, the widest column is narrowed (down to 8 characters), its cells ending with
     an ellipsis. With ``colour``, status words (ok, FAIL, warning, ...) are coloured.
     """
-    total = width or terminal_width()
+    total = width or terminal_width() or 1_000_000
 
     def cell(value: Any) -> str:
         text = "" if value is None else str(value).replace("\n", " ")
