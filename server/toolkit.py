@@ -34,6 +34,11 @@ READ_ONLY_REMOTE = ToolAnnotations(
 )
 """A tool that only reads databases or Redis (external systems)."""
 
+PLANS_ONLY = ToolAnnotations(
+    readOnlyHint=True, destructiveHint=False, idempotentHint=False, openWorldHint=True
+)
+"""Reads external systems and writes only a new local plan file each call (so not idempotent)."""
+
 DESTRUCTIVE_REMOTE = ToolAnnotations(
     readOnlyHint=False, destructiveHint=True, idempotentHint=False, openWorldHint=True
 )

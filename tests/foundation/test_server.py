@@ -58,6 +58,10 @@ async def test_every_tool_has_honest_annotations(make_settings: Callable[..., ob
         if ann.read_only_hint:
             assert ann.destructive_hint is False, tool.name
         assert tool.output_schema is not None, f"{tool.name} has no structured output"
+        assert tool.title, f"{tool.name} has no title (add it to server/tool_titles.py)"
+    by_name = {t.name: t.annotations for t in tools}
+    assert by_name["propose_remediation"].idempotent_hint is False, "each call writes a new plan file"
+    assert by_name["apply_remediation"].destructive_hint is True
 
 
 async def test_server_info_over_stdio_never_leaks_the_password(config_with_secret: Path) -> None:

@@ -15,7 +15,7 @@ from mcp.types import CallToolResult
 from pydantic import Field
 
 from server.runtime import Runtime
-from server.toolkit import DESTRUCTIVE_REMOTE, READ_ONLY_REMOTE, mesh_tool, tool_result
+from server.toolkit import DESTRUCTIVE_REMOTE, PLANS_ONLY, mesh_tool, tool_result
 from tools.remediation.executor import apply_plan
 from tools.remediation.model import ApplyReport, Plan, Symptom
 from tools.remediation.planner import Request, propose
@@ -27,7 +27,7 @@ Id = Annotated[str, Field(min_length=1, max_length=256)]
 def register(server: MCPServer, runtime: Runtime) -> None:
     """Register propose_remediation, and apply_remediation when remediation is enabled."""
 
-    @server.tool(name="propose_remediation", annotations=READ_ONLY_REMOTE)
+    @server.tool(name="propose_remediation", annotations=PLANS_ONLY)
     @mesh_tool
     async def propose_remediation(
         symptom: Annotated[
