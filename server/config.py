@@ -126,6 +126,25 @@ class Limits(_Strict):
     replay_confirm_timeout_ms: int = Field(
         default=30_000, ge=500, le=600_000, description="apply_remediation waits this long for a replay"
     )
+    sql_deadline_margin_ms: int = Field(
+        default=2000, ge=100, le=600_000,
+        description="client-side deadline of a SQL read = its statement timeout + this margin",
+    )
+    pg_keepalives_idle_s: int = Field(
+        default=30, ge=1, le=7200, description="TCP keepalive idle time of PostgreSQL connections"
+    )
+    stream_read_whole_max: int = Field(
+        default=10_000, ge=0, le=1_000_000,
+        description="a trace reads a stream shorter than this whole (bounded pages) when the window missed",
+    )
+    stream_window_max_ms: int = Field(
+        default=86_400_000, ge=0, le=7 * 86_400_000,
+        description="a trace widens its stream window step by step up to this (clocks, time zones)",
+    )
+    delayed_overdue_ms: int = Field(
+        default=60_000, ge=0, le=7 * 86_400_000,
+        description="a BullMQ delayed job past its due time by more than this is not promoted",
+    )
 
 
 class ApprovalSettings(_Strict):

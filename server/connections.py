@@ -8,16 +8,27 @@ row cap, parameters always bound. A database or Redis that cannot be reached rai
 A small hand-rolled pool is used instead of ``psycopg_pool`` because the latter hides
 the connection error behind a generic pool timeout, and the first thing a user needs
 when a database is down is the reason.
+
+``statement_timeout`` is enforced by the server, so it cannot help when the peer stops
+answering (a frozen network, a failover): every read therefore also has a client-side
+deadline, the statement timeout plus ``[limits] sql_deadline_margin_ms``. When it expires
+the query is cancelled (bounded), the connection is discarded, and the tool gets a
+:class:`~server.errors.ServiceUnavailable` naming the service and what to check; the
+next read opens a fresh connection, so the service answers again once its network is
+back. TCP keepalives are on (``[limits] pg_keepalives_idle_s``) so a dead peer is also
+noticed by the kernel on idle pooled connections.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
 import psycopg
 import redis.asyncio as aioredis
 import redis.exceptions as redis_errors
@@ -25,12 +36,15 @@ from psycopg import sql
 from psycopg.rows import dict_row
 
 from server.config import Settings
-from server.errors import InvalidArgument, MeshError, NotFound, ServiceUnavailable
+from server.errors import InvalidArgument, MeshError, NotFound, ServiceUnavailable, StatementTimeout
 from server.redaction import redact_dsn
 
 log = logging.getLogger("mesh.connections")
 
 POOL_SIZE = 2
+
+CANCEL_TIMEOUT_S = 1.0
+"""How long a cancel request of an expired read may take before the connection is just dropped."""
 
 
 @dataclass(frozen=True)
@@ -82,6 +96,10 @@ class Connections:
                 autocommit=False,
                 row_factory=dict_row,
                 application_name="mesh-mcp",
+                keepalives=1,
+                keepalives_idle=self.settings.limits.pg_keepalives_idle_s,
+                keepalives_interval=max(1, self.settings.limits.pg_keepalives_idle_s // 3),
+                keepalives_count=3,
             )
         except psycopg.Error as exc:
             raise ServiceUnavailable(
@@ -144,22 +162,51 @@ class Connections:
         cap = max_rows if max_rows is not None else self.settings.limits.max_rows
         cap = min(cap, self.settings.limits.max_rows)
         timeout = timeout_ms if timeout_ms is not None else self.settings.limits.statement_timeout_ms
+        deadline_ms = timeout + self.settings.limits.sql_deadline_margin_ms
         async with self.pg(service) as conn:
             try:
-                async with conn.transaction():
-                    await conn.execute("SELECT set_config('statement_timeout', %s, true)", (str(timeout),))
-                    cur = await conn.execute(query, params)
-                    rows = await cur.fetchmany(cap + 1) if cur.description else []
-            except psycopg.errors.QueryCanceled:
-                raise MeshError(
-                    f"the query on service '{service}' exceeded the statement timeout of {timeout} ms: "
-                    "narrow the filters or raise [limits] statement_timeout_ms"
+                with anyio.fail_after(deadline_ms / 1000):
+                    rows = await self._run(conn, query, params, cap, timeout)
+            except TimeoutError:
+                await self._discard(conn)
+                raise ServiceUnavailable(
+                    self._label(service),
+                    f"no reply within the client-side deadline of {deadline_ms} ms (statement timeout {timeout} ms "
+                    f"+ margin {self.settings.limits.sql_deadline_margin_ms} ms): the connection was cancelled and "
+                    "dropped; check the network to the database and whether it is failing over (a new connection "
+                    "is opened on the next call)",
                 ) from None
+            except psycopg.errors.QueryCanceled:
+                raise StatementTimeout(service, timeout) from None
             except psycopg.errors.UndefinedTable as exc:
                 raise NotFound(f"service '{service}': {_first_line(exc)} (check [conventions.tables])") from None
             except psycopg.errors.UndefinedColumn as exc:
                 raise MeshError(f"service '{service}': {_first_line(exc)}") from None
         return ReadResult(rows=list(rows[:cap]), truncated=len(rows) > cap)
+
+    @staticmethod
+    async def _run(
+        conn: psycopg.AsyncConnection[Any],
+        query: sql.Composable | str,
+        params: Sequence[Any] | dict[str, Any] | None,
+        cap: int,
+        timeout: int,
+    ) -> list[dict[str, Any]]:
+        async with conn.transaction():
+            await conn.execute("SELECT set_config('statement_timeout', %s, true)", (str(timeout),))
+            cur = await conn.execute(query, params)
+            return await cur.fetchmany(cap + 1) if cur.description else []
+
+    @staticmethod
+    async def _discard(conn: psycopg.AsyncConnection[Any]) -> None:
+        """Cancel what ``conn`` runs (bounded: the peer may not answer) and close it for good."""
+        try:
+            with anyio.move_on_after(CANCEL_TIMEOUT_S):
+                await conn.cancel_safe(timeout=math.ceil(CANCEL_TIMEOUT_S))
+        except (psycopg.Error, OSError) as exc:
+            log.debug("cancel of an expired read failed: %s", _first_line(exc))
+        if not conn.closed:
+            await conn.close()
 
     # -- Redis ------------------------------------------------------------------------
 

@@ -30,3 +30,15 @@ class ServiceUnavailable(MeshError):
 
 class RemediationRefused(MeshError):
     """A remediation plan cannot be applied (token, precondition, mode)."""
+
+
+class StatementTimeout(MeshError):
+    """A SQL read hit the server-side statement timeout: the service answers, slowly."""
+
+    def __init__(self, service: str, timeout_ms: int) -> None:
+        self.service = service
+        self.timeout_ms = timeout_ms
+        super().__init__(
+            f"the query on service '{service}' exceeded the statement timeout of {timeout_ms} ms: "
+            "narrow the filters or raise [limits] statement_timeout_ms"
+        )

@@ -10,11 +10,13 @@ Verdicts use the thresholds of ``[limits]``:
 | ``handler_failed`` | job_audit FAILED rows >= ``failed_alert_count`` | warning |
 | ``push_failed`` | jobs_outbox / event_queue FAILED rows >= ``failed_alert_count`` | warning |
 | ``table_missing`` | the table does not exist in the service database | error |
-| ``unavailable`` | the service database cannot be reached | error |
+| ``slow`` | a query on the table hit the statement timeout: the database answers, slowly | warning |
+| ``unavailable`` | the service database cannot be reached (or gave no reply within the deadline) | error |
 | ``ok`` | none of the above for that table | ok |
 
 Services are queried concurrently; a service that is down is reported as unavailable and
-the others still answer.
+the others still answer. Slow is not down: a table whose query hit the statement timeout
+is ``slow``, with the timeout and the index ``mesh-mcp doctor`` recommends for it.
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ import anyio
 
 from server.config import Settings
 from server.connections import Connections
-from server.errors import MeshError
+from server.errors import MeshError, StatementTimeout
 from tools.outbox import queries
+from tools.outbox.indexes import missing_indexes, recommended_indexes
 from tools.outbox.model import HealthReport, HealthVerdict, ServiceHealth, TableHealth
 from tools.outbox.schema_discovery import TABLE_KINDS, SchemaCatalog, TableSchema
 
@@ -121,6 +124,31 @@ async def table_health(
     return health
 
 
+async def slow_table(
+    settings: Settings, catalog: SchemaCatalog, service: str, schema: TableSchema, exc: StatementTimeout
+) -> TableHealth:
+    """The ``slow`` verdict of a table whose query hit the statement timeout, with doctor's advice."""
+    ddl = "; ".join(i.ddl for i in recommended_indexes(schema, settings.conventions)[:3])
+    advice = (f"look for locks or load (pg_stat_activity, pg_locks); mesh-mcp doctor says which of the "
+              f"recommended indexes is missing ({ddl})")
+    try:
+        with_indexes = (await catalog.tables(service, with_indexes=True))[schema.kind]
+        missing = missing_indexes(with_indexes, settings.conventions)
+        if missing:
+            advice = "create the index mesh-mcp doctor recommends: " + "; ".join(i.ddl for i in missing[:3])
+        else:
+            advice = "every recommended index exists: look for locks or load on the database (pg_stat_activity)"
+    except MeshError:
+        pass
+    health = TableHealth(table=schema.kind, name=schema.name, exists=True)  # type: ignore[arg-type]
+    health.verdicts.append(HealthVerdict(
+        code="slow", severity="warning",
+        sentence=(f"{schema.name} of service '{service}': a health query hit the statement timeout of "
+                  f"{exc.timeout_ms} ms; the database answers, but too slowly for this table to be counted"),
+        next_step=f"{advice}; or raise [limits] statement_timeout_ms"))
+    return health
+
+
 async def service_health(
     connections: Connections, settings: Settings, catalog: SchemaCatalog, service: str
 ) -> ServiceHealth:
@@ -129,7 +157,10 @@ async def service_health(
         results: dict[str, TableHealth] = {}
 
         async def one(kind: str) -> None:
-            results[kind] = await table_health(connections, settings, service, tables[kind])
+            try:
+                results[kind] = await table_health(connections, settings, service, tables[kind])
+            except StatementTimeout as exc:
+                results[kind] = await slow_table(settings, catalog, service, tables[kind], exc)
 
         async with anyio.create_task_group() as tg:
             for kind in TABLE_KINDS:

@@ -82,7 +82,8 @@ def register(server: MCPServer, runtime: Runtime) -> None:
     ) -> Annotated[CallToolResult, HealthReport]:
         """Per service and table: row counts by status, age of the oldest due PENDING and of the oldest PROCESSING
         row, FAILED counts by type, and verdicts (pending_in_outbox, event_pending, stuck_processing,
-        handler_failed, push_failed, table_missing, unavailable) using the [limits] thresholds.
+        handler_failed, push_failed, table_missing, slow = a query hit the statement timeout, unavailable = cannot
+        be reached) using the [limits] thresholds.
 
         Start here when "something async is not happening" and you do not know which item: it shows which
         service and table is late. A service whose database is down is reported while the others answer.

@@ -36,6 +36,7 @@ HealthCode = Literal[
     "handler_failed",
     "push_failed",
     "table_missing",
+    "slow",
     "unavailable",
 ]
 
@@ -135,6 +136,9 @@ class HealthReport(BaseModel):
                 continue
             parts = []
             for t in svc.tables:
+                if any(v.code == "slow" for v in t.verdicts):
+                    parts.append(f"{t.table}: SLOW (statement timeout)")
+                    continue
                 if not t.exists:
                     parts.append(f"{t.table}: missing")
                     continue
