@@ -202,4 +202,8 @@ class Conventions(_Strict):
     job_completed_key: str = _d("job:completed:{job_id}", "the worker's idempotency guard of a finished job")
     job_attempts: int = _d(3, "attempts BullMQ jobs are pushed with")
     retention_s: int = _d(86400, "COMPLETED rows older than this are purged by the runner")
+    bullmq_lock_suffix: str = _d("lock", "a running BullMQ job's lock key: <prefix>:<queue>:<jobId>:<suffix>")
+    bullmq_stalled_check_key: str = _d(
+        "stalled-check", "key a BullMQ worker's stalled checker sets (PX stalledInterval) on each run"
+    )
     static: StaticConventions = StaticConventions()

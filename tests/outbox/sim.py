@@ -93,11 +93,16 @@ def runner_push_job(conn: psycopg.Connection, r: redis.Redis, job_id: str, *, pu
     )
 
 
-def worker_take(conn: psycopg.Connection, r: redis.Redis, job_id: str, queue: str, *, age_s: float = 0) -> None:
-    """A worker moves the job to ``active`` and upserts job_audit PROCESSING."""
+def worker_take(
+    conn: psycopg.Connection, r: redis.Redis, job_id: str, queue: str, *, age_s: float = 0, lock: bool = True
+) -> None:
+    """A worker moves the job to ``active``, holds its lock (as BullMQ does, renewed while it runs;
+    ``lock=False``: the worker died and the lock expired) and upserts job_audit PROCESSING."""
     r.lrem(f"{CONV.bullmq_prefix}:{queue}:wait", 1, job_id)
     r.lpush(f"{CONV.bullmq_prefix}:{queue}:active", job_id)
-    r.hset(f"{CONV.bullmq_prefix}:{queue}:{job_id}", "processedOn", int(time.time() * 1000))
+    r.hset(f"{CONV.bullmq_prefix}:{queue}:{job_id}", "processedOn", int((time.time() - age_s) * 1000))
+    if lock:
+        r.set(f"{CONV.bullmq_prefix}:{queue}:{job_id}:{CONV.bullmq_lock_suffix}", "worker-token", px=30_000)
     row = conn.execute("SELECT type, emitter FROM jobs_outbox WHERE id = %s", (job_id,)).fetchone()
     job_type, emitter = row if row else ("users.send_welcome_email", "ms-user")
     conn.execute(
@@ -117,7 +122,8 @@ def worker_complete(conn: psycopg.Connection, r: redis.Redis, job_id: str, queue
                  "WHERE job_id = %s", (job_id,))
     r.set(CONV.job_completed_key.replace("{job_id}", job_id), "true", ex=86400)
     r.lrem(f"{CONV.bullmq_prefix}:{queue}:active", 1, job_id)
-    r.delete(f"{CONV.bullmq_prefix}:{queue}:{job_id}")
+    key = f"{CONV.bullmq_prefix}:{queue}:{job_id}"
+    r.delete(key, f"{key}:{CONV.bullmq_lock_suffix}")
 
 
 def worker_fail(conn: psycopg.Connection, r: redis.Redis, job_id: str, queue: str, error: str) -> None:
@@ -127,6 +133,7 @@ def worker_fail(conn: psycopg.Connection, r: redis.Redis, job_id: str, queue: st
                  (error, f"Error: {error}\n  at x", job_id))
     key = f"{CONV.bullmq_prefix}:{queue}:{job_id}"
     r.lrem(f"{CONV.bullmq_prefix}:{queue}:active", 1, job_id)
+    r.delete(f"{key}:{CONV.bullmq_lock_suffix}")
     r.hset(key, mapping={"failedReason": error, "attemptsMade": CONV.job_attempts,
                          "stacktrace": json.dumps([f"Error: {error}\n  at handle"]),
                          "finishedOn": int(time.time() * 1000)})

@@ -13,7 +13,14 @@ The job hash is read with a bounded size: a field longer than :data:`MAX_FIELD_B
 ``value_max_bytes`` (with the same flags). Keys and values are built and decoded with
 :mod:`tools.streams.keys` and :mod:`tools.streams.values`, as every other Redis reader does.
 
-Only read commands are used (HLEN, HSTRLEN, HGETALL, HMGET, ZSCORE, LPOS). Callers wrap the call in
+Fields are read as each BullMQ version writes them: ``attemptsMade`` (4.x) or ``atm`` (5.x,
+0 when absent: no attempt finished yet), ``ats`` (attempts started), ``stc`` (stalled
+counter), ``pb`` (processed by), ``delay``. An ``active`` job also gets its lock key's TTL
+(``<prefix>:<queue>:<jobId>:lock``): no lock means the worker died or lost it (stalled). A
+delayed job gets its due time (the ``delayed`` score, else ``timestamp + delay``) and Redis's
+own clock (``TIME``) to compare it with.
+
+Only read commands are used (HLEN, HSTRLEN, HGETALL, HMGET, ZSCORE, LPOS, PTTL, TIME). Callers wrap the call in
 ``Connections.redis_errors()`` to turn Redis failures into ``ServiceUnavailable``.
 """
 
@@ -25,8 +32,9 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from server.config import Conventions
+from tools.outbox.bull_liveness import QueueLiveness
 from tools.streams.keys import bull_key
-from tools.streams.values import as_int, capped, text
+from tools.streams.values import as_int, capped, redis_time_ms, text
 
 STATE_BY_STRUCTURE = {
     "wait": "waiting",
@@ -63,6 +71,35 @@ class BullJobState(BaseModel):
     processed_on_ms: int | None = None
     finished_on_ms: int | None = None
     delayed_until_ms: int | None = Field(default=None, description="score in the delayed set (run-at time)")
+    attempts_started: int | None = Field(default=None, description="ats (BullMQ 5): attempts started")
+    stalled_counter: int | None = Field(default=None, description="stc: times the job was found stalled")
+    processed_by: str | None = Field(default=None, description="pb: name of the worker that took it, when named")
+    delay_ms: int | None = Field(default=None, description="the job's delay option")
+    lock_ttl_ms: int | None = Field(
+        default=None, description="active jobs: TTL of <key>:lock; None when the lock is gone (stalled)"
+    )
+    lock_exists: bool | None = Field(default=None, description="active jobs: the worker's lock is held")
+    redis_now_ms: int | None = Field(default=None, description="Redis TIME when read (for due and running times)")
+    liveness: QueueLiveness | None = Field(
+        default=None, description="stalled or overdue jobs: whether a worker of the queue runs"
+    )
+
+    @property
+    def stalled(self) -> bool:
+        """Active, and the worker's lock is gone."""
+        return self.state == "active" and self.lock_exists is False
+
+    def overdue_ms(self) -> int | None:
+        """Delayed jobs: how long past the due time (negative: not due yet)."""
+        if self.state != "delayed" or self.delayed_until_ms is None or self.redis_now_ms is None:
+            return None
+        return self.redis_now_ms - self.delayed_until_ms
+
+    def running_ms(self) -> int | None:
+        """Active jobs: for how long, by Redis's clock (processedOn is the worker's clock)."""
+        if self.processed_on_ms is None or self.redis_now_ms is None:
+            return None
+        return max(0, self.redis_now_ms - self.processed_on_ms)
     data: str | None = Field(default=None, description="job data (JSON text), cut at the byte cap")
     data_truncated: bool = False
 
@@ -139,9 +176,12 @@ async def bull_job_state(
     state: str | None = None
     delayed_until: int | None = None
     pipe = redis.pipeline(transaction=False)
+    pipe.time()
+    pipe.pttl(bull_key(conventions, queue, f"{job_id}:{conventions.bullmq_lock_suffix}"))
     for name in conventions.bullmq_state_sorted_sets:
         pipe.zscore(bull_key(conventions, queue, name), job_id)
-    scores = await pipe.execute()
+    now_reply, lock_ttl, *scores = await pipe.execute()
+    now_ms = redis_time_ms(now_reply)
     for name, score in zip(conventions.bullmq_state_sorted_sets, scores, strict=True):
         if score is None:
             continue
@@ -168,6 +208,15 @@ async def bull_job_state(
     attempts = as_int(fields.get(b"attemptsMade"))
     if attempts is None:
         attempts = as_int(fields.get(b"atm"))
+    if attempts is None and hash_exists:
+        attempts = 0  # BullMQ writes atm when an attempt finishes: none has yet
+    timestamp = as_int(fields.get(b"timestamp"))
+    delay = as_int(fields.get(b"delay"))
+    if state == "delayed" and delayed_until is None and timestamp is not None and delay:
+        delayed_until = timestamp + delay
+    active = state == "active"
+    held = lock_ttl is not None and int(lock_ttl) != -2  # -2: no such key; -1: held without expiry
+    processed_by, _ = capped(fields.get(b"pb"), value_max_bytes)
     return BullJobState(
         queue=queue,
         job_id=job_id,
@@ -181,10 +230,17 @@ async def bull_job_state(
         failed_reason=reason or None,
         failed_reason_truncated=reason_truncated or "failedReason" in left_out,
         stacktrace=_stacktrace(fields.get(b"stacktrace"), value_max_bytes),
-        timestamp_ms=as_int(fields.get(b"timestamp")),
+        timestamp_ms=timestamp,
         processed_on_ms=as_int(fields.get(b"processedOn")),
         finished_on_ms=as_int(fields.get(b"finishedOn")),
         delayed_until_ms=delayed_until,
         data=data,
         data_truncated=data_truncated or "data" in left_out,
+        attempts_started=as_int(fields.get(b"ats")),
+        stalled_counter=as_int(fields.get(b"stc")),
+        processed_by=processed_by or None,
+        delay_ms=delay,
+        lock_exists=held if active else None,
+        lock_ttl_ms=int(lock_ttl) if active and held and int(lock_ttl) >= 0 else None,
+        redis_now_ms=now_ms,
     )

@@ -26,6 +26,11 @@ VerdictCode = Literal[
     "idempotency_lock_stale",
     "purged",
     "not_found",
+    "stalled",
+    "scheduled",
+    "running",
+    "entry_not_found",
+    "inconclusive",
 ]
 
 HealthCode = Literal[
@@ -199,10 +204,17 @@ class TraceReport(BaseModel):
     findings: list[Verdict] = Field(default_factory=list, description="every problem found, worst first")
     hops: list[Hop]
     unavailable: list[ServiceProblem] = Field(default_factory=list)
+    id_note: str | None = Field(default=None, description="the id given was not the item's own id: what was traced")
+    clock_offsets_ms: dict[str, int] = Field(
+        default_factory=dict,
+        description="per service: Redis TIME minus the database's now(), measured during this call",
+    )
 
     def summary_text(self) -> str:
         v = self.verdict
         lines = [f"{self.kind} {self.id}: {v.code} — {v.sentence}", f"next: {v.next_step}"]
+        if self.id_note:
+            lines.insert(0, f"note: {self.id_note}")
         for hop in self.hops:
             mark = "ok" if hop.healthy else ("??" if hop.healthy is None else "XX")
             lines.append(f"  [{mark}] {hop.name} {hop.ref}: {hop.state or '-'} — {hop.detail}")

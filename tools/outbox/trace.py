@@ -25,6 +25,7 @@ from server.config import Settings
 from server.connections import Connections
 from server.errors import InvalidArgument, MeshError, ServiceUnavailable
 from tools.outbox import queries
+from tools.outbox.bull_liveness import queue_liveness
 from tools.outbox.bull_state import bull_job_state
 from tools.outbox.fan_out import each_service
 from tools.outbox.model import Hop, OutboxRow, ServiceProblem, TraceReport, Verdict
@@ -52,6 +53,7 @@ class ServiceRows:
     event: Found | None = None
     outcomes: list[Found] = field(default_factory=list)
     success_types: set[str] = field(default_factory=set)
+    audit_by_row_id: Found | None = None
 
 
 class Tracer:
@@ -222,22 +224,35 @@ class Tracer:
             return self._not_found("event", event_id, service, searched, "event_queue")
         hops, findings = await self.event_chain(hit.event, "event_queue", "")
         ok_sentence = f"event {event_id} was pushed and acknowledged by every consumer group of its streams"
-        return TraceReport(kind="event", id=event_id, service=hit.service, searched_services=searched,
-                           verdict=overall(findings, ok_sentence), findings=ranked(findings), hops=hops,
+        return TraceReport(kind="event", id=event_id, service=hit.service, searched_services=self.searched(searched),
+                           verdict=overall(findings, ok_sentence, hops), findings=ranked(findings), hops=hops,
                            unavailable=self.unavailable)
 
-    def _not_found(self, kind: str, item_id: str, service: str | None, searched: list[str], table: str) -> TraceReport:
+    def searched(self, services: list[str]) -> list[str]:
+        """The services really searched: those that answered every step."""
+        down = {p.service for p in self.unavailable}
+        return [s for s in services if s not in down]
+
+    def _not_found(self, kind: str, item_id: str, service: str | None, services: list[str], table: str
+                   ) -> TraceReport:
         retention = self.settings.conventions.retention_s
-        down = [p.service for p in self.unavailable if p.service in searched]
-        where = ", ".join(s for s in searched if s not in down) or "no service"
-        sentence = (
-            f"no {table} row with id {item_id} in {where}. COMPLETED rows older than the retention "
-            f"({retention}s) are purged, so an old finished {kind} leaves no row; a recent one was never written "
-            "to these databases"
-        )
+        searched = self.searched(services)
+        down = [p for p in self.unavailable if p.service in services]
+        where = ", ".join(searched) or "no service"
         if down:
-            sentence += f" (not searched: {', '.join(down)})"
-        v = verdict("not_found", "warning", sentence, hop=table)
+            why = "; ".join(f"{p.service}: {p.error}" for p in down)
+            sentence = (f"no {table} row with id {item_id} in {where}, but {len(down)} service(s) could not be "
+                        f"searched ({why}): the {kind} may be there")
+            v = verdict("inconclusive", "warning", sentence,
+                        f"fix the access to {', '.join(p.service for p in down)} and trace again, or pass service=...",
+                        table)
+        else:
+            sentence = (
+                f"no {table} row with id {item_id} in {where}. COMPLETED rows older than the retention "
+                f"({retention}s) are purged, so an old finished {kind} leaves no row; a recent one was never written "
+                "to these databases"
+            )
+            v = verdict("not_found", "warning", sentence, hop=table)
         hop = Hop(name=table, ref=f"{table} {item_id}", found=False, state="absent", healthy=None, detail=sentence)
         return TraceReport(kind=kind, id=item_id, service=service, searched_services=searched,  # type: ignore[arg-type]
                            verdict=v, findings=[v], hops=[hop], unavailable=self.unavailable)
@@ -253,6 +268,11 @@ class Tracer:
             rows.job = found[0] if found else None
             audit = await self._rows(rows.service, rows.tables["job_audit"], "job_id", job_id)
             rows.audit = audit[0] if audit else None
+            if rows.job is None and rows.audit is None:
+                # perhaps the id of a job_audit row (what query_outbox shows as its id): find its job
+                audit_schema = rows.tables["job_audit"]
+                by_id = await self._rows(rows.service, audit_schema, "id", typed_id(audit_schema, job_id))
+                rows.audit_by_row_id = by_id[0] if by_id else None
             if rows.job is not None:
                 status = rows.audit.row.status if rows.audit else AUDIT_MISSING
                 rows.job.row.hint = hint_for(rows.job.row, rows.job.times, self.settings.conventions.statuses,
@@ -260,6 +280,17 @@ class Tracer:
 
         searched, results = await self._search(service, fetch)
         hit = next((r for r in results if r.job is not None or r.audit is not None), None)
+        via_audit = next((r for r in results if r.audit_by_row_id is not None), None)
+        if hit is None and via_audit is not None and via_audit.audit_by_row_id is not None:
+            audit_col = via_audit.tables["job_audit"].col("job_id")
+            real_id = via_audit.audit_by_row_id.row.columns.get(audit_col) if audit_col else None
+            note = (f"{job_id} is the id of a job_audit row of service '{via_audit.service}', not a job id: "
+                    f"its job_id is {real_id}; traced that job (pass job_id='{real_id}' next time)")
+            if real_id and str(real_id) != job_id:
+                report = await Tracer(self.connections, self.settings, self.catalog).trace_job(
+                    via_audit.service, str(real_id))
+                report.id_note = note
+                return report
         if hit is None:
             # no row anywhere: look for evidence that the job existed and finished (purged rows)
             for rows in results:
@@ -279,6 +310,10 @@ class Tracer:
             bull = await self._redis(bull_job_state, self.connections.redis(), conv, str(queue), job_id,
                                      list_scan_max=self.settings.limits.bull_list_scan_max,
                                      value_max_bytes=self.settings.limits.payload_max_bytes)
+            overdue = bull.overdue_ms() if bull is not None else None
+            if bull is not None and (bull.stalled or (overdue is not None
+                                                      and overdue > self.settings.limits.delayed_overdue_ms)):
+                bull.liveness = await self._redis(queue_liveness, self.connections.redis(), conv, str(queue))
         guard = await self._redis(get_key, self.connections.redis(), fill(conv.job_completed_key, job_id=job_id),
                                   self.settings.limits.payload_max_bytes)
         outcome_chains: list[tuple[Found, list[Hop], list[Verdict]]] = []
@@ -297,10 +332,11 @@ class Tracer:
             guard=guard,
             outcomes=[(o.row, h, f) for o, h, f in outcome_chains],
             success_types=hit.success_types if hit else set(),
-            searched=searched,
+            searched=self.searched(searched),
             unavailable=[p.service for p in self.unavailable if p.service in searched],
+            redis_known=self.redis_ok,
         )
         ok_sentence = f"job {job_id} ran, succeeded, and its outbox row was cleaned up"
         return TraceReport(kind="job", id=job_id, service=hit.service if hit else service,
-                           searched_services=searched, verdict=overall(findings, ok_sentence),
+                           searched_services=self.searched(searched), verdict=overall(findings, ok_sentence, hops),
                            findings=ranked(findings), hops=hops, unavailable=self.unavailable)

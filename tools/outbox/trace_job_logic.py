@@ -6,8 +6,12 @@ output is the list of hops in chain order and the findings, also in chain order:
 
 1. jobs_outbox PENDING / PROCESSING / FAILED: the runner has not pushed the job;
 2. pushed, no job_audit row: BullMQ tells why (waiting: not consumed; failed: handler;
-   active: running or stalled; gone: lost or wrong queue);
-3. job_audit FAILED: ``handler_failed``; PROCESSING for long: ``stuck_processing``;
+   active with its lock: ``running``; active without its lock: ``stalled``; delayed and not
+   due: ``scheduled``, past due by ``[limits] delayed_overdue_ms``: ``pushed_not_consumed``;
+   gone: lost or wrong queue);
+3. job_audit FAILED: ``handler_failed``; PROCESSING: BullMQ first (``stalled`` when the lock
+   is gone, whatever the row's times say: they come from the worker's clock and time zone),
+   then ``stuck_processing`` when it has run for long, else ``running``;
 4. job_audit COMPLETED with the jobs_outbox row still there: the success event's own
    problem if it has one (``event_pending``, ``in_dlq``, ...), else ``success_not_cleaned``;
 5. no row at all: ``purged`` when Redis or event_queue prove the job finished, else
@@ -16,6 +20,7 @@ output is the list of hops in chain order and the findings, also in chain order:
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from server.config import Settings
@@ -25,7 +30,8 @@ from tools.outbox.rows import RowTimes
 from tools.outbox.verdicts import verdict
 
 
-def _bull_hop(queue: str | None, bull: BullJobState | None, bull_known: bool, job_id: str, prefix: str) -> Hop:
+def _bull_hop(queue: str | None, bull: BullJobState | None, bull_known: bool, job_id: str, prefix: str,
+              overdue_limit_ms: int) -> Hop:
     if queue is None:
         return Hop(name="bullmq_job", ref=f"{prefix}:?:{job_id}", found=False, state="unknown", healthy=None,
                    detail="queue unknown: no jobs_outbox row to read its target from")
@@ -37,9 +43,20 @@ def _bull_hop(queue: str | None, bull: BullJobState | None, bull_known: bool, jo
         return Hop(name="bullmq_job", ref=ref, found=False, state="absent", healthy=None,
                    detail="no job hash and no state structure lists it (removed on completion, or never pushed here)")
     detail = f"state {bull.state}, attempts made {bull.attempts_made if bull.attempts_made is not None else '?'}"
+    if bull.attempts_started is not None:
+        detail += f", attempts started {bull.attempts_started}"
+    if bull.state == "active":
+        detail += (f", lock held (ttl {bull.lock_ttl_ms} ms)" if bull.lock_exists
+                   else ", lock gone (the worker died or lost it)")
+        if bull.running_ms() is not None:
+            detail += f", taken {bull.running_ms() // 1000}s ago" + (f" by {bull.processed_by}" if bull.processed_by
+                                                                    else "")
+    overdue = bull.overdue_ms()
+    if overdue is not None:
+        detail += f", due {'in ' + str(-overdue // 1000) + 's' if overdue < 0 else str(overdue // 1000) + 's ago'}"
     if bull.failed_reason:
         detail += f", failed reason: {bull.failed_reason[:200]}"
-    healthy = bull.state not in ("failed",)
+    healthy = bull.state != "failed" and not bull.stalled and not (overdue is not None and overdue > overdue_limit_ms)
     return Hop(name="bullmq_job", ref=ref, found=True, state=bull.state, healthy=healthy, detail=detail, bull=bull)
 
 
@@ -54,6 +71,45 @@ def _guard_hop(guard: dict[str, Any] | None, key_pattern: str, job_id: str) -> H
                    redis_key=guard)
     return Hop(name="completion_guard", ref=key, found=False, state="absent", healthy=None,
                detail="not set: no worker completed the job (or the guard expired)", redis_key=guard)
+
+
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="seconds")
+
+
+def bull_problem(settings: Settings, bull: BullJobState | None, queue: str | None, job_id: str) -> Verdict | None:
+    """What BullMQ alone proves about an unfinished job: ``stalled``, ``scheduled``, or a delayed job past due."""
+    if bull is None:
+        return None
+    q = f"'{queue}'" if queue else "(unknown queue)"
+    if bull.stalled:
+        running = bull.running_ms()
+        taken = (f" (taken {running // 1000}s ago by Redis's clock"
+                 + (f", by {bull.processed_by}" if bull.processed_by else "") + ")") if running is not None else ""
+        lock = f"{bull.key}:{settings.conventions.bullmq_lock_suffix}"
+        live = bull.liveness.sentence(str(queue)) if bull.liveness is not None else ""
+        return verdict(
+            "stalled", "error",
+            f"job {job_id} is active in BullMQ queue {q}{taken} but its lock {lock} is gone: the worker that ran it "
+            f"died or lost its lock, so the job is stalled" + (f"; {live}" if live else ""),
+            f"inspect_queue(queue={q}) lists the stalled jobs; start or restart a worker of {q}; if none will run, "
+            "propose_remediation(symptom='requeue_stuck_job')", "bullmq_job")
+    overdue = bull.overdue_ms()
+    if overdue is None or bull.delayed_until_ms is None:
+        return None
+    due = _iso(bull.delayed_until_ms)
+    if overdue > settings.limits.delayed_overdue_ms:
+        live = bull.liveness.sentence(str(queue)) if bull.liveness is not None else ""
+        return verdict(
+            "pushed_not_consumed", "error",
+            f"job {job_id} is delayed in BullMQ queue {q} and was due at {due} ({overdue // 1000}s ago, more than "
+            f"{settings.limits.delayed_overdue_ms // 1000}s): no worker promoted it to wait"
+            + (f"; {live}" if live else ""),
+            f"inspect_queue(queue={q}); start a worker of {q} (workers promote due delayed jobs)", "bullmq_job")
+    retry = (f" (retry after attempt {bull.attempts_made}, backoff)" if bull.attempts_made else "")
+    return verdict("scheduled", "info",
+                   f"job {job_id} is delayed in BullMQ queue {q} until {due} (in {max(0, -overdue) // 1000}s){retry}: "
+                   "scheduled, not late", f"nothing to do before {due}; trace again after it", "bullmq_job")
 
 
 def _not_pushed(settings: Settings, job: OutboxRow, times: RowTimes | None, job_id: str) -> Verdict | None:
@@ -116,12 +172,18 @@ def _pushed_without_audit(
                        f"job {job_id} failed in BullMQ after {bull.attempts_made} attempt(s): "
                        f"{bull.failed_reason or 'no reason recorded'} (no job_audit row)",
                        hop="bullmq_job")
+    problem = bull_problem(settings, bull, queue, job_id)
+    if problem is not None:
+        return problem
     if bull.state == "active":
-        started = bull.processed_on_ms
-        return verdict("stuck_processing" if late else "ok", "warning" if late else "info",
-                       f"job {job_id} is active in BullMQ (taken by a worker" + (f" at {started} ms" if started else "")
-                       + ") but has no job_audit row" + (": the worker hangs or died (stalled job)" if late else ""),
-                       f"inspect_queue(queue={q}, job_id='{job_id}')", "bullmq_job")
+        running_ms = bull.running_ms()
+        running_s = running_ms / 1000 if running_ms is not None else since
+        long = running_s > limits.processing_ageing_s
+        return verdict("stuck_processing" if long else "running", "warning" if long else "info",
+                       f"job {job_id} is active in BullMQ, its worker holds the lock, taken {running_s:.0f}s ago, "
+                       "and has no job_audit row" + (": the handler hangs, or the worker does not audit this job"
+                                                     if long else ": in progress"),
+                       f"inspect_queue(queue={q}, job_id='{job_id}'); the worker logs", "bullmq_job")
     if bull.state == "completed":
         return verdict("success_not_cleaned", "warning",
                        f"job {job_id} is completed in BullMQ but has no job_audit row: the worker does not audit it, "
@@ -149,6 +211,7 @@ def job_findings(
     success_types: set[str],
     searched: list[str],
     unavailable: list[str],
+    redis_known: bool = True,
 ) -> tuple[list[Hop], list[Verdict]]:
     """Hops in chain order and findings (chain order) of one job."""
     conv = settings.conventions
@@ -162,7 +225,7 @@ def job_findings(
     else:
         hops.append(Hop(name="jobs_outbox", ref=f"jobs_outbox {job_id}", found=False, state="absent", healthy=None,
                         detail="no row: deleted by the success post-processor, purged, or never written"))
-    hops.append(_bull_hop(queue, bull, bull_known, job_id, conv.bullmq_prefix))
+    hops.append(_bull_hop(queue, bull, bull_known, job_id, conv.bullmq_prefix, limits.delayed_overdue_ms))
     hops.append(_guard_hop(guard, conv.job_completed_key, job_id))
     guard_set = bool(guard and guard["exists"])
     if audit is not None:
@@ -197,13 +260,18 @@ def job_findings(
                 "purged", "info",
                 f"job {job_id} has no jobs_outbox nor job_audit row, but {'; '.join(evidence)}: it ran and its "
                 f"finished rows were purged (retention {conv.retention_s}s)", hop="jobs_outbox"))
+        elif unavailable or not redis_known:
+            missing = [*unavailable, *([] if redis_known else ["redis"])]
+            findings.append(verdict(
+                "inconclusive", "warning",
+                f"no jobs_outbox or job_audit row for job {job_id} in {', '.join(searched) or 'no service'}, but "
+                f"{', '.join(missing)} could not be searched (see unavailable): the job may be there",
+                f"fix the access to {', '.join(missing)} and trace again, or pass service=...", "jobs_outbox"))
         else:
-            where = ", ".join(s for s in searched if s not in unavailable) or "no service"
+            where = ", ".join(searched) or "no service"
             sentence = (f"no jobs_outbox or job_audit row for job {job_id} in {where}, and no trace in Redis or "
                         f"event_queue. Finished rows older than the retention ({conv.retention_s}s) are purged, so "
                         "an old job leaves nothing; a recent one was never written to these databases")
-            if unavailable:
-                sentence += f" (not searched: {', '.join(unavailable)})"
             findings.append(verdict("not_found", "warning", sentence, hop="jobs_outbox"))
         # the outcome events' own hops stay visible; their Redis state is history once the job is purged
         return hops, findings
@@ -220,13 +288,25 @@ def job_findings(
         findings.extend(f for f in outcome_findings if f.code != "ok")
         return hops, findings
     if audit.status != st.completed:
-        if since > limits.processing_ageing_s:
+        problem = bull_problem(settings, bull, queue, job_id)
+        if problem is not None:
+            findings.append(problem)
+            return hops, findings
+        running_ms = bull.running_ms() if bull is not None and bull.state == "active" else None
+        held = bull is not None and bull.lock_exists is True
+        run_s = running_ms / 1000 if running_ms is not None else since
+        clock = "by Redis's clock" if running_ms is not None else "since its updated_at"
+        if run_s > limits.processing_ageing_s:
+            cause = ("its worker is alive (it renews the lock) but the handler hangs" if held else
+                     "the worker died while running it, or it hangs")
             findings.append(verdict(
-                "stuck_processing", "error",
-                f"job {job_id} is {audit.status} in job_audit for {since:.0f}s (> {limits.processing_ageing_s}s): "
-                "the worker died while running it, or it hangs", hop="job_audit"))
+                "stuck_processing", "warning" if held else "error",
+                f"job {job_id} is {audit.status} in job_audit for {run_s:.0f}s {clock} "
+                f"(> {limits.processing_ageing_s}s): {cause}", hop="job_audit"))
         else:
-            findings.append(verdict("ok", "info", f"job {job_id} is running ({audit.status} for {since:.0f}s)",
+            findings.append(verdict("running", "info",
+                                    f"job {job_id} is running ({audit.status} for {run_s:.0f}s {clock}"
+                                    + (", its worker holds the lock" if held else "") + ")",
                                     "wait, then trace again", "job_audit"))
         return hops, findings
     # job_audit COMPLETED

@@ -7,7 +7,7 @@ link of the chain. Codes are stable: agents and the remediation tools rely on th
 
 from __future__ import annotations
 
-from tools.outbox.model import Severity, Verdict, VerdictCode
+from tools.outbox.model import Hop, Severity, Verdict, VerdictCode
 
 CATALOGUE: dict[str, tuple[str, str]] = {
     "ok": (
@@ -79,6 +79,30 @@ CATALOGUE: dict[str, tuple[str, str]] = {
         "Check the id and the service (service=None searches every service), or find the row with "
         "query_outbox(type=...).",
     ),
+    "stalled": (
+        "The job is active in BullMQ but its worker's lock is gone: the worker died or lost its lock while running "
+        "it. BullMQ's stalled checker moves it back to wait only while some worker of that queue runs.",
+        "Start (or restart) a worker of the queue; if none will run soon, "
+        "propose_remediation(symptom='requeue_stuck_job').",
+    ),
+    "scheduled": (
+        "The job is delayed in BullMQ (scheduled, or waiting for a retry backoff) and is not due yet.",
+        "Nothing to do before its due time; trace again after it.",
+    ),
+    "running": (
+        "A worker holds the job and it has not run for long: in progress, not late.",
+        "Wait, then trace again.",
+    ),
+    "entry_not_found": (
+        "The stream exists but the entry was not found in what was searched, and nothing proves it was trimmed.",
+        "Check the runner pushed it (its logs), another target stream, or a different id field "
+        "([conventions] event_id_field); the sentence says what was searched.",
+    ),
+    "inconclusive": (
+        "The answer cannot be given: a service that could hold the item could not be searched, or a hop is "
+        "unhealthy with no rule explaining it.",
+        "Fix the access to the services named (see unavailable), then trace again.",
+    ),
 }
 """code -> (meaning, default next step); the docs' verdict table is generated from it."""
 
@@ -91,6 +115,7 @@ GROUP_PRIORITY: dict[str, int] = {
     "in_pel": 3,
     "pushed_not_consumed": 4,
     "trimmed": 5,
+    "entry_not_found": 6,
     "not_found": 6,
     "ok": 9,
 }
@@ -103,10 +128,20 @@ def verdict(
     return Verdict(code=code, severity=severity, sentence=sentence, next_step=next_step or CATALOGUE[code][1], hop=hop)
 
 
-def overall(findings: list[Verdict], ok_sentence: str) -> Verdict:
-    """The first finding of the worst severity present, or ``ok``."""
+def overall(findings: list[Verdict], ok_sentence: str, hops: list[Hop] | None = None) -> Verdict:
+    """The first finding of the worst severity present, or ``ok``.
+
+    ``ok`` is decided from every hop together: while any hop is unhealthy (``healthy`` is
+    False) and no finding explains it, the verdict is ``inconclusive`` naming those hops.
+    """
     real = [f for f in findings if f.code != "ok"]
     if not real:
+        sick = [h for h in hops or [] if h.healthy is False]
+        if sick:
+            names = "; ".join(f"{h.name} {h.ref} is {h.state}" for h in sick)
+            return verdict("inconclusive", "warning",
+                           f"no rule explains the unhealthy hop(s): {names}; the chain is not known to be complete",
+                           "read those hops' detail and trace again; report the case", sick[0].name)
         return verdict("ok", "ok", ok_sentence)
     worst = min(SEVERITY_RANK[f.severity] for f in real)
     return next(f for f in real if SEVERITY_RANK[f.severity] == worst)
