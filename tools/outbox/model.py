@@ -60,7 +60,10 @@ class OutboxRow(BaseModel):
 
     service: str
     table: TableKind
-    id: str
+    id: str = Field(description="the row's own id (on job_audit: the audit row id, not the job id)")
+    job_id: str | None = Field(
+        default=None, description="the id to pass to trace_job: jobs_outbox id, or job_audit.job_id"
+    )
     status: str | None = None
     type: str | None = Field(default=None, description="type (job_type for job_audit)")
     created_at: str | None = None
@@ -93,7 +96,10 @@ class QueryOutboxResult(BaseModel):
         ]
         for row in self.rows[:20]:
             age = f"{row.age_s:.0f}s" if row.age_s is not None else "?"
-            lines.append(f"- [{row.service}] {row.id} {row.status} {row.type} age {age}: {row.hint or ''}".rstrip())
+            ident = row.id
+            if row.table == "job_audit":
+                ident = f"job_id={row.job_id} (trace_job id; audit row {row.id})"
+            lines.append(f"- [{row.service}] {ident} {row.status} {row.type} age {age}: {row.hint or ''}".rstrip())
         if len(self.rows) > 20:
             lines.append(f"... {len(self.rows) - 20} more in the structured result")
         for problem in self.unavailable:

@@ -100,10 +100,12 @@ def shape_row(service: str, schema: TableSchema, raw: dict[str, Any], cap_bytes:
         col = schema.col(role)
         return columns.get(col) if col else None
 
+    job_id = by_role("job_id") if schema.kind == "job_audit" else by_role("id")
     return OutboxRow(
         service=service,
         table=schema.kind,  # type: ignore[arg-type]
         id=str(by_role("id")),
+        job_id=str(job_id) if job_id is not None and schema.kind != "event_queue" else None,
         status=by_role("status"),
         type=by_role(schema.type_role),
         created_at=by_role("created_at"),
