@@ -158,7 +158,7 @@ async def test_trimmed_entry(db, r, outbox_settings, tools_for) -> None:
     settings = outbox_settings(conventions={"stream_maxlen": 5})
     async with tools_for(settings) as tools:
         report = await tools.trace_event(event_id)
-    assert report.verdict.code == "trimmed"
+    assert report.verdict.code == "trimmed", report.verdict.sentence
     entry_hop = next(h for h in report.hops if h.name == "stream_entry")
     assert entry_hop.found is False and entry_hop.state == "trimmed"
     assert entry_hop.entry.first_entry_id > entry

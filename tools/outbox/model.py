@@ -8,6 +8,7 @@ from pydantic import BaseModel, Field
 
 from tools.outbox.bull_state import BullJobState
 from tools.outbox.delivery import GroupDelivery, MessageDeadLetter
+from tools.streams.trim_evidence import TrimEvidence
 
 TableKind = Literal["jobs_outbox", "event_queue", "job_audit"]
 
@@ -179,6 +180,16 @@ class StreamEntryRef(BaseModel):
     first_entry_id: str | None = Field(default=None, description="oldest entry still in the stream")
     fields: dict[str, str] = Field(default_factory=dict, description="entry fields, cut at the byte cap")
     truncated: bool = False
+    windows: list[list[int]] = Field(
+        default_factory=list, description="every [from_ms, to_ms] band searched, widened step by step on a miss"
+    )
+    read_whole: bool = Field(default=False, description="the stream was short enough to be read whole")
+    whole_complete: bool = Field(default=False, description="the whole read reached the end (within the budget)")
+    length: int | None = Field(default=None, description="XLEN when the entry was not in the first window")
+    clock_offset_ms: int | None = Field(
+        default=None, description="Redis TIME minus the database's now(): the window was shifted by it"
+    )
+    trim: TrimEvidence | None = Field(default=None, description="what XINFO STREAM proves when the entry is missing")
 
 
 class Hop(BaseModel):

@@ -56,6 +56,9 @@ class ServiceRows:
     audit_by_row_id: Found | None = None
 
 
+CLOCK_SQL = "SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::bigint AS now_ms"
+
+
 class Tracer:
     """Runs traces with one Settings / Connections / SchemaCatalog."""
 
@@ -65,6 +68,7 @@ class Tracer:
         self.catalog = catalog
         self.unavailable: list[ServiceProblem] = []
         self.redis_ok = True
+        self.offsets: dict[str, int] = {}
 
     # -- SQL ------------------------------------------------------------------------------
 
@@ -151,6 +155,27 @@ class Tracer:
         return Hop(name=name, ref=ref, found=False, state="unknown", healthy=None,
                    detail="Redis is unavailable: this hop could not be observed")
 
+    async def clock_offset(self, service: str) -> int:
+        """Redis ``TIME`` minus the database's ``now()`` in ms, measured once per call and service.
+
+        The database is read between two Redis ``TIME`` calls and compared with their middle,
+        so the round trips do not count as offset. 0 when either cannot be read.
+        """
+        if service in self.offsets:
+            return self.offsets[service]
+        before = await self._redis(redis_now_ms, self.connections.redis())
+        if before is None:
+            return 0
+        try:
+            result = await self.connections.read(service, CLOCK_SQL, max_rows=1)
+        except MeshError:
+            return 0  # the row was read a moment ago; without the offset the window is just not shifted
+        after = await self._redis(redis_now_ms, self.connections.redis())
+        if after is None:
+            return 0
+        self.offsets[service] = (before + after) // 2 - int(result.rows[0]["now_ms"])
+        return self.offsets[service]
+
     # -- events -----------------------------------------------------------------------------
 
     async def event_chain(self, found: Found, hop_name: str, label: str) -> tuple[list[Hop], list[Verdict]]:
@@ -192,6 +217,7 @@ class Tracer:
                                   "check the producer's target_services", hop_name)]
         around = [t for t in (found.times.created_ms, found.times.processed_ms, found.times.updated_ms) if t]
         now_ms = await self._redis(redis_now_ms, self.connections.redis())
+        offset = await self.clock_offset(row.service) if now_ms is not None else 0
         findings: list[Verdict] = []
         for target in targets:
             stream = f"{self.settings.conventions.stream_prefix}{target}"
@@ -199,7 +225,8 @@ class Tracer:
                 hops.append(self._redis_unknown(f"{label}stream_entry", stream))
                 continue
             result = await self._redis(stream_hops, self.connections.redis(), self.settings, stream, row.id,
-                                       around, now_ms, label, found.times.processed_ms or found.times.updated_ms)
+                                       around, now_ms, label, found.times.processed_ms or found.times.updated_ms,
+                                       offset)
             if result is None:
                 hops.append(self._redis_unknown(f"{label}stream_entry", stream))
                 continue
@@ -225,7 +252,8 @@ class Tracer:
         hops, findings = await self.event_chain(hit.event, "event_queue", "")
         ok_sentence = f"event {event_id} was pushed and acknowledged by every consumer group of its streams"
         return TraceReport(kind="event", id=event_id, service=hit.service, searched_services=self.searched(searched),
-                           verdict=overall(findings, ok_sentence, hops), findings=ranked(findings), hops=hops,
+                           verdict=overall(findings, ok_sentence, hops), clock_offsets_ms=dict(self.offsets),
+                           findings=ranked(findings), hops=hops,
                            unavailable=self.unavailable)
 
     def searched(self, services: list[str]) -> list[str]:
@@ -339,4 +367,5 @@ class Tracer:
         ok_sentence = f"job {job_id} ran, succeeded, and its outbox row was cleaned up"
         return TraceReport(kind="job", id=job_id, service=hit.service if hit else service,
                            searched_services=self.searched(searched), verdict=overall(findings, ok_sentence, hops),
+                           clock_offsets_ms=dict(self.offsets),
                            findings=ranked(findings), hops=hops, unavailable=self.unavailable)

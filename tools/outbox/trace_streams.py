@@ -1,15 +1,26 @@
 """The Redis Streams part of a trace: find an event's entry, then its delivery per group.
 
 The outbox runner XADDs one entry per target service with an auto id (the push time in
-milliseconds) and the event_queue id in the ``id`` field. The entry is searched with
-XRANGE in a bounded window around the row's times (``created_at``, ``processed_at``,
-``updated_at`` +- ``[limits] stream_window_ms``), in pages of ``max_count`` entries, at
-most ``scan_max_iterations`` pages. When it is not there and the stream's oldest entry
-is newer than the searched window, the stream was trimmed, MAXLEN trimming removed it (``trimmed``).
+milliseconds, by Redis's clock) and the event_queue id in the ``id`` field. The row's times
+come from the database (and from the runner's clock and time zone), so they are a search
+hint, never evidence:
+
+1. the window ``[min(times) - stream_window_ms, max(times) + stream_window_ms]`` is shifted
+   by the clock offset measured during the call (Redis ``TIME`` minus the database's
+   ``now()``) and searched from the push time outwards, in pages of 50, 100, 200, ...;
+2. on a miss, a stream shorter than ``[limits] stream_read_whole_max`` is read whole, in
+   pages of ``max_count``; a longer one is searched in windows widened step by step
+   (x4 each) up to ``[limits] stream_window_max_ms``;
+3. all of it within ``scan_max_iterations`` pages in total.
+
+A missing entry is ``trimmed`` only when ``XINFO STREAM`` proves it
+(:mod:`tools.streams.trim_evidence`); otherwise the verdict is ``entry_not_found``,
+saying what was searched and why the entry could still exist.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import redis.exceptions as redis_exceptions
@@ -19,6 +30,7 @@ from tools.outbox.delivery import GroupDelivery, message_delivery, stream_groups
 from tools.outbox.model import Hop, StreamEntryRef, Verdict
 from tools.outbox.verdicts import GROUP_PRIORITY, verdict
 from tools.streams.ids import StreamId
+from tools.streams.trim_evidence import trim_evidence
 from tools.streams.values import capped, redis_time_ms, reply_or_raise, text
 
 
@@ -29,6 +41,9 @@ def _text(value: Any) -> str:
 FIRST_PAGE = 50
 """Entries read by the first page in each direction; pages then double up to ``[limits] max_count``."""
 
+WIDEN_FACTOR = 4
+"""Each widening step multiplies the window by this."""
+
 
 def _keep(ref: StreamEntryRef, raw_id: Any, fields: dict[bytes, bytes], max_bytes: int) -> None:
     ref.entry_id = _text(raw_id)
@@ -38,72 +53,109 @@ def _keep(ref: StreamEntryRef, raw_id: Any, fields: dict[bytes, bytes], max_byte
         ref.truncated = ref.truncated or was_cut
 
 
+@dataclass
+class _Search:
+    redis: Any
+    settings: Settings
+    stream: str
+    wanted: bytes
+    id_field: bytes
+    ref: StreamEntryRef
+    pages_left: int
+
+    def _match(self, page: list[Any]) -> bool:
+        self.ref.scanned += len(page)
+        for raw_id, fields in page:
+            if fields.get(self.id_field) == self.wanted:
+                _keep(self.ref, raw_id, fields, self.settings.limits.payload_max_bytes)
+                return True
+        return False
+
+    async def band(self, start_ms: int, end_ms: int, center: int) -> bool:
+        """Search ``[start_ms, end_ms]`` from ``center`` outwards, backwards then forwards in growing pages."""
+        if end_ms < start_ms:
+            return False
+        self.ref.windows.append([start_ms, end_ms])
+        limits = self.settings.limits
+        center = min(max(center, start_ms), end_ms)
+        back: str | None = str(center)  # XREVRANGE max (inclusive of every entry of that millisecond)
+        forward: str | None = f"{center + 1}-0" if center < end_ms else None  # XRANGE min
+        size = {"back": FIRST_PAGE, "forward": FIRST_PAGE}
+        while self.pages_left > 0 and (back is not None or forward is not None):
+            direction = ("back" if back is not None and (forward is None or size["back"] <= size["forward"])
+                         else "forward")
+            count = min(size[direction], limits.max_count)
+            self.pages_left -= 1
+            if direction == "back":
+                page = await self.redis.xrevrange(self.stream, max=back, min=f"{start_ms}-0", count=count)
+            else:
+                page = await self.redis.xrange(self.stream, min=forward, max=str(end_ms), count=count)
+            if self._match(page):
+                return True
+            size[direction] = count * 2
+            next_bound = "(" + _text(page[-1][0]) if page and len(page) == count else None
+            if direction == "back":
+                back = next_bound
+            else:
+                forward = next_bound
+        return False
+
+    async def whole(self) -> bool:
+        """Read the whole stream oldest first in pages of ``max_count``."""
+        self.ref.read_whole = True
+        count = self.settings.limits.max_count
+        low = "-"
+        while self.pages_left > 0:
+            self.pages_left -= 1
+            page = await self.redis.xrange(self.stream, min=low, max="+", count=count)
+            if self._match(page):
+                return True
+            if len(page) < count:
+                self.ref.whole_complete = True
+                return False
+            low = "(" + _text(page[-1][0])
+        return False
+
+
 async def locate_entry(
-    redis: Any, settings: Settings, stream: str, event_id: str, around_ms: list[int], expected_ms: int | None = None
+    redis: Any, settings: Settings, stream: str, event_id: str, around_ms: list[int], expected_ms: int | None = None,
+    *, offset_ms: int = 0,
 ) -> tuple[StreamEntryRef, bool]:
     """The entry of ``stream`` whose ``id`` field is ``event_id``; second value: the stream exists.
 
-    The entry's id field is ``conventions.event_id_field``. The search is bounded to
-    ``[min(around_ms) - window, max(around_ms) + window]`` and starts
-    where the entry most likely is: at ``expected_ms`` (the push time, i.e. ``processed_at``;
-    the runner XADDs, then marks the row), reading backwards then forwards in alternating
-    pages of 50, 100, 200, ... entries (at most ``max_count`` each, ``scan_max_iterations``
-    pages in all). Parsing entries is the cost, so the usual case reads one small page.
+    ``around_ms`` / ``expected_ms`` are the row's times (database clock); ``offset_ms``
+    (Redis minus database) shifts them to Redis's clock. See the module docstring for the
+    order of the search and its bounds.
     """
     limits = settings.limits
     window = limits.stream_window_ms
-    start_ms = max(0, min(around_ms) - window)
-    end_ms = max(around_ms) + window
-    center = min(max(expected_ms if expected_ms is not None else max(around_ms), start_ms), end_ms)
-    ref = StreamEntryRef(stream=stream, searched_from_ms=start_ms, searched_to_ms=end_ms)
+    around = [t + offset_ms for t in around_ms]
+    low, high = min(around), max(around)
+    center = (expected_ms + offset_ms) if expected_ms is not None else high
+    start_ms, end_ms = max(0, low - window), high + window
+    ref = StreamEntryRef(stream=stream, searched_from_ms=start_ms, searched_to_ms=end_ms, clock_offset_ms=offset_ms)
     first = await redis.xrange(stream, min="-", max="+", count=1)
     if not first:
         return ref, bool(await redis.exists(stream))
     ref.first_entry_id = _text(first[0][0])
-    wanted = event_id.encode()
-    id_field = settings.conventions.event_id_field.encode()
-    back: str | None = str(center)  # XREVRANGE max (inclusive of every entry of that millisecond)
-    forward: str | None = f"{center + 1}-0"  # XRANGE min
-    size = {"back": FIRST_PAGE, "forward": FIRST_PAGE}
-    for _ in range(limits.scan_max_iterations):
-        if back is None and forward is None:
+    search = _Search(redis, settings, stream, event_id.encode(), settings.conventions.event_id_field.encode(), ref,
+                     limits.scan_max_iterations)
+    if await search.band(start_ms, end_ms, center):
+        return ref, True
+    ref.length = int(await redis.xlen(stream))
+    if ref.length < limits.stream_read_whole_max:
+        await search.whole()
+        return ref, True
+    span = window
+    while search.pages_left > 0 and span < limits.stream_window_max_ms:
+        span = min(span * WIDEN_FACTOR, limits.stream_window_max_ms)
+        new_start, new_end = max(0, low - span), high + span
+        if await search.band(new_start, start_ms - 1, start_ms - 1) or await search.band(end_ms + 1, new_end,
+                                                                                          end_ms + 1):
             break
-        direction = "back" if back is not None and (forward is None or size["back"] <= size["forward"]) else "forward"
-        count = min(size[direction], limits.max_count)
-        if direction == "back":
-            page = await redis.xrevrange(stream, max=back, min=f"{start_ms}-0", count=count)
-        else:
-            page = await redis.xrange(stream, min=forward, max=str(end_ms), count=count)
-        ref.scanned += len(page)
-        for raw_id, fields in page:
-            if fields.get(id_field) == wanted:
-                _keep(ref, raw_id, fields, limits.payload_max_bytes)
-                return ref, True
-        size[direction] = count * 2
-        more = len(page) == count
-        next_bound = "(" + _text(page[-1][0]) if page and more else None
-        if direction == "back":
-            back = next_bound
-        else:
-            forward = next_bound
+        start_ms, end_ms = new_start, new_end
+    ref.searched_from_ms, ref.searched_to_ms = start_ms, end_ms
     return ref, True
-
-
-async def _trimmed(redis: Any, settings: Settings, ref: StreamEntryRef) -> bool:
-    """Whether MAXLEN trimming explains a missing entry.
-
-    True when the stream is empty, when its oldest entry is newer than the whole search
-    window, or when it is newer than the window start and the stream is at its MAXLEN.
-    """
-    if ref.first_entry_id is None:
-        return True
-    first_ms = StreamId.parse(ref.first_entry_id).ms
-    if first_ms > (ref.searched_to_ms or 0):
-        return True
-    if first_ms > (ref.searched_from_ms or 0):
-        length = await redis.xlen(ref.stream)
-        return length >= settings.conventions.stream_maxlen * 0.9
-    return False
 
 
 def _group_finding(d: GroupDelivery, settings: Settings, now_ms: int, hop: str) -> Verdict | None:
@@ -180,12 +232,22 @@ def _delivery_state_text(d: GroupDelivery) -> str:
     return "delivered and acknowledged"
 
 
+def _searched_text(ref: StreamEntryRef) -> str:
+    shift = f", clock offset {ref.clock_offset_ms} ms applied" if ref.clock_offset_ms else ""
+    if ref.read_whole:
+        done = "the whole stream" if ref.whole_complete else "part of the stream (page budget spent)"
+        return f"read {done}, {ref.length} entries ({ref.scanned} entries read in all){shift}"
+    bands = len(ref.windows)
+    return (f"{ref.scanned} entries read between {ref.searched_from_ms} and {ref.searched_to_ms} ms in "
+            f"{bands} step(s){shift}")
+
+
 async def stream_hops(
     redis: Any, settings: Settings, stream: str, event_id: str, around_ms: list[int], now_ms: int, label: str,
-    expected_ms: int | None = None,
+    expected_ms: int | None = None, offset_ms: int = 0,
 ) -> tuple[list[Hop], list[Verdict]]:
     """Hops and findings for one target stream of an event (entry, then one hop per group)."""
-    ref, exists = await locate_entry(redis, settings, stream, event_id, around_ms, expected_ms)
+    ref, exists = await locate_entry(redis, settings, stream, event_id, around_ms, expected_ms, offset_ms=offset_ms)
     entry_hop = f"{label}stream_entry"
     if ref.entry_id is None:
         if not exists:
@@ -193,18 +255,23 @@ async def stream_hops(
             finding = verdict("not_found", "error", f"{detail} (event {event_id})",
                               "check target_services and [conventions] stream_prefix", entry_hop)
             state = "stream_missing"
-        elif await _trimmed(redis, settings, ref):
-            detail = (f"no entry with id={event_id}; the stream's oldest entry is {ref.first_entry_id or '(none)'}, "
-                      f"after the time it was pushed (window from {ref.searched_from_ms} ms): trimmed by MAXLEN "
-                      f"~{settings.conventions.stream_maxlen}")
-            finding = verdict("trimmed", "warning", f"stream {stream}: {detail}", hop=entry_hop)
-            state = "trimmed"
         else:
-            detail = (f"no entry with id={event_id} among {ref.scanned} entries between {ref.searched_from_ms} and "
-                      f"{ref.searched_to_ms} ms: deleted (XDEL) or pushed outside the window")
-            finding = verdict("not_found", "error", f"stream {stream}: {detail}",
-                              "widen [limits] stream_window_ms, or check the runner pushed it (its logs)", entry_hop)
-            state = "not_in_window"
+            pushed = (expected_ms if expected_ms is not None else max(around_ms)) + offset_ms
+            ref.trim = trim_evidence(await redis.xinfo_stream(stream), settings.conventions.stream_maxlen,
+                                     StreamId(max(0, pushed), 0), settings.limits.stream_window_ms)
+            searched = _searched_text(ref)
+            if ref.trim.trimmed:
+                detail = (f"no entry with id={event_id} ({searched}); it was pushed about {pushed} ms (Redis clock) "
+                          f"and is gone: {ref.trim.rule}")
+                finding = verdict("trimmed", "warning", f"stream {stream}: {detail}", hop=entry_hop)
+                state = "trimmed"
+            else:
+                detail = (f"no entry with id={event_id} ({searched}); not proven trimmed: {ref.trim.rule}. It could "
+                          "still exist: in another stream (check target_services), under another id field "
+                          f"([conventions] event_id_field is '{settings.conventions.event_id_field}'), or pushed "
+                          "outside what was searched; or it was deleted (XDEL)")
+                finding = verdict("entry_not_found", "error", f"stream {stream}: {detail}", hop=entry_hop)
+                state = "not_found"
         return [Hop(name=entry_hop, ref=stream, found=False, state=state, healthy=False, detail=detail,
                     entry=ref)], [finding]
     hops = [Hop(name=entry_hop, ref=f"{stream} {ref.entry_id}", found=True, state="present", healthy=True,
