@@ -41,7 +41,7 @@ EVENT_TYPE, USER_EVENT_TYPE = "event.created", "user.deleted"
 # thresholds the tests run with: small so that a short sleep ages things past them
 SETTINGS = {
     "limits": {"dead_consumer_idle_ms": 1500, "lag_max_age_ms": 500},
-    "conventions": {"claim_interval_ms": 300},
+    "conventions": {"claim_interval_ms": 300, "stream_maxlen": 27},  # the runner's MAXLEN: build_streams trims to it
 }
 AGE_S = 1.7
 

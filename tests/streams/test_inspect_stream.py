@@ -199,3 +199,23 @@ async def test_dead_consumer_idle_is_ambiguous_only_on_a_quiet_stream_before_red
     assert q.evidence["idle_ambiguous"] is not reports_inactive
     assert ("confirm the consumer's process is gone" in q.message) is not reports_inactive
     assert b.evidence["idle_ambiguous"] is False and "confirm" not in b.message
+
+
+async def test_pending_whose_message_is_gone_is_trimmed_only_with_proof(
+    backend: Backend, settings_for: Callable[..., Settings]
+) -> None:
+    # the scenario trims to 27; with a configured MAXLEN of 10000 a 6.2 stream of 27 entries proves nothing
+    settings = settings_for(backend, conventions={"stream_maxlen": 10_000})
+    sc = sc_mod.build_streams(backend.client, settings.conventions, age=False)
+    conns = Connections(settings)
+    try:
+        report = (await inspect_stream(conns, settings, STREAM)).model_dump()
+    finally:
+        await conns.aclose()
+    redis7 = not backend.version.startswith("6.")
+    code = "trimmed_pending" if redis7 else "missing_pending"
+    found = anomaly(report, code, MAIN)
+    assert found["evidence"]["sample_ids"] == sc.ids[:3]
+    rule = found["evidence"]["trim_rule"]
+    assert ("entries-added" in rule) if redis7 else ("under the configured MAXLEN 10000" in rule), rule
+    assert not any(a["code"] == ("missing_pending" if redis7 else "trimmed_pending") for a in report["anomalies"])

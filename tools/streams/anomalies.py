@@ -10,8 +10,11 @@ here), so the rules are plain functions. Thresholds come from ``[limits]`` and
   the consumer's last read the evidence says ``idle_ambiguous``.
 - ``stuck_pending`` (warning): entries idle ``dead_consumer_idle_ms`` or more sit with a
   consumer that is still alive; it re-reads its own pending entries only on restart or claim.
-- ``trimmed_pending`` (error): pending ids older than the stream's first entry; the message
-  was trimmed away and the PEL entry can never be processed.
+- ``trimmed_pending`` (error): pending ids older than the stream's first entry, and
+  ``XINFO STREAM`` proves trimming removed them (:mod:`tools.streams.trim_evidence`); the
+  PEL entry can never be processed.
+- ``missing_pending`` (error): the same pending ids whose message is gone, without that
+  proof (deleted by XDEL, or trimmed on a 6.2 stream under its MAXLEN): gone either way.
 - ``no_group`` (warning): a stream holding entries has no consumer group, so nothing reads
   it (not raised for dead-letter streams nor BullMQ's ``<prefix>:<queue>:events``, which
   have no group by design).
@@ -29,12 +32,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from tools.streams.trim_evidence import TrimEvidence
+
 Severity = Literal["error", "warning"]
 
 CODES: tuple[str, ...] = (
     "dead_consumer",
     "stuck_pending",
     "trimmed_pending",
+    "missing_pending",
     "no_group",
     "lag_growing",
     "dlq_not_empty",
@@ -113,21 +119,26 @@ def stuck_pending(
 
 
 def trimmed_pending(
-    stream: str, group: str, count: int, at_least: bool, first_id: str | None, sample: list[str]
+    stream: str, group: str, count: int, at_least: bool, first_id: str | None, sample: list[str],
+    proof: TrimEvidence | None = None,
 ) -> Anomaly | None:
+    """``trimmed_pending`` when ``proof`` shows trimming, else ``missing_pending`` (gone, cause unproven)."""
     if count <= 0:
         return None
     where = f"older than the first entry {first_id}" if first_id else "and the stream is empty"
     amount = f"{count}{'+' if at_least else ''}"
+    trimmed = proof is None or proof.trimmed
+    cause = "their message was trimmed" if trimmed else "their message is gone, not proven trimmed"
     return Anomaly(
-        code="trimmed_pending",
+        code="trimmed_pending" if trimmed else "missing_pending",
         severity="error",
         group=group,
         message=(
-            f"{amount} pending entries of group '{group}' are {where}: their message was trimmed, "
-            "they can never be processed"
+            f"{amount} pending entries of group '{group}' are {where}: {cause}"
+            + (f" ({proof.rule})" if proof is not None else "") + "; they can never be processed"
         ),
-        evidence={"count": count, "count_is_lower_bound": at_least, "first_entry_id": first_id, "sample_ids": sample},
+        evidence={"count": count, "count_is_lower_bound": at_least, "first_entry_id": first_id, "sample_ids": sample,
+                  "trim_rule": proof.rule if proof is not None else None},
         next_step=(
             f"list_pending(stream='{stream}', group='{group}') shows them with message_exists=false; find the "
             "events in event_queue (trace_event) before acknowledging them"

@@ -45,6 +45,7 @@ from tools.streams.inspect_models import (
 )
 from tools.streams.keys import check_key_name, dlq_key, idempotency_key, is_bull_events, is_dlq, retry_queue_key
 from tools.streams.server_features import RedisServer, require_stream, server_from_info
+from tools.streams.trim_evidence import trim_evidence
 from tools.streams.values import as_int, redis_time_ms, reply_or_raise, text
 
 
@@ -133,7 +134,7 @@ async def inspect_stream(connections: Connections, settings: Settings, stream: s
             sample_size=limits.stream_sample,
         ),
     )
-    report.anomalies = _anomalies(settings, report, probes)
+    report.anomalies = _anomalies(settings, report, probes, sinfo)
     return report
 
 
@@ -321,7 +322,9 @@ async def _round_four(
             probe.lock_ttls[mid] = int(ttl)
 
 
-def _anomalies(settings: Settings, report: StreamReport, probes: list[_GroupProbe]) -> list[Anomaly]:
+def _anomalies(
+    settings: Settings, report: StreamReport, probes: list[_GroupProbe], sinfo: dict[str, Any] | None = None
+) -> list[Anomaly]:
     limits, conv = settings.limits, settings.conventions
     stream = report.stream
     found: list[Anomaly | None] = []
@@ -343,8 +346,12 @@ def _anomalies(settings: Settings, report: StreamReport, probes: list[_GroupProb
             found.append(hit)
         found.extend(_stuck(stream, g, probe, dead_names, limits.dead_consumer_idle_ms, limits.stream_sample))
         trimmed = probe.trimmed_ids[: limits.stream_sample]
+        proof = None
+        if trimmed and sinfo is not None:
+            oldest = min((i for i in (try_parse(t) for t in trimmed) if i is not None), default=None)
+            proof = trim_evidence(sinfo, conv.stream_maxlen, oldest)
         found.append(rules.trimmed_pending(stream, g.name, len(trimmed), len(probe.trimmed_ids) > len(trimmed),
-                                           report.first_id, trimmed[:10]))
+                                           report.first_id, trimmed[:10], proof))
         found.append(rules.lag_growing(stream, g.name, g.lag, g.lag_source, g.oldest_undelivered_id,
                                        g.oldest_undelivered_age_ms, limits.lag_max_age_ms, g.consumers))
         found.append(rules.stale_idempotency_lock(stream, g.name, _stale_locks(probe, conv.claim_interval_ms),

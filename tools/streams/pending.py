@@ -5,8 +5,9 @@ extended form, Redis 6.2+ for ``IDLE``), pages ordered by entry id. The opaque c
 holds the last id returned; the next page starts strictly after it, so entries acked or
 claimed between pages never shift the pages. Each entry is joined with its message
 (``XRANGE id id``, fields cut at ``[limits] payload_max_bytes``) when it still exists;
-a missing message is ``trimmed`` when its id is older than the stream's first entry,
-``deleted`` (XDEL) otherwise.
+a missing message is ``deleted`` (XDEL) when its id is not older than the stream's first
+entry; an older one is ``trimmed`` only when ``XINFO STREAM`` proves it
+(:mod:`tools.streams.trim_evidence`), else ``deleted_or_trimmed``.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from tools.streams.cursor import decode_cursor, encode_cursor, fingerprint
 from tools.streams.ids import StreamId, parse_id_argument, try_parse
 from tools.streams.keys import check_key_name
 from tools.streams.server_features import require_stream, server_from_info
+from tools.streams.trim_evidence import trim_evidence
 from tools.streams.values import capped_fields, reply_or_raise, text
 
 MAX_IDLE_MS = 365 * 86_400_000
@@ -33,8 +35,9 @@ class PendingEntry(BaseModel):
     idle_ms: int = Field(description="ms since the entry was last delivered (to this consumer)")
     deliveries: int = Field(description="times the entry was delivered (reads and claims)")
     message_exists: bool
-    gone_reason: Literal["trimmed", "deleted"] | None = Field(
-        default=None, description="why the message is missing: trimmed (older than the first entry) or deleted"
+    gone_reason: Literal["trimmed", "deleted", "deleted_or_trimmed"] | None = Field(
+        default=None, description="why the message is missing: trimmed (proven by XINFO STREAM), deleted (XDEL: "
+        "not older than the first entry), or deleted_or_trimmed (older, but trimming is not proven)"
     )
     fields: dict[str, str] | None = Field(
         default=None,
@@ -106,7 +109,8 @@ async def list_pending(
         pipe.info("server")
         pipe.xinfo_groups(stream)
         pipe.xrange(stream, "-", "+", count=1)
-        key_type, info, groups_reply, first_reply = await pipe.execute(raise_on_error=False)
+        pipe.xinfo_stream(stream)
+        key_type, info, groups_reply, first_reply, sinfo_reply = await pipe.execute(raise_on_error=False)
         require_stream(stream, reply_or_raise(key_type))
         server = server_from_info(reply_or_raise(info))
         groups = {text(g["name"]) or "": g for g in reply_or_raise(groups_reply)}
@@ -117,6 +121,7 @@ async def list_pending(
             raise MeshError(f"min_idle_ms needs Redis 6.2 or later (XPENDING IDLE); this server is {server.version}")
         first_entries = reply_or_raise(first_reply)
         first_id = try_parse(first_entries[0][0]) if first_entries else None
+        sinfo = reply_or_raise(sinfo_reply)
 
         pipe = redis.pipeline(transaction=False)
         if consumer is not None:
@@ -139,7 +144,9 @@ async def list_pending(
             pipe.xrange(stream, entry_id, entry_id, count=1)
         messages = await pipe.execute() if page else []
 
-    entries = [_entry(row, msg, first_id, limits.payload_max_bytes) for row, msg in zip(page, messages, strict=True)]
+    maxlen = settings.conventions.stream_maxlen
+    entries = [_entry(row, msg, first_id, limits.payload_max_bytes, sinfo, maxlen)
+               for row, msg in zip(page, messages, strict=True)]
     next_cursor = encode_cursor({"after": entries[-1].id}, query) if more and entries else None
     return PendingPage(
         stream=stream,
@@ -152,7 +159,8 @@ async def list_pending(
     )
 
 
-def _entry(row: dict[str, Any], message: list[Any], first_id: StreamId | None, max_bytes: int) -> PendingEntry:
+def _entry(row: dict[str, Any], message: list[Any], first_id: StreamId | None, max_bytes: int,
+           sinfo: dict[str, Any] | None = None, maxlen: int = 0) -> PendingEntry:
     entry_id = text(row["message_id"]) or ""
     base = {
         "id": entry_id,
@@ -164,5 +172,8 @@ def _entry(row: dict[str, Any], message: list[Any], first_id: StreamId | None, m
         fields, truncated = capped_fields(message[0][1], max_bytes)
         return PendingEntry(**base, message_exists=True, fields=fields, fields_truncated=truncated)
     parsed = try_parse(entry_id)
-    trimmed = first_id is None or (parsed is not None and parsed < first_id)
-    return PendingEntry(**base, message_exists=False, gone_reason="trimmed" if trimmed else "deleted")
+    older = first_id is None or (parsed is not None and parsed < first_id)
+    if not older:
+        return PendingEntry(**base, message_exists=False, gone_reason="deleted")
+    proven = sinfo is None or trim_evidence(sinfo, maxlen, parsed).trimmed
+    return PendingEntry(**base, message_exists=False, gone_reason="trimmed" if proven else "deleted_or_trimmed")
