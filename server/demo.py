@@ -41,7 +41,7 @@ import redis
 from server.cli_support import fail, print_json
 from server.config import Settings
 from server.demo_report import DemoReport, diagnose, render_text
-from server.demo_seed import SERVICE, Scenario, seed
+from server.demo_seed import DEMO_STREAM_MAXLEN, SERVICE, Scenario, seed
 from server.demo_services import DemoServices, new_root, say, start_services
 
 
@@ -58,6 +58,7 @@ def demo_settings(services: DemoServices, workspace: Path, *, remediation: bool)
         "state_dir": str(services.root / "state"),
         "services": {SERVICE: {"postgres": services.service_dsn, "emitter": "ms-event"}},
         "redis": {"url": services.redis_url},
+        "conventions": {"stream_maxlen": DEMO_STREAM_MAXLEN},
         "approval": {"mode": "local", "secret_file": str(services.root / "approval.key")},
         "enable_remediation": remediation,
     })
@@ -81,6 +82,9 @@ def write_config(settings: Settings, path: Path) -> Path:
         "",
         "[redis]",
         f"url = {q(settings.redis.url)}",
+        "",
+        "[conventions]",
+        f"stream_maxlen = {settings.conventions.stream_maxlen}",
         "",
         "[approval]",
         'mode = "local"',

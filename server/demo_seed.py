@@ -199,6 +199,10 @@ def _stream_fields(event: dict[str, Any], conv: Conventions) -> dict[str, str]:
     return message
 
 
+DEMO_STREAM_MAXLEN = 6
+"""The demo runner's MAXLEN: one entry under the seven it writes, so the oldest is trimmed."""
+
+
 def seed_redis(client: redis.Redis, conv: Conventions, scn: Scenario, ids: dict[str, str],
                events: list[dict[str, Any]]) -> None:
     """Write the stream, its groups, the dead letter, retry keys, lock and BullMQ job."""
@@ -228,8 +232,10 @@ def seed_redis(client: redis.Redis, conv: Conventions, scn: Scenario, ids: dict[
     client.xclaim(stream, PP_GROUP, LIVE_CONSUMER, 0, [trimmed], idle=40 * MINUTE * 1000, justid=True)
     client.xclaim(stream, PP_GROUP, DEAD_CONSUMER, 0, [dead_a, dead_b], idle=20 * MINUTE * 1000, justid=True)
     client.xclaim(stream, PP_GROUP, LIVE_CONSUMER, 0, [locked], idle=10 * MINUTE * 1000, justid=True)
-    # the oldest entry was trimmed away (MAXLEN) while still pending
-    client.xtrim(stream, maxlen=len(entry_ids) - 1, approximate=False)
+    # the oldest entry was trimmed away by the runner's MAXLEN while still pending: exactly (not ~), to the
+    # demo's configured MAXLEN, so XINFO STREAM proves the trimming on Redis 6.2 and 7 alike
+    assert conv.stream_maxlen == DEMO_STREAM_MAXLEN, "the demo settings set [conventions] stream_maxlen"
+    client.xtrim(stream, maxlen=conv.stream_maxlen, approximate=False)
     # the poison pill: 5 business failures, then the dead-letter stream, acknowledged above
     poison_event = events[2]
     error = ("TypeError: Cannot read properties of null (reading 'organizerId')\n"
