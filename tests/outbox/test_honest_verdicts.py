@@ -1,6 +1,6 @@
 """Answers that never claim more than was seen (issue 22, sections 2, 5 and 6 with the sim's states).
 
-The real-BullMQ versions of the queue states are in tests/queues/test_real_bullmq.py.
+The real-BullMQ versions of the queue states are in tests/outbox/test_real_bullmq.py.
 """
 
 from __future__ import annotations

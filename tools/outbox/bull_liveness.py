@@ -46,9 +46,11 @@ class QueueLiveness(BaseModel):
                         "it past maxStalledCount) within stalledInterval")
             return (f"whether a worker of queue '{queue}' runs is unknown ({self.workers_error}); BullMQ moves a "
                     "stalled job back to wait only while some worker of that queue runs")
-        if self.workers == 0 and self.stalled_check_ttl_ms is None:
-            return (f"no worker of queue '{queue}' is connected, so nothing moves it back to wait: BullMQ's stalled "
-                    "checker runs only inside workers; start a worker of that queue")
+        if self.workers == 0:
+            recent = (" (a stalled checker ran less than stalledInterval ago: a worker was alive recently)"
+                      if self.stalled_check_ttl_ms is not None else "")
+            return (f"no worker of queue '{queue}' is connected{recent}, so nothing moves it back to wait: BullMQ's "
+                    "stalled checker runs only inside workers; start a worker of that queue")
         return (f"{self.workers} worker connection(s) of queue '{queue}' are live{checker}: the stalled checker "
                 "should move it back to wait (or fail it past maxStalledCount) within stalledInterval; if it stays, "
                 "those workers listen to another prefix or are stuck")

@@ -10,7 +10,8 @@ set (scored by finish time). With ``job_id``, the job itself comes from
 :func:`tools.outbox.bull_state.bull_job_state` (one model for every tool).
 
 Read commands only (LLEN, ZCARD, HGET, LINDEX, ZREVRANGE, HMGET, HGETALL, ZSCORE, LPOS,
-EXISTS, TIME); a key of an unexpected type counts as absent.
+EXISTS, TIME, PTTL, CLIENT LIST); a key of an unexpected type counts as absent. Stalled and overdue
+delayed jobs are listed as anomalies (:mod:`tools.queues.anomalies`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ from pydantic import BaseModel, Field
 from server.config import Conventions, Settings
 from server.connections import Connections
 from server.errors import InvalidArgument, NotFound
+from tools.outbox.bull_liveness import QueueLiveness
 from tools.outbox.bull_state import STATE_BY_STRUCTURE, BullJobState, bull_job_state
+from tools.queues.anomalies import QueueAnomaly, queue_anomalies
 from tools.streams.keys import bull_key, check_key_name, fill
 from tools.streams.values import as_int, capped, redis_time_ms, reply_or_raise, text
 
@@ -56,6 +59,12 @@ class QueueReport(BaseModel):
         default=None, description="the worker's idempotency guard (job_completed_key) exists for job_id"
     )
     notes: list[str] = Field(default_factory=list)
+    anomalies: list[QueueAnomaly] = Field(
+        default_factory=list, description="stalled (active, lock gone) and delayed_overdue jobs"
+    )
+    liveness: QueueLiveness | None = Field(
+        default=None, description="workers of the queue (CLIENT LIST) and its stalled checker, when an anomaly needs it"
+    )
 
     def summary_text(self) -> str:
         counts = ", ".join(f"{k} {v}" for k, v in self.counts.items())
@@ -71,6 +80,9 @@ class QueueReport(BaseModel):
             j = self.job
             lines.append(f"job {j.job_id}: {j.state}, {j.attempts_made} attempt(s)"
                          + (f", failed: {j.failed_reason}" if j.failed_reason else ""))
+        for a in self.anomalies:
+            ids = ", ".join(a.job_ids[:5]) + (" ..." if len(a.job_ids) > 5 else "")
+            lines.append(f"  ! {a.code}: {a.message} [{ids}]")
         lines.extend(f"note: {n}" for n in self.notes)
         return "\n".join(lines)
 
@@ -187,6 +199,7 @@ async def inspect_queue(
             recent_failures=[_job_summary(jid, d, now_ms, cap)
                              for jid, d in zip(failed_ids, details[len(tails):], strict=True)],
         )
+        report.anomalies, report.liveness = await queue_anomalies(redis, settings, queue, now_ms)
         if job_id is not None:
             await _add_job(redis, settings, report, job_id)
     return report

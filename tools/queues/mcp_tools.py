@@ -34,7 +34,8 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         """A BullMQ queue: job counts by state (wait, active, paused, delayed, prioritized,
         waiting-children, failed, completed), whether it is paused, the oldest waiting job and its
         age, the newest failures with failedReason; with job_id, that job's state, attempts, data,
-        failure and stack trace (or why it is gone). Read-only."""
+        failure and stack trace (or why it is gone); anomalies: stalled (active, its worker's lock gone)
+        and delayed_overdue jobs, saying whether a worker of the queue runs. Read-only."""
         report = await inspect_queue(runtime.connections, runtime.settings, queue, job_id=job_id, failures=failures)
         return tool_result(report, report.summary_text())
 
