@@ -6,7 +6,7 @@ import typing
 
 from tests.helpers import REPO_ROOT
 from tools.outbox.model import VerdictCode
-from tools.outbox.verdicts import CATALOGUE
+from tools.outbox.verdicts import CATALOGUE, EVIDENCE
 
 
 def test_every_verdict_code_is_documented_as_returned() -> None:
@@ -16,3 +16,10 @@ def test_every_verdict_code_is_documented_as_returned() -> None:
     for code in codes:
         meaning, next_step = CATALOGUE[code]
         assert f"| `{code}` | {meaning} | {next_step} |" in doc, code
+
+
+def test_every_verdict_code_has_its_evidence_rule_documented() -> None:
+    doc = (REPO_ROOT / "docs" / "runtime-diagnosis.md").read_text(encoding="utf-8")
+    assert set(EVIDENCE) == set(CATALOGUE)
+    for code, rule in EVIDENCE.items():
+        assert f"| `{code}` | {rule} |" in doc, code

@@ -106,6 +106,48 @@ CATALOGUE: dict[str, tuple[str, str]] = {
 }
 """code -> (meaning, default next step); the docs' verdict table is generated from it."""
 
+EVIDENCE: dict[str, str] = {
+    "ok": "every hop was observed and none is unhealthy (a hop with healthy=false and no rule explaining it gives "
+          "inconclusive instead)",
+    "pending_in_outbox": "the jobs_outbox row is PENDING (late: older than pending_ageing_s; not late: scheduled_at "
+                         "in the future), PROCESSING less than processing_ageing_s, or FAILED",
+    "stuck_processing": "a row PROCESSING longer than processing_ageing_s; for a job, the running time comes from "
+                        "BullMQ (processedOn vs Redis TIME) when the job is active, with its lock held (the handler "
+                        "hangs) or no BullMQ job",
+    "pushed_not_consumed": "jobs_outbox COMPLETED (pushed) with no job_audit row and the job waiting in BullMQ (or "
+                           "gone), or delayed past its due time by more than delayed_overdue_ms; a stream entry the "
+                           "group has not delivered, or a stream without consumer group",
+    "handler_failed": "job_audit FAILED, or BullMQ failed with no job_audit row",
+    "success_not_cleaned": "job_audit COMPLETED (or the completion guard / BullMQ completed) while the jobs_outbox row "
+                           "is still there and the success event shows no problem of its own",
+    "event_pending": "the event_queue row is PENDING, FAILED, or PROCESSING for less than processing_ageing_s",
+    "in_pel": "XPENDING lists the entry for the group, its consumer idle less than dead_consumer_idle_ms",
+    "dead_consumer": "XPENDING lists the entry on a consumer whose XINFO CONSUMERS idle is at least "
+                     "dead_consumer_idle_ms",
+    "in_dlq": "the entry is acknowledged and <stream>-dlq holds an entry whose messageId is its id",
+    "trimmed": "the entry is absent after the whole search and XINFO STREAM proves trimming: Redis >= 7 "
+               "entries-added > length, the first entry newer than the push time, max-deleted-entry-id (XDEL only) "
+               "older than it; Redis 6.2 the first entry newer than the push time and the length at the configured "
+               "MAXLEN",
+    "idempotency_lock_stale": "the idempotency lock exists while the message failed, was dead-lettered or sits in "
+                              "the PEL longer than claim_interval_ms",
+    "purged": "no row in any searched service, every service searched, and the completion guard, BullMQ or a "
+              "job-outcome event proves the job ran",
+    "not_found": "no row in any service, every configured service was searched (and Redis read), and no trace of "
+                 "the item; or the target stream does not exist",
+    "stalled": "the job id is in BullMQ's active list and its lock key <prefix>:<queue>:<id>:lock does not exist; "
+               "CLIENT LIST (connection names <prefix>:<base64 queue>) says whether a worker of the queue runs",
+    "scheduled": "the job is in BullMQ's delayed set and its due time (score, else timestamp + delay) is ahead of "
+                 "Redis TIME, or past it by at most delayed_overdue_ms",
+    "running": "the job is active with its lock held (or job_audit PROCESSING) for at most processing_ageing_s",
+    "entry_not_found": "the stream exists, the entry was searched (window shifted by the measured clock offset and "
+                       "widened up to stream_window_max_ms, or the whole stream when shorter than "
+                       "stream_read_whole_max) and not found, and XINFO STREAM does not prove trimming",
+    "inconclusive": "the item was not found where searched but a service (or Redis) could not be searched, or a hop "
+                    "is unhealthy with no rule explaining it",
+}
+"""code -> the evidence a verdict of that code rests on; docs/runtime-diagnosis.md lists it."""
+
 SEVERITY_RANK: dict[str, int] = {"error": 0, "warning": 1, "info": 2, "ok": 3}
 
 GROUP_PRIORITY: dict[str, int] = {
