@@ -311,7 +311,9 @@ def job_findings(
         return hops, findings
     # job_audit COMPLETED
     if job is None:
-        findings.append(verdict("ok", "ok", f"job {job_id} succeeded and its outbox row was cleaned up"))
+        # the job is done, but its outcome event's own problems (a group not reading it, ...) still count
+        problems = [f for f in outcome_findings if f.code != "ok"]
+        findings.extend(problems or [verdict("ok", "ok", f"job {job_id} succeeded and its outbox row was cleaned up")])
         return hops, findings
     success = [(row, f) for row, _, f in outcomes if row.type in success_types]
     if not success:

@@ -25,7 +25,7 @@ from tools.streams.values import as_int, text
 USED_COMMANDS = (
     "type", "info", "time", "scan", "xinfo", "xpending", "xrange", "xrevrange", "xlen", "zrange", "zscore",
     "zmscore", "zcard", "zrevrange", "pttl", "ttl", "exists", "get", "mget", "getrange", "llen", "lindex", "lpos",
-    "hget", "hmget", "hgetall", "hlen", "hstrlen",
+    "hget", "hmget", "hgetall", "hlen", "hstrlen", "lrange", "client",
 )
 """Every command the stream and queue tools (and the outbox traces) send; the read-only test
 checks that the tools send nothing else."""
