@@ -195,6 +195,9 @@ class TraceReport(BaseModel):
     findings: list[Verdict] = Field(default_factory=list, description="every problem found, worst first")
     hops: list[Hop]
     unavailable: list[ServiceProblem] = Field(default_factory=list)
+    mermaid: str | None = Field(
+        default=None, description="the hops walked as a Mermaid flowchart, the verdict's hop marked broken"
+    )
 
     def summary_text(self) -> str:
         v = self.verdict
