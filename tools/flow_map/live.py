@@ -58,7 +58,9 @@ def _ident(name: str) -> sql.Identifier:
 def outbox_counts_query(schema: TableSchema, audit: TableSchema | None, value: str,
                         failed: str) -> tuple[sql.Composed, list[Any]]:
     """Rows of ``value`` by status with the oldest age (created) and oldest claim (updated), plus the
-    job_audit FAILED of the last hour (as status ``AUDIT_FAILED_1H``) when ``audit`` is given."""
+    job_audit rows FAILED in the last hour (``finished_at``, else ``updated_at``, else ``created_at``)
+    as status ``AUDIT_FAILED_1H`` when ``audit`` is given. Identifiers come from the schema (config),
+    values are bound."""
     status = _ident(schema.col("status") or "status")
     created = _ident(schema.col("created_at") or "created_at")
     updated = _ident(schema.col("updated_at") or schema.col("created_at") or "created_at")
@@ -71,13 +73,13 @@ def outbox_counts_query(schema: TableSchema, audit: TableSchema | None, value: s
     ).format(s=status, c=created, u=updated, t=_ident(schema.name), ty=tcol)
     params: list[Any] = [value]
     if audit is not None and audit.exists and audit.col("job_type") and audit.col("status"):
-        when = audit.col("finished_at") or audit.col("updated_at") or audit.col("created_at")
+        when = [c for c in (audit.col("finished_at"), audit.col("updated_at"), audit.col("created_at")) if c]
         if when:
             query = query + sql.SQL(
                 " UNION ALL SELECT 'AUDIT_FAILED_1H', count(*)::bigint, NULL, NULL FROM {t} "
-                "WHERE {ty} = %s AND {s} = %s AND {w} >= now() - interval '1 hour'"
+                "WHERE {ty} = %s AND {s} = %s AND COALESCE({w}) >= now() - interval '1 hour'"
             ).format(t=_ident(audit.name), ty=_ident(audit.col("job_type") or "job_type"),
-                     s=_ident(audit.col("status") or "status"), w=_ident(when))
+                     s=_ident(audit.col("status") or "status"), w=sql.SQL(", ").join(_ident(c) for c in when))
             params += [value, failed]
     return query, params
 
@@ -168,10 +170,11 @@ class LiveReader:
             verdicts.append(("handler_failed", "error"))
         if totals.get(st.failed):
             verdicts.append(("pending_in_outbox" if node.kind == "job" else "event_pending", "warning"))
-        words = [f"{k} {v}" for k, v in sorted(totals.items()) if k != "AUDIT_FAILED_1H"]
+        known = [st.pending, st.processing, st.completed, st.failed]
+        order = known + sorted(k for k in totals if k not in known and k != "AUDIT_FAILED_1H")
+        sentence = " · ".join(f"{k} {totals[k]}" for k in order if totals.get(k)) or f"no {table} row"
         if "AUDIT_FAILED_1H" in totals:
-            words.append(f"audit FAILED/1h {totals['AUDIT_FAILED_1H']}")
-        sentence = " · ".join(words) or f"no {table} row"
+            sentence += f"; job_audit FAILED last hour {totals['AUDIT_FAILED_1H']}"
         if missing:
             sentence += f" (no {table} in {', '.join(missing)})"
         if down:

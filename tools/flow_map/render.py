@@ -36,7 +36,7 @@ def _lines(node: FlowNode) -> list[str]:
     for t in node.trouble:
         lines.append("⚠ " + TROUBLE_WORDS.get(t.code, t.code))
     if node.live is not None:
-        lines.append(node.live.sentence)
+        lines.extend(node.live.sentence.split("; "))
     return lines
 
 
@@ -58,8 +58,8 @@ def render(nodes: Iterable[FlowNode], edges: Iterable[FlowEdge], direction: str,
         cls = trouble_class(node)
         if cls:
             extra[cls].append(node.id)
-        if node.live is not None:
-            extra[STATE_CLASS[node.live.status]].append(node.id)
+        if node.live is not None and not (cls and node.live.status == "ok"):
+            extra[STATE_CLASS[node.live.status]].append(node.id)  # a static trouble stays visible when live is ok
     for e in edges:
         out.append(mm.edge_line(e.source, e.target, e.label, dashed=e.confidence == "heuristic"))
     used.update(k for k, ids in extra.items() if ids)
