@@ -14,7 +14,7 @@ from urllib.parse import unquote
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError
 from mcp.types import Annotations, CallToolResult
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from server.errors import MeshError
 from server.runtime import Runtime
@@ -26,6 +26,22 @@ from tools.mesh_index.service import MAX_DEPTH, get_index_service
 
 MERMAID_MIME_TYPE = "text/vnd.mermaid"
 FLOW_URI = "mesh://flow/{target}"
+
+
+def refuse_unknown_arguments(server: MCPServer, name: str) -> None:
+    """Make tool ``name`` refuse arguments it does not declare (the SDK otherwise drops them silently).
+
+    The tool's argument model is swapped for a subclass with ``extra="forbid"`` (the SDK reads it
+    at each call), so an unknown argument is a validation error the server words as
+    "'x' is not a parameter of <tool>"; the input schema says so too (``additionalProperties``).
+    """
+    tool = server._tool_manager.get_tool(name)  # the SDK offers no public accessor
+    if tool is None:
+        raise ValueError(f"no tool {name!r} is registered")
+    base = tool.fn_metadata.arg_model
+    strict = type(base.__name__, (base,), {"model_config": ConfigDict(**{**base.model_config, "extra": "forbid"})})
+    tool.fn_metadata.arg_model = strict
+    tool.parameters["additionalProperties"] = False
 
 
 def register(server: MCPServer, runtime: Runtime) -> None:
@@ -63,6 +79,8 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         await refresh_with_progress(service, ctx)
         result = await flow_map(service, target, depth, live, direction, runtime)
         return tool_result(result, result.summary_text())
+
+    refuse_unknown_arguments(server, "flow_map")
 
     @server.resource(
         FLOW_URI,
