@@ -82,7 +82,7 @@ SHAPES: dict[str, tuple[str, str]] = {
     "route": ("[(", ")]"),
     "code": ("[", "]"),
     "folded": ("[", "]"),
-    "hop": ("([", "])"),
+    "hop": ("(", ")"),
 }
 
 
