@@ -172,6 +172,22 @@ def test_fallback_job_of_the_realistic_workspace_at_depth_5(realistic_index):
     failure = node_of(result, kind="event", value="event:job:outbox:failure")
     assert "deadend" in seen[failure.id]["classes"]
     assert result.mermaid_bytes <= MAX_BYTES
+    # code nodes link to their file:line when the picture has room for it
+    code = [n for n in result.nodes if n.role == "code"]
+    assert code and all(seen[n.id]["link"] == f"{n.file}#L{n.line}" for n in code)
+    assert all(seen[n.id]["link"] is None for n in result.nodes if n.role != "code")
+
+
+def test_links_are_left_out_rather_than_unsafe_or_over_budget(fixture_index):
+    from tools.flow_map import mermaid as mm
+
+    assert mm.click_line("c1", 'a"b.ts', 3) is None and mm.click_line("c1", "a b.ts", 3) is None
+    assert mm.click_line("c1", "ms-x/src/a.ts", 3) == '  click c1 href "ms-x/src/a.ts#L3"'
+    result, seen, _ = picture(fixture_index, "FALLBACK_CREATE_EVENT", 3)
+    if any(v["link"] for v in seen.values()):
+        assert result.mermaid_bytes <= MAX_BYTES
+    else:
+        assert any("no click links" in n for n in result.notes)
 
 
 @pytest.mark.parametrize("name", ["fixture_index", "realistic_index"])

@@ -16,8 +16,10 @@
   ``idempotency_lock_stale``, ``pushed_not_consumed``); a post-processor node shows its
   group's figures.
 
-A service database or Redis that cannot be reached leaves its hops ``unknown`` (grey) and is
-named in the hop's ``unavailable`` and in the result; the other hops still answer.
+At most :data:`MAX_CONCURRENT` hops are read at once and at most :data:`MAX_LIVE_HOPS` per
+picture (the others say "not read"). A service database or Redis that cannot be reached leaves
+its hops ``unknown`` (grey) and is named in the hop's ``unavailable`` and in the result; the
+other hops still answer.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ ANOMALY_VERDICT = {
 }
 RANK = {"ok": 0, "unknown": 1, "warning": 2, "error": 3}
 MAX_LIVE_HOPS = 60
+MAX_CONCURRENT = 8  # hops read at the same time (each opens its own database connection or Redis round trips)
 
 
 def _ident(name: str) -> sql.Identifier:
@@ -102,7 +105,13 @@ class LiveReader:
         consumers = {n.id: n for n in nodes if n.role == "code" and n.groups}
         streams: dict[str, StreamReport | None] = {}
 
+        limiter = anyio.CapacityLimiter(MAX_CONCURRENT)
+
         async def one(node: FlowNode) -> None:
+            async with limiter:
+                await read(node)
+
+        async def read(node: FlowNode) -> None:
             if node.kind in ("job", "event"):
                 node.live = await self.outbox_hop(node)
             elif node.kind == "queue":

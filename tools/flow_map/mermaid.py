@@ -6,6 +6,10 @@ Mermaid markup or be read as an entity or a comment is written as a Mermaid enti
 with; a line break in the text itself becomes a space. So no text from the code base (a
 class name, a type value, a Redis error) can change the structure of the diagram.
 
+A code node may carry a ``click`` line: a link to its file (relative to the workspace, with a
+``#L<line>`` anchor); a path with any character outside
+``[A-Za-z0-9_./@+-]`` gets no link.
+
 Node ids are ``<prefix><hex>`` from a hash of the thing's identity: the same thing has the
 same id in every picture (a link or a note can name it), and an id never collides with a
 Mermaid keyword (``end``, ``graph``, ``class``, ...).
@@ -14,6 +18,7 @@ Mermaid keyword (``end``, ``graph``, ``class``, ...).
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterable
 
 DIRECTIONS = ("LR", "TB", "RL", "BT")
@@ -98,6 +103,17 @@ def edge_line(source: str, target: str, text: str | None = None, *, dashed: bool
     if text:
         return f"  {source} {arrow}|{label(text)}| {target}"
     return f"  {source} {arrow} {target}"
+
+
+_LINK_UNSAFE = re.compile(r'[^A-Za-z0-9_./@+-]')
+
+
+def click_line(nid: str, file: str, line: int | None) -> str | None:
+    """``click nid href "file#Lline"`` (a link to the code), or None when the path holds characters
+    that have no place in a link (it is then only in the data)."""
+    if not file or _LINK_UNSAFE.search(file):
+        return None
+    return f'  click {nid} href "{file}{f"#L{line}" if line else ""}"'
 
 
 def class_lines(used: Iterable[str]) -> list[str]:

@@ -3,7 +3,8 @@
 Node shapes: types are hexagons, queues and streams cylinders, code rectangles. Classes:
 the role (``type``, ``route``, ``code``, ``folded``), then ``broken`` or ``deadend`` for
 static trouble, then, with live state, ``ok`` / ``warn`` / ``error`` / ``grey`` (later classes
-win). A legend subgraph explains the trouble and state classes used.
+win). A legend subgraph explains the trouble and state classes used. With ``links``, code
+nodes get a ``click`` link to their file:line (see :func:`tools.flow_map.mermaid.click_line`).
 """
 
 from __future__ import annotations
@@ -46,8 +47,9 @@ def trouble_class(node: FlowNode) -> str | None:
     return "deadend" if all(t.code == "dead_end" for t in node.trouble) else "broken"
 
 
-def render(nodes: Iterable[FlowNode], edges: Iterable[FlowEdge], direction: str, *, legend: bool = True) -> str:
-    """The Mermaid flowchart of ``nodes`` and ``edges``."""
+def render(nodes: Iterable[FlowNode], edges: Iterable[FlowEdge], direction: str, *, legend: bool = True,
+           links: bool = False) -> str:
+    """The Mermaid flowchart of ``nodes`` and ``edges`` (``links``: a ``click`` line per code node)."""
     out = [f"flowchart {direction}"]
     extra: dict[str, list[str]] = {"broken": [], "deadend": [], "ok": [], "warn": [], "error": [], "grey": []}
     used: set[str] = set()
@@ -60,8 +62,15 @@ def render(nodes: Iterable[FlowNode], edges: Iterable[FlowEdge], direction: str,
             extra[cls].append(node.id)
         if node.live is not None and not (cls and node.live.status == "ok"):
             extra[STATE_CLASS[node.live.status]].append(node.id)  # a static trouble stays visible when live is ok
+    clicks = []
+    for node in nodes:
+        if links and node.role == "code" and node.file:
+            line = mm.click_line(node.id, node.file, node.line)
+            if line:
+                clicks.append(line)
     for e in edges:
         out.append(mm.edge_line(e.source, e.target, e.label, dashed=e.confidence == "heuristic"))
+    out.extend(clicks)
     used.update(k for k, ids in extra.items() if ids)
     out.extend(mm.assign_lines(extra))
     if legend:

@@ -3,7 +3,8 @@
 The static graph comes from the index (:mod:`tools.flow_map.graph`). Fan-out above 6 branches
 of one kind at a node is always folded; when the Mermaid text is still over
 :data:`MAX_BYTES`, the fold limit goes down (4, 3, 2, 1) until it fits (a note says so when
-even that is not enough). With ``live``, the hops that remain are read once each
+even that is not enough). Code nodes get ``click`` links to their file:line when the
+picture still fits with them. With ``live``, the hops that remain are read once each
 (:mod:`tools.flow_map.live`) and the picture is re-folded if the live figures made it too big.
 """
 
@@ -70,6 +71,11 @@ def fit(graph: FlowGraph, direction: str, limits: tuple[int, ...] = FOLD_LIMITS,
         g, more = fold(graph, limit)
         text = render(g.nodes.values(), g.edges.values(), direction)
         if len(text.encode("utf-8")) <= MAX_BYTES:
+            linked = render(g.nodes.values(), g.edges.values(), direction, links=True)
+            if len(linked.encode("utf-8")) <= MAX_BYTES:
+                return g, done + more, linked, notes
+            notes.append("no click links to the code (they would take the picture over the budget); "
+                         "file:line of every node is in nodes[]")
             return g, done + more, text, notes
     text_small = render(g.nodes.values(), g.edges.values(), direction, legend=False)
     notes.append(f"the picture is {len(text_small.encode('utf-8'))} bytes even folded to one branch per kind "

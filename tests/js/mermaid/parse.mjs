@@ -1,7 +1,7 @@
 // Parse Mermaid diagrams with the real Mermaid parser under Node (jsdom provides window/document).
 // stdin: a JSON array of diagram texts.
 // stdout: a JSON array, in the same order, of
-//   {ok, type, error, vertices: [{id, text, shape, classes}], edges: [{start, end, text, stroke}]}
+//   {ok, type, error, vertices: [{id, text, shape, classes, link}], edges: [{start, end, text, stroke}]}
 // (vertices and edges only for flowcharts; entity codes in texts are given back as "#name;").
 import { JSDOM } from "jsdom";
 
@@ -25,7 +25,8 @@ for (const text of JSON.parse(input)) {
     const db = diagram.db;
     if (typeof db.getVertices === "function") {
       for (const [id, v] of db.getVertices()) {
-        result.vertices.push({ id, text: entities(v.text), shape: v.type ?? null, classes: v.classes ?? [] });
+        result.vertices.push({ id, text: entities(v.text), shape: v.type ?? null, classes: v.classes ?? [],
+                               link: v.link ?? null });
       }
       for (const e of db.getEdges()) {
         result.edges.push({ start: e.start, end: e.end, text: entities(e.text), stroke: e.stroke ?? null });
