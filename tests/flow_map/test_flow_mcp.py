@@ -48,6 +48,7 @@ async def test_flow_map_tool_and_resource_in_process(make_settings, workspace: P
     assert {m["kind"] for m in data["matches"]} == {"job", "event", "ws_event"}
     text = result.content[0].text
     assert data["mermaid"].strip() in text and "dead end" in text
+    assert data["related_skills"] and all(r["uri"].startswith("skill://") for r in data["related_skills"])
     messages = [b.content[0].text for b in bad]
     assert all(b.is_error for b in bad)
     assert "'colour' is not a parameter of flow_map" in messages[0]

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 from urllib.parse import unquote
 
+import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError
 from mcp.types import Annotations, CallToolResult
@@ -23,9 +24,24 @@ from tools.flow_map.model import FlowMap
 from tools.flow_map.service import build_map, flow_map
 from tools.mesh_index.mcp_tools import refresh_with_progress
 from tools.mesh_index.service import MAX_DEPTH, get_index_service
+from tools.skills.model import RelatedSkill, related_text
+from tools.skills.related import TargetFacts
+from tools.skills.service import get_skill_links
 
 MERMAID_MIME_TYPE = "text/vnd.mermaid"
 FLOW_URI = "mesh://flow/{target}"
+
+
+def related_to_flow(runtime: Runtime, result: FlowMap) -> list[RelatedSkill]:
+    """The runbooks about the picture: its matches, the queues and streams drawn, the code's files."""
+    links = get_skill_links(runtime)
+    facts = TargetFacts()
+    for match in result.matches:
+        facts.names.extend([match.value, match.name, match.name.rsplit(".", 1)[-1], *match.aliases])
+        facts.tables.extend(t for t in links.tables_of(match.kind) if t not in facts.tables)
+    facts.names.extend(n.value for n in result.nodes if n.role == "route" and n.value)
+    facts.files = sorted({n.file for n in result.nodes if n.role == "code" and n.file})
+    return links.related(facts)
 
 
 def refuse_unknown_arguments(server: MCPServer, name: str) -> None:
@@ -78,7 +94,9 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         service = get_index_service(runtime)
         await refresh_with_progress(service, ctx)
         result = await flow_map(service, target, depth, live, direction, runtime)
-        return tool_result(result, result.summary_text())
+        result.related_skills = await anyio.to_thread.run_sync(related_to_flow, runtime, result)
+        text = "\n".join(filter(None, [result.summary_text(), related_text(result.related_skills)]))
+        return tool_result(result, text)
 
     refuse_unknown_arguments(server, "flow_map")
 

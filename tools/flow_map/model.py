@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field
 
 from tools.mesh_index.model import IndexInfo, Match
 from tools.outbox.model import ServiceProblem
+from tools.skills.model import RelatedSkill
 
 Role = Literal["type", "route", "code", "folded"]
 LiveStatus = Literal["ok", "warning", "error", "unknown"]
@@ -107,6 +108,9 @@ class FlowMap(BaseModel):
     unavailable: list[ServiceProblem] = Field(default_factory=list, description="live: what could not be read")
     notes: list[str] = Field(default_factory=list)
     index: IndexInfo
+    related_skills: list[RelatedSkill] = Field(
+        default_factory=list, description="runbooks (workspace and bundled) about this flow: URI and why"
+    )
 
     def summary_text(self) -> str:
         from tools.flow_map.render import summary_text
