@@ -15,7 +15,7 @@ import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError
 from mcp.types import Annotations, CallToolResult
-from pydantic import ConfigDict, Field
+from pydantic import Field
 
 from server.errors import MeshError
 from server.runtime import Runtime
@@ -42,22 +42,6 @@ def related_to_flow(runtime: Runtime, result: FlowMap) -> list[RelatedSkill]:
     facts.names.extend(n.value for n in result.nodes if n.role == "route" and n.value)
     facts.files = sorted({n.file for n in result.nodes if n.role == "code" and n.file})
     return links.related(facts)
-
-
-def refuse_unknown_arguments(server: MCPServer, name: str) -> None:
-    """Make tool ``name`` refuse arguments it does not declare (the SDK otherwise drops them silently).
-
-    The tool's argument model is swapped for a subclass with ``extra="forbid"`` (the SDK reads it
-    at each call), so an unknown argument is a validation error the server words as
-    "'x' is not a parameter of <tool>"; the input schema says so too (``additionalProperties``).
-    """
-    tool = server._tool_manager.get_tool(name)  # the SDK offers no public accessor
-    if tool is None:
-        raise ValueError(f"no tool {name!r} is registered")
-    base = tool.fn_metadata.arg_model
-    strict = type(base.__name__, (base,), {"model_config": ConfigDict(**{**base.model_config, "extra": "forbid"})})
-    tool.fn_metadata.arg_model = strict
-    tool.parameters["additionalProperties"] = False
 
 
 def register(server: MCPServer, runtime: Runtime) -> None:
@@ -97,8 +81,6 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         result.related_skills = await anyio.to_thread.run_sync(related_to_flow, runtime, result)
         text = "\n".join(filter(None, [result.summary_text(), related_text(result.related_skills)]))
         return tool_result(result, text)
-
-    refuse_unknown_arguments(server, "flow_map")
 
     @server.resource(
         FLOW_URI,
