@@ -23,6 +23,7 @@ BENCHES: dict[str, tuple[list[str], list[str]]] = {
     "verify": ([], ["--domains", "5", "--jobs-per-domain", "10", "--events-per-domain", "4"]),
     "remediation": ([], ["--entries", "5000", "--dlq", "500", "--plan", "20"]),
     "demo": ([], ["--runs", "1"]),
+    "flow_map": ([], ["--files", "1000", "--targets", "50"]),
 }
 
 

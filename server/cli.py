@@ -29,6 +29,7 @@ COMMANDS: dict[str, str] = {
     "approve": "server.approve_cli:cmd_approve",
     "approver": "server.approve_cli:cmd_approver",
     "skills": "tools.skills.commands:cmd_skills",
+    "map": "tools.flow_map.commands:cmd_map",
 }
 
 
@@ -117,6 +118,10 @@ def build_parser() -> argparse.ArgumentParser:
     from tools.skills.commands import add_parser as add_skills_parser
 
     add_skills_parser(sub)
+
+    from tools.flow_map.commands import add_parser as add_map_parser
+
+    add_map_parser(sub)
     return parser
 
 

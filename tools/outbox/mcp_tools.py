@@ -12,6 +12,7 @@ from pydantic import Field
 
 from server.runtime import Runtime
 from server.toolkit import READ_ONLY_REMOTE, mesh_tool, tool_result
+from tools.flow_map.trace_mermaid import trace_mermaid
 from tools.outbox import health as health_lib
 from tools.outbox import query_outbox as query_lib
 from tools.outbox.model import HealthReport, QueryOutboxResult, TraceReport
@@ -24,6 +25,11 @@ SERVICE_DOC = "service name from [services.<name>] in mesh.toml; omit (null) for
 def catalog_of(runtime: Runtime) -> SchemaCatalog:
     """The per-server schema cache of the outbox tables."""
     return runtime.service("outbox.schema", lambda: SchemaCatalog(runtime.connections, runtime.settings))
+
+
+def with_picture(report: TraceReport) -> str:
+    """The trace's text followed by its picture, for clients that only show text."""
+    return f"{report.summary_text()}\n```mermaid\n{report.mermaid or ''}```"
 
 
 def register(server: MCPServer, runtime: Runtime) -> None:
@@ -107,7 +113,8 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         purged, not_found, with a sentence and the next step.
         """
         report = await Tracer(runtime.connections, runtime.settings, catalog_of(runtime)).trace_job(service, job_id)
-        return tool_result(report, report.summary_text())
+        report.mermaid = trace_mermaid(report)
+        return tool_result(report, with_picture(report))
 
     @server.tool(name="trace_event", annotations=READ_ONLY_REMOTE)
     @mesh_tool
@@ -125,4 +132,5 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         report = await Tracer(runtime.connections, runtime.settings, catalog_of(runtime)).trace_event(
             service, event_id
         )
-        return tool_result(report, report.summary_text())
+        report.mermaid = trace_mermaid(report)
+        return tool_result(report, with_picture(report))

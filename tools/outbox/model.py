@@ -226,6 +226,9 @@ class TraceReport(BaseModel):
         default_factory=dict,
         description="per service: Redis TIME minus the database's now(), measured during this call",
     )
+    mermaid: str | None = Field(
+        default=None, description="the hops walked as a Mermaid flowchart, the verdict's hop marked broken"
+    )
 
     def summary_text(self) -> str:
         v = self.verdict

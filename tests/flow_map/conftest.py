@@ -1,0 +1,53 @@
+"""Fixtures of the flow picture tests: private copies of the fixture workspaces and their index."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from server.config import Conventions
+from tests.helpers import FIXTURES
+from tools.mesh_index.service import IndexService
+
+
+def copy_workspace(name: str, target: Path) -> Path:
+    shutil.copytree(FIXTURES / name, target, ignore=shutil.ignore_patterns(".mesh"))
+    return target
+
+
+@pytest.fixture
+def make_index(tmp_path: Path) -> Iterator[Callable[[Path], IndexService]]:
+    made: list[IndexService] = []
+
+    def make(ws: Path) -> IndexService:
+        svc = IndexService(ws, Conventions(), tmp_path / f"state-{len(made)}")
+        svc.refresh()
+        made.append(svc)
+        return svc
+
+    yield make
+    for svc in made:
+        svc.close()
+
+
+@pytest.fixture(scope="module")
+def fixture_index(tmp_path_factory) -> Iterator[IndexService]:
+    """The index of a copy of tests/fixtures/workspace (read-only, built once per module)."""
+    root = tmp_path_factory.mktemp("flow")
+    svc = IndexService(copy_workspace("workspace", root / "ws"), Conventions(), root / "state")
+    svc.refresh()
+    yield svc
+    svc.close()
+
+
+@pytest.fixture(scope="module")
+def realistic_index(tmp_path_factory) -> Iterator[IndexService]:
+    """The index of a copy of tests/fixtures/realistic_workspace (read-only, built once per module)."""
+    root = tmp_path_factory.mktemp("flow-real")
+    svc = IndexService(copy_workspace("realistic_workspace", root / "ws"), Conventions(), root / "state")
+    svc.refresh()
+    yield svc
+    svc.close()

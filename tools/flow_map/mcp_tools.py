@@ -1,0 +1,101 @@
+"""MCP adapters of the flow pictures: the ``flow_map`` tool and the ``mesh://flow/{target}`` resource.
+
+The tool refreshes the index first (with progress notifications), builds the picture in a
+worker thread and, with ``live=true``, reads each hop once through the runtime's read-only
+connections. The resource gives the static picture (depth 3, left to right) as
+``text/vnd.mermaid`` for clients that attach resources rather than call tools.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+from urllib.parse import unquote
+
+import anyio.to_thread
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError
+from mcp.types import Annotations, CallToolResult
+from pydantic import Field
+
+from server.errors import MeshError
+from server.runtime import Runtime
+from server.toolkit import READ_ONLY_REMOTE, mesh_tool, tool_result
+from tools.flow_map.model import FlowMap
+from tools.flow_map.service import build_map, flow_map
+from tools.mesh_index.mcp_tools import refresh_with_progress
+from tools.mesh_index.service import MAX_DEPTH, get_index_service
+from tools.skills.model import RelatedSkill, related_text
+from tools.skills.related import TargetFacts
+from tools.skills.service import get_skill_links
+
+MERMAID_MIME_TYPE = "text/vnd.mermaid"
+FLOW_URI = "mesh://flow/{target}"
+
+
+def related_to_flow(runtime: Runtime, result: FlowMap) -> list[RelatedSkill]:
+    """The runbooks about the picture: its matches, the queues and streams drawn, the code's files."""
+    links = get_skill_links(runtime)
+    facts = TargetFacts()
+    for match in result.matches:
+        facts.names.extend([match.value, match.name, match.name.rsplit(".", 1)[-1], *match.aliases])
+        facts.tables.extend(t for t in links.tables_of(match.kind) if t not in facts.tables)
+    facts.names.extend(n.value for n in result.nodes if n.role == "route" and n.value)
+    facts.files = sorted({n.file for n in result.nodes if n.role == "code" and n.file})
+    return links.related(facts)
+
+
+def register(server: MCPServer, runtime: Runtime) -> None:
+    """Register flow_map and the mesh://flow/{target} resource template on ``server``."""
+
+    @server.tool(name="flow_map", annotations=READ_ONLY_REMOTE)
+    @mesh_tool
+    async def flow_map_tool(
+        target: Annotated[str, Field(
+            min_length=1, max_length=512,
+            description="a job, event or websocket type (member name, qualified name or string value), "
+            "a queue name or a stream key")],
+        ctx: Context,
+        depth: Annotated[int, Field(ge=0, le=MAX_DEPTH, description=f"follow-up levels drawn (0-{MAX_DEPTH})")] = 3,
+        live: Annotated[bool, Field(
+            description="also read each hop once at run time (outbox counts, BullMQ counts, stream groups, "
+            "dead letters) and colour it by the trace verdict codes")] = False,
+        direction: Annotated[Literal["LR", "TB", "TD", "RL", "BT"], Field(
+            description="layout of the flowchart: LR (left to right), TB/TD (top down), RL, BT")] = "LR",
+    ) -> Annotated[CallToolResult, FlowMap]:
+        """The flow of a job, event, websocket message, queue or stream as a Mermaid flowchart.
+
+        `mermaid` holds the picture (paste it in a ```mermaid block: GitHub, VS Code, JetBrains and
+        Claude Desktop render it); `nodes` and `edges` hold the same graph as data, each node with
+        its stable id, kind, file:line and `trouble`. Producers (service and class), queues and
+        streams, workers and handlers, post-processors with their consumer group, SQL triggers,
+        outcome events, websocket messages. Solid edges are exact, dashed ones heuristic. Trouble
+        is drawn red with a legend: a type nobody produces or consumes (dead end), a handler no
+        worker routes, a queue no worker reads, a consumer whose filter matches nothing on its
+        stream. Big fan-out is folded ('+12 more producers'; `folded` lists what). With
+        live=true each hop shows its counts and is coloured by the trace verdict codes; what
+        could not be read is grey and named in `unavailable`.
+        """
+        service = get_index_service(runtime)
+        await refresh_with_progress(service, ctx)
+        result = await flow_map(service, target, depth, live, direction, runtime)
+        result.related_skills = await anyio.to_thread.run_sync(related_to_flow, runtime, result)
+        text = "\n".join(filter(None, [result.summary_text(), related_text(result.related_skills)]))
+        return tool_result(result, text)
+
+    @server.resource(
+        FLOW_URI,
+        name="flow",
+        title="Flow picture (Mermaid)",
+        description="The flow of a job, event, websocket type, queue or stream (depth 3) as a Mermaid flowchart; "
+        "the flow_map tool gives the same picture with its data and live state.",
+        mime_type=MERMAID_MIME_TYPE,
+        annotations=Annotations(audience=["user", "assistant"], priority=0.6),
+    )
+    def read_flow(target: str) -> str:
+        try:
+            service = get_index_service(runtime)
+            service.refresh()
+            result, _graph = build_map(service, unquote(target), 3, "LR")
+        except MeshError as exc:
+            raise ResourceError(str(exc)) from None
+        return result.mermaid
