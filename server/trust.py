@@ -308,3 +308,17 @@ def check_gate(settings: Settings) -> GateStatus:
             "(every plan and server_info then say so)"
         )
     return status
+
+
+def log_gate_at_start(settings: Settings) -> GateStatus:
+    """The start-time check: the gate's status, each failing condition logged on stderr."""
+    import logging
+
+    status = gate_status(settings)
+    logger = logging.getLogger("mesh.approval")
+    for problem in status.problems:
+        logger.warning("approval gate: %s%s", problem, "" if status.allow_unprotected else
+                       " (apply_remediation refuses until this is fixed)")
+    if status.allow_unprotected:
+        logger.warning("approval gate: started with --allow-unprotected-approvers (every plan and server_info say so)")
+    return status
