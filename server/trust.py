@@ -99,12 +99,23 @@ def read_trust_file(path: Path) -> TrustFile:
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"trust file {path}: not valid TOML: {exc}") from None
     try:
-        return TrustFile.model_validate(data)
+        trust = TrustFile.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         loc = ".".join(str(p) for p in first["loc"]) or "(root)"
         raise ConfigError(f"trust file {path}: invalid '{loc}': {first['msg']} (keys: mode, [approvers], "
                           "audit_copy_file, audit_syslog)") from None
+    from server.approver_keys import APPROVER_ID_RE, parse_public_key
+
+    for approver, text in trust.approvers.items():
+        if not APPROVER_ID_RE.match(approver):
+            raise ConfigError(f"trust file {path}: approver id {approver!r}: 1-64 letters, digits and . _ @ -")
+        try:
+            parse_public_key(text)
+        except ValueError as exc:
+            raise ConfigError(f"trust file {path}: approvers.{approver}: {exc}; paste the line printed by "
+                              "`mesh-mcp approver init`") from None
+    return trust
 
 
 def _inside(path: Path, folder: Path) -> bool:
