@@ -81,7 +81,7 @@ def test_the_server_refuses_to_start_with_an_approver_in_its_environment(tmp_pat
 
 def test_a_bad_trust_file_is_a_configuration_error(tmp_path) -> None:
     trust = _trust(tmp_path, {"alice": "not a key"})
-    with pytest.raises(ConfigError, match="approvers.alice: not base64"):
+    with pytest.raises(ConfigError, match=r"approvers\.alice: not base64"):
         _load(trust)
     trust.write_text('mode = "local"\n')
     with pytest.raises(ConfigError, match="invalid 'mode'"):
