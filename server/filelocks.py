@@ -59,11 +59,6 @@ def exclusive(path: Path, what: str, *, timeout: float = LOCK_TIMEOUT_S) -> Iter
         lock.release()
 
 
-def current_uid() -> int | None:
-    """The effective uid on POSIX; None on Windows (no uids)."""
-    return os.geteuid() if IS_POSIX else None
-
-
 def lock_kind() -> str:
     """The class :func:`exclusive` uses here (``UnixFileLock``, ``WindowsFileLock`` or ``SoftFileLock``)."""
     return FileLock.__name__

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 
 from server.approval import TokenRefused, consume_nonce, nonce_used, verify_token
 from server.audit import AuditLog, audit_log, audit_path
@@ -91,7 +92,9 @@ async def _replay_guard(plan: Plan, step: Step, ctx: CheckContext, audit: AuditL
     """For a replay step: was it replayed already (audit log or target stream)? See ``earlier_replay``."""
     if not isinstance(step.operation, XAddOp):
         return None
-    return await earlier_replay(ctx.connections.redis(), ctx.settings, audit, plan.plan_id, step.operation)
+    proposed_ms = int(datetime.fromisoformat(plan.created_at).timestamp() * 1000)
+    return await earlier_replay(ctx.connections.redis(), ctx.settings, audit, plan.plan_id, step.operation,
+                                proposed_ms)
 
 
 async def _preflight(plan: Plan, ctx: CheckContext, connections: Connections, audit: AuditLog

@@ -61,15 +61,22 @@ def prior_replays(audit: AuditLog, dlq: str) -> dict[str, dict[str, Any]]:
     return found
 
 
-async def earlier_replay(redis: Any, settings: Settings, audit: AuditLog, plan_id: str, op: XAddOp) -> str | None:
+CLOCK_MARGIN_MS = 300_000
+"""How far before the plan's creation the stream scan starts (clock skew between this host and Redis)."""
+
+
+async def earlier_replay(
+    redis: Any, settings: Settings, audit: AuditLog, plan_id: str, op: XAddOp, proposed_ms: int
+) -> str | None:
     """Why replaying ``op`` now would deliver a message a second time, or None.
 
     Two independent looks, either one stops the apply (precondition drift):
 
     - the audit log (tail of :data:`AUDIT_TAIL_BYTES`) holds a ``replayed`` record of this
       plan, or of one of these dead letters;
-    - ``op.stream`` holds, after a message's dead letter was written (stream ids of the same
-      Redis, so no clock skew), an entry carrying the same original id (the
+    - ``op.stream`` holds, added since the plan was proposed (from ``proposed_ms`` less
+      :data:`CLOCK_MARGIN_MS`, and never before the message's dead letter was written, so a
+      retry before the failure does not count), an entry carrying the same original id (the
       ``[conventions] event_id_field``) or the exact same fields. The scan is bounded
       (``[limits]`` max_count x scan_max_iterations); a scan that cannot finish stops the
       apply too, since "not seen" would not be proof.
@@ -92,7 +99,7 @@ async def earlier_replay(redis: Any, settings: Settings, audit: AuditLog, plan_i
         if event_id is not None:
             by_event[event_id] = (since, m.dlq_id)
         by_fields[rr.digest([list(p) for p in m.fields])] = (since, m.dlq_id)
-    start = min(StreamId.parse(m.dlq_id) for m in op.messages)
+    start = max(min(StreamId.parse(m.dlq_id) for m in op.messages), StreamId(max(0, proposed_ms - CLOCK_MARGIN_MS), 0))
     limits = settings.limits
     cursor = str(start)
     for _ in range(limits.scan_max_iterations):
