@@ -15,7 +15,7 @@ import pytest
 from server.approval import nonces_path
 from server.audit import audit_log
 from tests.remediation.conftest import STREAM, Poison, approve, settings_for
-from tests.remediation.target_sim import ConsumerThread
+from tests.remediation.target_sim import ConsumerThread, new_event, push_event
 from tests.remediation.test_negative import _apply, _propose
 from tools.remediation import store
 
@@ -71,3 +71,19 @@ async def test_a_fresh_plan_still_replays_once(tmp_path, outbox_db, redis_url, r
     with ConsumerThread(poison.processor):
         report = await _apply(settings, plan.plan_id, token)
     assert report.status == "completed", report.summary_text()
+
+
+@pytest.mark.anyio
+async def test_a_scan_that_cannot_finish_does_not_replay(tmp_path, outbox_db, redis_url, redis_client):
+    """Not seeing an earlier replay within the scan bounds is no proof: the apply stops."""
+    settings = settings_for(tmp_path, outbox_db, redis_url, limits={"max_count": 1, "scan_max_iterations": 2})
+    poison = Poison(redis_client, outbox_db, settings)
+    plan = await _propose(settings)
+    token = approve(settings, plan.plan_id)
+    for _ in range(3):  # unrelated traffic after the dead letter
+        push_event(redis_client, STREAM, new_event())
+    length = redis_client.xlen(STREAM)
+    poison.fixed = True
+    report = await _apply(settings, plan.plan_id, token)
+    assert report.status == "stopped" and "could not check" in report.steps[1].detail
+    assert redis_client.xlen(STREAM) == length

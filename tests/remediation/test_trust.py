@@ -88,6 +88,16 @@ def test_a_bad_trust_file_is_a_configuration_error(tmp_path) -> None:
         _load(trust)
 
 
+def test_the_server_checks_the_gate_at_start(tmp_path, mesh_config) -> None:
+    config = mesh_config({"state_dir": str(tmp_path / "state"), "approval": {"trust_file": str(_trust(tmp_path))}})
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MESH_")}
+    env["PYTHONPATH"] = str(REPO_ROOT)
+    result = subprocess.run([sys.executable, "-m", "server.cli", "serve", "--config", str(config),
+                             "--enable-remediation"], stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                            env=env, cwd=REPO_ROOT, timeout=60)  # stdin at EOF: the stdio server stops
+    assert "approval gate:" in result.stderr and "apply_remediation refuses until this is fixed" in result.stderr
+
+
 def test_the_home_folder_comes_from_the_account_not_from_HOME(monkeypatch, tmp_path) -> None:
     before = user_trust_path()
     monkeypatch.setenv("HOME", str(tmp_path))
