@@ -88,21 +88,23 @@ def _not_run(plan: Plan, start: int, why: str) -> list[StepResult]:
     return [StepResult(number=s.number, action=s.action, status="not_run", detail=why) for s in plan.steps[start:]]
 
 
-async def _replay_guard(plan: Plan, step: Step, ctx: CheckContext, audit: AuditLog) -> str | None:
+async def _replay_guard(plan: Plan, step: Step, ctx: CheckContext, audit: AuditLog,
+                        scanned: dict[str, str]) -> str | None:
     """For a replay step: was it replayed already (audit log or target stream)? See ``earlier_replay``."""
     if not isinstance(step.operation, XAddOp):
         return None
     proposed_ms = int(datetime.fromisoformat(plan.created_at).timestamp() * 1000)
     return await earlier_replay(ctx.connections.redis(), ctx.settings, audit, plan.plan_id, step.operation,
-                                proposed_ms)
+                                proposed_ms, scanned)
 
 
-async def _preflight(plan: Plan, ctx: CheckContext, connections: Connections, audit: AuditLog
-                     ) -> tuple[int, str] | None:
+async def _preflight(plan: Plan, ctx: CheckContext, connections: Connections, audit: AuditLog,
+                     scanned: dict[str, str]) -> tuple[int, str] | None:
     """``(index, problem)`` of the first step whose static preconditions fail, else None."""
     for index, step in enumerate(plan.steps):
         async with connections.redis_errors():
-            problem = await first_drift(step.checks, ctx, dynamic=False) or await _replay_guard(plan, step, ctx, audit)
+            problem = (await first_drift(step.checks, ctx, dynamic=False)
+                       or await _replay_guard(plan, step, ctx, audit, scanned))
         if problem is not None:
             return index, problem
     return None
@@ -126,6 +128,7 @@ async def apply_plan(
     backups = BackupFile(backup_path(settings, plan_id), plan_id, plan.plan_sha256)
     results: dict[int, StepResult] = {}
     check_ctx = CheckContext(settings, connections, results)
+    scanned: dict[str, str] = {}  # the replay guard's stream scan resumes where the pre-flight's ended
     run_ctx = RunContext(settings, connections, backups, results, audit, approver)
     audit.record("dry_run" if dry_run else "apply_started", plan_id=plan_id, plan_sha256=plan.plan_sha256,
                  approver=approver, detail=f"{len(plan.steps)} step(s)")
@@ -144,7 +147,7 @@ async def apply_plan(
         return final
 
     try:
-        drift = await _preflight(plan, check_ctx, connections, audit)
+        drift = await _preflight(plan, check_ctx, connections, audit, scanned)
     except Exception as exc:  # a service down, a table gone, a crash: the plan is closed, never left "applying"
         if not isinstance(exc, MeshError):
             log.exception("remediation pre-flight of %s crashed", plan_id)
@@ -173,7 +176,7 @@ async def apply_plan(
         try:
             async with connections.redis_errors():
                 problem = (await first_drift(step.checks, check_ctx, dynamic=True)
-                           or await _replay_guard(plan, step, check_ctx, audit))
+                           or await _replay_guard(plan, step, check_ctx, audit, scanned))
             if problem is not None:
                 status, detail = "drift", f"precondition no longer holds: {problem}"
             else:

@@ -66,7 +66,8 @@ CLOCK_MARGIN_MS = 300_000
 
 
 async def earlier_replay(
-    redis: Any, settings: Settings, audit: AuditLog, plan_id: str, op: XAddOp, proposed_ms: int
+    redis: Any, settings: Settings, audit: AuditLog, plan_id: str, op: XAddOp, proposed_ms: int,
+    scanned: dict[str, str] | None = None,
 ) -> str | None:
     """Why replaying ``op`` now would deliver a message a second time, or None.
 
@@ -80,6 +81,9 @@ async def earlier_replay(
       ``[conventions] event_id_field``) or the exact same fields. The scan is bounded
       (``[limits]`` max_count x scan_max_iterations); a scan that cannot finish stops the
       apply too, since "not seen" would not be proof.
+
+    ``scanned`` (stream -> last entry id checked) lets a second look in the same apply (the
+    step's own re-check after the pre-flight) read only what was added since the first.
     """
     wanted = {(m.dlq_key, m.dlq_id) for m in op.messages}
     for record in audit.read(max_bytes=AUDIT_TAIL_BYTES):
@@ -102,6 +106,8 @@ async def earlier_replay(
     start = max(min(StreamId.parse(m.dlq_id) for m in op.messages), StreamId(max(0, proposed_ms - CLOCK_MARGIN_MS), 0))
     limits = settings.limits
     cursor = str(start)
+    if scanned is not None and op.stream in scanned and StreamId.parse(scanned[op.stream]) >= start:
+        cursor = "(" + scanned[op.stream]
     for _ in range(limits.scan_max_iterations):
         page = await redis.xrange(op.stream, min=cursor, max="+", count=limits.max_count)
         for raw_id, fields in page:
@@ -116,6 +122,8 @@ async def earlier_replay(
                 return (f"{op.stream} already holds entry {entry_id} carrying the same original id "
                         f"{event_id or '(same fields)'} as dead letter {hit[1]}, added after it was dead-lettered: "
                         "it was replayed (or re-sent) already; a replay is never delivered twice")
+        if page and scanned is not None:
+            scanned[op.stream] = rr.text(page[-1][0])
         if len(page) < limits.max_count:
             return None
         cursor = "(" + rr.text(page[-1][0])
