@@ -356,9 +356,10 @@ def describe_mode(settings: Settings) -> str:
     """One honest sentence on what the configured approval mode protects against."""
     if settings.approval.mode == "signature":
         count = len(settings.approval.approvers)
+        where = settings.approval.trust_file or "(default place)"
         text = (
             f"signature mode: tokens are Ed25519 signatures by one of {count} approver key(s) listed in the trust "
-            f"file {settings.approval.trust_file}, made with a passphrase the agent never sees; this gate holds as "
+            f"file {where}, made with a passphrase the agent never sees; this gate holds as "
             "long as the agent cannot change the trust file or the server's code."
         )
         if settings.approval.allow_unprotected_approvers:

@@ -8,10 +8,11 @@ outside the workspace::
     [approvers]
     alice = "<base64 Ed25519 public key printed by `mesh-mcp approver init`>"
 
-Its place is ``[approval] trust_file`` from a config file *outside* the workspace or the
-command line, else the first that exists of ``/etc/mesh-mcp/trust.toml`` and
-``~<user>/.config/mesh-mcp/trust.toml`` (on Windows ``%PROGRAMDATA%`` then ``%APPDATA%``).
-The home folder is the account's (``pwd``), never ``$HOME``.
+Its place is the first that exists of ``/etc/mesh-mcp/trust.toml`` and
+``~<user>/.config/mesh-mcp/trust.toml`` (on Windows ``%PROGRAMDATA%`` then ``%APPDATA%``;
+the home folder is the account's, from ``pwd``, never ``$HOME``), or ``[approval]
+trust_file`` from a config file *outside* the workspace or the command line, refused when
+the system trust file exists (nothing can replace it).
 
 :func:`apply_trust_policy` (run by :func:`server.config.load_settings`) fails closed: a
 trust file that exists, a named trust file, or ``mode = "signature"`` anywhere puts the
@@ -159,6 +160,10 @@ def apply_trust_policy(
                           f"{system_trust_path()}")
     raw = over_a.get("trust_file") or file_a.get("trust_file")
     path = Path(str(raw)).expanduser() if raw else default_trust_path()
+    system = system_trust_path()
+    if raw and system.is_file() and os.path.realpath(path) != os.path.realpath(system):
+        raise ConfigError(f"[approval] trust_file = {str(raw)!r} is refused: the system trust file {system} exists, "
+                          "and no setting can replace it (remove the setting, or have its owner edit that file)")
     exists = path.is_file()
     asked = [src.get("mode") for src in (file_a, env_a, over_a)]
     if not (exists or raw or "signature" in asked):

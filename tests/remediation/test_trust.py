@@ -67,6 +67,18 @@ def test_environment_cannot_name_the_trust_file_nor_switch_signature_on_with_its
         _load(environ={"MESH_APPROVAL__ALLOW_UNPROTECTED_APPROVERS": "true"})
 
 
+def test_no_setting_replaces_the_system_trust_file(tmp_path, monkeypatch) -> None:
+    import server.trust as trust_module
+
+    system = _trust(tmp_path)  # stands for /etc/mesh-mcp/trust.toml (the test does not touch /etc)
+    monkeypatch.setattr(trust_module, "system_trust_path", lambda: system)
+    assert _load().approval.trust_file == str(system)  # exists: signature mode, without any setting
+    (tmp_path / "eve").mkdir()
+    with pytest.raises(ConfigError, match="no setting can replace it"):
+        _load(_trust(tmp_path / "eve", {"eve": EVE}))
+    assert _load(system).approval.approvers == {"alice": KEY}  # naming the same file is fine
+
+
 def test_the_server_refuses_to_start_with_an_approver_in_its_environment(tmp_path, mesh_config) -> None:
     """As an agent would do it: a variable added to the MCP client's server config."""
     config = mesh_config({"state_dir": str(tmp_path / "state"), "approval": {"trust_file": str(_trust(tmp_path))}})
