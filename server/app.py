@@ -27,6 +27,7 @@ from server.runtime import Runtime
 from server.strict_args import harden_tools
 from server.tool_titles import apply_titles
 from server.toolkit import READ_ONLY_LOCAL, mesh_tool, tool_result
+from server.trust import gate_status
 
 INSTRUCTIONS = """\
 mesh-mcp maps and diagnoses the asynchronous flows of a TypeScript microservice system:
@@ -95,6 +96,8 @@ class ServerInfo(BaseModel):
     services: list[str]
     config: dict = Field(description="effective configuration, secrets redacted")
     approval: str = Field(default="", description="what the configured approval mode protects against")
+    approval_gate: dict = Field(default_factory=dict, description="approval mode, trust file, approvers with "
+                                "fingerprints, trust check, allow_unprotected_approvers")
 
 
 def build_server(
@@ -137,6 +140,7 @@ def build_server(
             services=sorted(settings.services),
             config=redact_settings(settings.model_dump(mode="json")),
             approval=describe_mode(settings),
+            approval_gate=gate_status(settings).as_dict(),
         )
         text = (
             f"mesh-mcp {info.version}, {info.mode} mode, {len(tools)} tools; "
@@ -144,6 +148,8 @@ def build_server(
         )
         if settings.enable_remediation:
             text += f"; approval: {info.approval}"
+            if info.approval_gate.get("trust_check") == "failed":
+                text += " Trust check FAILED: " + "; ".join(info.approval_gate["problems"])
         return tool_result(info, text)
 
     for module_name in REGISTRARS:

@@ -9,16 +9,17 @@ canonical JSON (sorted keys, no whitespace) of :class:`Claims`: mode, plan id,
   ``~/.config/mesh-mcp/approval.key``). Zero setup; it stops accidents, not a determined
   agent running as the same OS user (that agent can read the secret).
 - ``signature`` mode: an Ed25519 signature of ``DOMAIN + claims`` by an approver whose public
-  key is listed in ``[approval] approvers``. The private key sits in a passphrase-protected
-  file (PKCS8, ``BestAvailableEncryption``) whose password is first stretched with scrypt,
-  so nothing the server or an agent can read lets anyone mint a token without the passphrase
+  key is listed in the trust file (:mod:`server.trust`; never the workspace config nor
+  ``MESH_*``). The private key sits in a passphrase-protected file (PKCS8,
+  ``BestAvailableEncryption``) whose password is first stretched with scrypt, so nothing
+  the server or an agent can read lets anyone mint a token without the passphrase
   (key files: :mod:`server.approver_keys`).
 
 Verification is strict: canonical base64url and canonical JSON only (a token has exactly
 one spelling), the mode must be the configured one, MACs and hashes are compared in
 constant time, the plan id and ``plan_sha256`` must be those of the plan being applied,
 and the token must not be expired. :func:`consume_nonce` makes a token single-use by
-recording its nonce in ``<state_dir>/used_nonces``.
+recording its nonce in ``<state_dir>/used_nonces`` under a portable lock (:mod:`server.filelocks`).
 
 The server never returns a token, the secret or a passphrase in any tool output.
 """
@@ -28,7 +29,6 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
-import fcntl
 import hashlib
 import hmac
 import json
@@ -47,6 +47,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from server.approver_keys import approver_keys, check_private_file
 from server.config import Settings
 from server.errors import MeshError, RemediationRefused
+from server.filelocks import exclusive
 
 TOKEN_VERSION = 1
 DOMAIN = b"mesh-mcp approval token v1\n"
@@ -260,8 +261,8 @@ def verify_token(
         if key is None:
             raise TokenRefused(
                 "unknown_approver",
-                f"approver {claims.approver!r} is not listed in [approval] approvers: only a listed approver "
-                "can approve (add their public key to the configuration, then restart the server)",
+                f"approver {claims.approver!r} is not listed in the trust file: only a listed approver "
+                "can approve (its owner adds their public key there, then the server is restarted)",
             )
         try:
             key.verify(proof, DOMAIN + body)
@@ -301,14 +302,10 @@ def nonces_path(settings: Settings) -> Path:
 
 @contextlib.contextmanager
 def _nonce_lock(settings: Settings) -> Iterator[Path]:
+    """The exclusive portable lock of ``used_nonces`` (sidecar ``used_nonces.lock``)."""
     path = nonces_path(settings)
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd = os.open(path.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    with exclusive(path, "used-nonces file"):
         yield path
-    finally:
-        os.close(fd)
 
 
 def nonce_used(settings: Settings, nonce: str) -> bool:
@@ -359,11 +356,16 @@ def describe_mode(settings: Settings) -> str:
     """One honest sentence on what the configured approval mode protects against."""
     if settings.approval.mode == "signature":
         count = len(settings.approval.approvers)
-        return (
-            f"signature mode: tokens are Ed25519 signatures by one of {count} listed approver key(s), "
-            "made with a passphrase the agent never sees; this gate holds as long as the agent cannot "
-            "edit the server's configuration or code."
+        where = settings.approval.trust_file or "(default place)"
+        text = (
+            f"signature mode: tokens are Ed25519 signatures by one of {count} approver key(s) listed in the trust "
+            f"file {where}, made with a passphrase the agent never sees; this gate holds as "
+            "long as the agent cannot change the trust file or the server's code."
         )
+        if settings.approval.allow_unprotected_approvers:
+            text += (" WARNING: the server was started with --allow-unprotected-approvers: it applies plans even "
+                     "when the trust file could be changed by the server's OS user.")
+        return text
     return (
         "local mode: tokens are HMACs with a secret file readable by this OS user. This stops accidents, "
         "not a determined agent running as the same user; use [approval] mode = \"signature\" for a real gate."

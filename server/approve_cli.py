@@ -2,9 +2,12 @@
 
 ``approve`` refuses to run unless stdin is an interactive terminal, checks the plan's
 integrity and expiry, shows the whole plan (every command, precondition, backup and
-blast radius), shows a random code and asks the human to type it back, then (signature
-mode) asks for the approver key's passphrase, and prints the approval token on stdout.
-Everything else goes to stderr, so the token is the only thing on stdout.
+blast radius) and the approval gate as checked by this command (the approver set with
+ids and key fingerprints, the trust file it came from, the trust check and any warning),
+then (signature mode) finds the approver's key file, shows a random code and asks the
+human to type it back, then asks for the key's passphrase, and prints the approval token
+on stdout; the audit log's new head goes to stderr with the rest of the screen, so the
+token is the only thing on stdout.
 
 The code is random per run and shown only here: nothing a tool returns lets anyone guess
 it. It proves someone read this screen; it does not prove that someone is human (an agent
@@ -32,6 +35,7 @@ from server.approver_keys import (
     approver_keys,
     create_approver_key,
     fingerprint,
+    key_file_approver,
     load_approver_key,
     public_key_text,
 )
@@ -39,6 +43,7 @@ from server.audit import audit_log
 from server.cli_support import settings_from_args
 from server.config import Settings
 from server.errors import InvalidArgument, MeshError, RemediationRefused
+from server.trust import GateStatus, gate_status
 from tools.remediation import store
 from tools.remediation.model import Plan
 
@@ -147,30 +152,37 @@ def approve_plan(
     except MeshError as exc:
         raise refuse("plan_unusable", str(exc)) from None
     print(render_plan(plan), file=out)
-    print(describe_mode(settings), file=out)
+    status = gate_status(settings)
+    print("\n" + "\n".join(safe(line) for line in gate_screen(settings, plan, status)), file=out)
+    key_file: Path | None = None
+    if settings.approval.mode == "signature":  # find the key before asking anything
+        key_file = (key_path or KEY_DIR / f"{approver or getpass.getuser()}.key").expanduser()
+        try:
+            file_approver = key_file_approver(key_file)
+        except MeshError as exc:
+            raise refuse("bad_key", str(exc), plan) from None
+        if approver is not None and approver != file_approver:
+            raise refuse("bad_key", f"{key_file} is the key of approver {file_approver!r}, not {approver!r}", plan)
+        approver = file_approver
+        if approver not in settings.approval.approvers:
+            raise refuse("unknown_approver", f"approver {approver!r} (key {key_file}) is not listed in the trust file "
+                         f"{settings.approval.trust_file}: the server would refuse the token", plan)
+        print(f"key file: {safe(key_file)} (approver {safe(approver)})", file=out)
     code = new_code()
     print(f"\nTo approve exactly this plan, type the code {code} (anything else cancels).", file=out)
     typed = ask("code: ")
     if not hmac.compare_digest(_normalise(typed).encode(), code.encode()):
         raise refuse("wrong_code", "the code did not match: nothing was approved", plan)
     private_key = None
-    if settings.approval.mode == "signature":
-        who = approver or getpass.getuser()
-        path = (key_path or KEY_DIR / f"{who}.key").expanduser()
-        passphrase = ask_secret(f"passphrase of approver key {path}: ")
+    if key_file is not None:
+        passphrase = ask_secret(f"passphrase of approver key {key_file}: ")
         try:
-            file_approver, private_key = load_approver_key(path, passphrase)
+            file_approver, private_key = load_approver_key(key_file, passphrase)
         except MeshError as exc:
             raise refuse("bad_key", str(exc), plan) from None
-        if approver is not None and approver != file_approver:
-            raise refuse("bad_key", f"{path} is the key of approver {file_approver!r}, not {approver!r}", plan)
-        approver = file_approver
-        listed = approver_keys(settings).get(approver)
-        if listed is None:
-            raise refuse("unknown_approver", f"approver {approver!r} is not listed in [approval] approvers of this "
-                         "configuration: the server would refuse the token", plan)
+        listed = approver_keys(settings)[file_approver]
         if public_key_text(listed) != public_key_text(private_key.public_key()):
-            raise refuse("bad_key", f"{path} does not match the public key listed for {approver!r} "
+            raise refuse("bad_key", f"{key_file} does not match the public key listed for {approver!r} "
                          f"({fingerprint(listed)}): the server would refuse the token", plan)
     else:
         approver = f"local:{getpass.getuser()}"
@@ -179,11 +191,32 @@ def approve_plan(
         plan_expires_at=datetime.fromisoformat(plan.expires_at), approver=approver, private_key=private_key,
     )
     expires = datetime.fromtimestamp(claims.exp, UTC).isoformat(timespec="seconds")
-    audit.record("approved", plan_id=plan.plan_id, plan_sha256=plan.plan_sha256, approver=approver,
-                 result="approved", detail=f"token expires {expires}", nonce=claims.nonce, expires=claims.exp)
+    entry = audit.record("approved", plan_id=plan.plan_id, plan_sha256=plan.plan_sha256, approver=approver,
+                         result="approved", detail=f"token expires {expires}", nonce=claims.nonce, expires=claims.exp)
     print(f"\nApproved by {approver}. The token approves this plan once and expires at {expires}.\n"
-          "Give it to the agent as approval_token of apply_remediation (or apply with dry_run first).", file=out)
+          "Give it to the agent as approval_token of apply_remediation (or apply with dry_run first).\n"
+          f"Audit log head now: {entry['head']} (note it: `mesh-mcp audit verify --expect-head {entry['head']}` "
+          "later proves the log was not cut or rewritten since)", file=out)
     return token
+
+
+def gate_screen(settings: Settings, plan: Plan, status: GateStatus) -> list[str]:
+    """What the human must see before approving: approvers, where they came from, the trust check, warnings.
+
+    ``status`` is computed here, in the approver's own process; the plan's note is what the
+    server (or whoever wrote the plan file) said, shown for comparison.
+    """
+    lines = ["Approval gate (checked now, by this command):", *(f"  {line}" for line in status.lines())]
+    if status.mode == "signature" and status.problems:
+        lines.append("  WARNING: an agent running as the server's user could have added its own approver key; "
+                     "check the approver list above before typing your passphrase")
+    if status.mode == "local":
+        lines.append("  " + describe_mode(settings))
+    lines.append(f"Server's note in the plan: {plan.approval_note}")
+    if plan.approval_mode != settings.approval.mode:
+        lines.append(f"  WARNING: the plan was proposed in {plan.approval_mode} mode but this command runs in "
+                     f"{settings.approval.mode} mode: the server and this command do not read the same settings")
+    return lines
 
 
 def _ask_on_stderr(prompt: str) -> str:
@@ -220,7 +253,8 @@ def init_approver(approver_id: str, out_path: Path | None, *, is_tty: bool, ask_
     public = create_approver_key(path, approver_id, first, **kwargs)
     line = f'{approver_id} = "{public}"'
     print(f"created {path} (keep it private; the passphrase never leaves your terminal).\n"
-          "Add this to the server's mesh.toml, under [approval.approvers], with mode = \"signature\":", file=out)
+          "Add this line under [approvers] of the server's trust file (default /etc/mesh-mcp/trust.toml, owned "
+          "by root or another user than the server's, mode 0644; see docs/remediation.md):", file=out)
     return line
 
 
@@ -228,5 +262,5 @@ def cmd_approver(args: argparse.Namespace) -> int:
     approver_id = args.approver_id or getpass.getuser()
     line = init_approver(approver_id, args.out, is_tty=sys.stdin.isatty(), ask_secret=getpass.getpass,
                          out=sys.stderr)
-    print("[approval]\nmode = \"signature\"\n\n[approval.approvers]\n" + line)
+    print("mode = \"signature\"\n\n[approvers]\n" + line)
     return 0

@@ -33,6 +33,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 from server.config import Settings
 from server.errors import InvalidArgument, MeshError
+from server.filelocks import IS_POSIX, PRIVATE_FILES_NOTE  # noqa: F401 (documented above)
 
 APPROVER_ID_RE = re.compile(r"^[A-Za-z0-9._@-]{1,64}$")
 MIN_PASSPHRASE_CHARS = 12
@@ -50,11 +51,17 @@ def _unb64u(text: str) -> bytes:
 
 
 def check_private_file(path: Path, what: str) -> None:
-    """Refuse a file that is not regular, not ours, or readable by group/others."""
+    """Refuse a file that is not regular, not ours, or readable by group/others.
+
+    Owner and mode are POSIX notions: on Windows only "regular file" is checked, and the
+    file is protected by the ACL of the user's profile folder (:data:`PRIVATE_FILES_NOTE`).
+    """
     info = path.stat()
     if not stat.S_ISREG(info.st_mode):
         raise MeshError(f"{what} {path} is not a regular file")
-    if info.st_uid != os.getuid():
+    if not IS_POSIX:
+        return  # PRIVATE_FILES_NOTE
+    if info.st_uid != os.geteuid():
         raise MeshError(f"{what} {path} belongs to another user (uid {info.st_uid}): refusing to use it")
     if info.st_mode & 0o077:
         raise MeshError(f"{what} {path} is readable by other users (mode {oct(info.st_mode & 0o777)}): chmod 600 it")
@@ -100,6 +107,22 @@ def approver_keys(settings: Settings) -> dict[str, Ed25519PublicKey]:
                 f"[approval] approvers.{approver}: {exc}; paste the line printed by `mesh-mcp approver init`"
             ) from None
     return keys
+
+
+def key_file_approver(path: Path) -> str:
+    """The approver id in the header of key file ``path`` (no passphrase needed); MeshError if unusable."""
+    try:
+        check_private_file(path, "approver key")
+        with open(path, encoding="ascii") as fh:
+            magic, approver = fh.readline().rstrip("\n"), fh.readline().rstrip("\n")
+    except FileNotFoundError:
+        raise MeshError(f"approver key {path} not found: pass --key FILE (and --approver ID), or create one with "
+                        "`mesh-mcp approver init`") from None
+    except UnicodeDecodeError:
+        raise MeshError(f"{path} is not a mesh-mcp approver key") from None
+    if magic != KEY_FILE_MAGIC or not approver.startswith("approver: "):
+        raise MeshError(f"{path} is not a mesh-mcp approver key (made by `mesh-mcp approver init`)")
+    return approver.removeprefix("approver: ").strip()
 
 
 def _stretch(passphrase: str, salt: bytes, n: int, r: int, p: int) -> bytes:

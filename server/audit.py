@@ -4,14 +4,27 @@ Every proposal, approval, refusal, apply start, applied step and apply end is on
 
     {"time": "2026-11-30T02:10:33.123456+00:00", "event": "step", "plan_id": "...",
      "plan_sha256": "...", "approver": "alice", "step": 3, "action": "xdel_dlq",
-     "result": "done", "detail": "...", "prev": "<sha256 of the previous line>"}
+     "result": "done", "detail": "...", "seq": 41, "prev": "<sha256 of the previous line>"}
 
 Lines are written with one ``write`` on a file opened ``O_APPEND``, under an exclusive
-``flock`` (so concurrent writers never interleave) and fsynced before the call returns.
-``prev`` chains each line to the one before it: :meth:`AuditLog.verify_chain` detects a
-truncated, reordered or edited log. The chain is tamper-*evident* against accidents and
-careless edits only; a process running as the same OS user can rewrite the whole file
-(see docs/remediation.md, threat model).
+portable lock (:func:`server.filelocks.exclusive`, so concurrent writers never interleave)
+and fsynced before the call returns. ``prev`` chains each line to the one before it and
+``seq`` numbers them from 1. The *head* of the log is the sha256 of its last line and its
+record count (:class:`AuditHead`, printed as ``<count>:<sha256>``).
+
+What :meth:`AuditLog.verify` detects, exactly:
+
+- alone: an edited, removed, inserted or reordered line anywhere *before* the last one,
+  and a last line cut in the middle (no newline, or not JSON);
+- with an anchor (a head recorded earlier, ``--expect-head``): also lines dropped from
+  the end and an edited last line, up to the anchored record;
+- a full rewrite of the file (every line recomputed) only with an anchor held *outside*
+  the reach of the server's OS user (a human's note, the copy file or syslog below).
+
+The chain is tamper-*evident*, not tamper-proof: a process running as the same OS user can
+rewrite the file (see docs/remediation.md, threat model). Each record can also be shipped
+as it is written to an append-only copy file and/or syslog (``[approval] audit_copy_file``,
+``audit_syslog``), which hold the anchor outside the file.
 
 Records never hold an approval token, the local HMAC secret, a passphrase or the code
 shown by ``mesh-mcp approve``: :meth:`AuditLog.record` refuses such field names.
@@ -19,25 +32,31 @@ shown by ``mesh-mcp approve``: :meth:`AuditLog.record` refuses such field names.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import json
+import logging
 import os
-from collections.abc import Iterator
+import re
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from server.config import Settings
+from server.filelocks import IS_POSIX, exclusive
+
+if TYPE_CHECKING:
+    from server.config import Settings
+
+log = logging.getLogger("mesh.audit")
 
 AUDIT_FILE_NAME = "audit.log"
 GENESIS = "0" * 64
-"""``prev`` of the first line."""
+"""``prev`` of the first line, and the head of an empty log."""
 
 DETAIL_MAX_CHARS = 2000
 _FORBIDDEN_FIELDS = frozenset({"token", "approval_token", "secret", "passphrase", "code", "mac", "signature"})
 _TAIL_CHUNK = 64 * 1024
+_ANCHOR_RE = re.compile(r"^(?:(\d{1,12}):)?([0-9a-f]{64})$")
 
 
 def audit_path(settings: Settings) -> Path:
@@ -49,16 +68,48 @@ def _line_hash(line: bytes) -> str:
     return hashlib.sha256(line.rstrip(b"\n")).hexdigest()
 
 
-def _last_line(fd: int) -> bytes | None:
-    """The last complete line of the open file ``fd`` (without its newline), or None when empty."""
-    size = os.fstat(fd).st_size
+@dataclass(frozen=True)
+class AuditHead:
+    """The anchor of a log: sha256 of its last line and how many records it holds."""
+
+    sha256: str
+    count: int
+
+    def __str__(self) -> str:
+        return f"{self.count}:{self.sha256}"
+
+
+@dataclass(frozen=True)
+class ChainReport:
+    """What :meth:`AuditLog.verify` found."""
+
+    ok: bool
+    records: int
+    head: AuditHead
+    detail: str
+    anchor_checked: bool
+
+
+def parse_anchor(text: str) -> tuple[int | None, str]:
+    """``(count or None, sha256)`` of ``HASH`` or ``COUNT:HASH``; ValueError otherwise."""
+    match = _ANCHOR_RE.match(text.strip().lower())
+    if match is None:
+        raise ValueError("an audit head is 64 hex characters, optionally preceded by the record count and ':' "
+                         "(as printed by `mesh-mcp audit verify` or `mesh-mcp approve`)")
+    return (int(match.group(1)) if match.group(1) else None), match.group(2)
+
+
+def _last_line(fh: Any) -> bytes | None:
+    """The last line of the binary file ``fh`` (without its newline), or None when empty."""
+    size = fh.seek(0, os.SEEK_END)
     if size == 0:
         return None
     end = size
     buffer = b""
     while end > 0:
         start = max(0, end - _TAIL_CHUNK)
-        buffer = os.pread(fd, end - start, start) + buffer
+        fh.seek(start)
+        buffer = fh.read(end - start) + buffer
         end = start
         body = buffer.rstrip(b"\n")
         cut = body.rfind(b"\n")
@@ -68,21 +119,24 @@ def _last_line(fd: int) -> bytes | None:
     return body or None
 
 
+def _count_lines(fh: Any) -> int:
+    fh.seek(0)
+    return sum(1 for raw in fh if raw.strip())
+
+
 class AuditLog:
-    """Append-only JSON-lines log at ``path`` (directory created 0700 on first write)."""
+    """Append-only JSON-lines log at ``path`` (directory created 0700 on first write).
 
-    def __init__(self, path: Path) -> None:
+    ``copy_file``: every line is also appended to this file (e.g. one made append-only
+    with ``chattr +a``, or on another mount). ``syslog``: every line is also sent to
+    syslog (journald on systemd hosts), facility AUTHPRIV. A failing sink is logged on
+    stderr and never loses the record in the main log.
+    """
+
+    def __init__(self, path: Path, *, copy_file: Path | None = None, syslog: bool = False) -> None:
         self.path = path
-
-    @contextlib.contextmanager
-    def _locked(self) -> Iterator[int]:
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield fd
-        finally:
-            os.close(fd)  # closing releases the lock
+        self.copy_file = copy_file
+        self.syslog = syslog
 
     def record(
         self,
@@ -97,7 +151,7 @@ class AuditLog:
         detail: str | None = None,
         **extra: Any,
     ) -> dict[str, Any]:
-        """Append one record and return it (with its ``time`` and ``prev``)."""
+        """Append one record and return it (with its ``time``, ``seq`` and ``prev``)."""
         bad = _FORBIDDEN_FIELDS.intersection(extra)
         if bad:
             raise ValueError(f"audit records never hold secrets: field(s) {sorted(bad)} refused")
@@ -113,13 +167,48 @@ class AuditLog:
             "detail": detail[:DETAIL_MAX_CHARS] if detail else detail,
         }
         entry.update(extra)
-        with self._locked() as fd:
-            last = _last_line(fd)
-            entry["prev"] = GENESIS if last is None else _line_hash(last)
-            line = json.dumps(entry, ensure_ascii=False, separators=(",", ":"), default=str).encode("utf-8")
-            os.write(fd, line + b"\n")
-            os.fsync(fd)
+        with exclusive(self.path, "audit log"):
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_BINARY", 0), 0o600)
+            with os.fdopen(fd, "r+b", buffering=0) as fh:
+                last = _last_line(fh)
+                entry["seq"] = 1 if last is None else self._seq_after(last, fh)
+                entry["prev"] = GENESIS if last is None else _line_hash(last)
+                line = json.dumps(entry, ensure_ascii=False, separators=(",", ":"), default=str).encode("utf-8")
+                fh.write(line + b"\n")
+                os.fsync(fh.fileno())
+        entry["head"] = str(AuditHead(_line_hash(line), entry["seq"]))
+        self._ship(line)
         return entry
+
+    @staticmethod
+    def _seq_after(last: bytes, fh: Any) -> int:
+        try:
+            seq = json.loads(last).get("seq")
+        except (ValueError, AttributeError):
+            seq = None
+        if isinstance(seq, int) and seq > 0:
+            return seq + 1
+        return _count_lines(fh) + 1  # a log written before records were numbered: count once
+
+    def _ship(self, line: bytes) -> None:
+        if self.copy_file is not None:
+            try:
+                fd = os.open(self.copy_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+                try:
+                    os.write(fd, line + b"\n")
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+            except OSError as exc:
+                log.warning("audit copy to %s failed (the record is in %s): %s", self.copy_file, self.path, exc)
+        if self.syslog:
+            if not IS_POSIX:
+                log.warning("audit_syslog is POSIX-only; the record is in %s", self.path)
+                return
+            import syslog
+
+            syslog.openlog("mesh-mcp", syslog.LOG_PID, syslog.LOG_AUTHPRIV)
+            syslog.syslog(syslog.LOG_INFO, "audit " + line.decode("utf-8", "replace"))
 
     def read(self, *, max_bytes: int | None = None) -> list[dict[str, Any]]:
         """Parsed records, oldest first; with ``max_bytes`` only the lines of the file's tail."""
@@ -145,26 +234,82 @@ class AuditLog:
                 out.append({"event": "unreadable_line", "raw": raw[:200].decode("utf-8", "replace")})
         return out
 
-    def verify_chain(self) -> tuple[bool, str]:
-        """``(True, "n records")`` when every ``prev`` matches the line before; else where it breaks."""
+    def head(self) -> AuditHead:
+        """The current head (last line's sha256 and the record count); GENESIS/0 for an empty log."""
         if not self.path.exists():
-            return True, "0 records"
-        prev = GENESIS
-        count = 0
+            return AuditHead(GENESIS, 0)
         with open(self.path, "rb") as fh:
-            for number, raw in enumerate(fh, start=1):
-                line = raw.rstrip(b"\n")
-                try:
-                    entry = json.loads(line)
-                except ValueError:
-                    return False, f"line {number} is not JSON"
-                if entry.get("prev") != prev:
-                    return False, f"line {number}: chain broken (a line before it was edited, removed or reordered)"
-                prev = _line_hash(line)
-                count += 1
-        return True, f"{count} records"
+            last = _last_line(fh)
+            if last is None:
+                return AuditHead(GENESIS, 0)
+            try:
+                seq = json.loads(last).get("seq")
+            except (ValueError, AttributeError):
+                seq = None
+            count = seq if isinstance(seq, int) and seq > 0 else _count_lines(fh)
+        return AuditHead(_line_hash(last), count)
+
+    def verify(self, expect_head: str | None = None) -> ChainReport:
+        """Walk the whole chain; with ``expect_head`` (``HASH`` or ``COUNT:HASH``) also check the anchor.
+
+        The anchor holds when the log still contains, at line ``COUNT`` (or at any line when
+        only the hash is given), a line whose sha256 is ``HASH``: the log may have grown
+        since, never shrunk nor changed up to there.
+        """
+        anchor = parse_anchor(expect_head) if expect_head else None
+        prev, count, found_at = GENESIS, 0, None
+
+        def report(ok: bool, detail: str) -> ChainReport:
+            return ChainReport(ok, count, AuditHead(prev, count), detail, anchor is not None)
+
+        if self.path.exists():
+            with open(self.path, "rb") as fh:
+                for number, raw in enumerate(fh, start=1):
+                    if not raw.endswith(b"\n"):
+                        return report(False, f"line {number} (the last) is incomplete: the log was cut mid-write "
+                                      "or its end was edited")
+                    line = raw.rstrip(b"\n")
+                    try:
+                        entry = json.loads(line)
+                    except ValueError:
+                        return report(False, f"line {number} is not JSON")
+                    if not isinstance(entry, dict) or entry.get("prev") != prev:
+                        return report(False, f"line {number}: chain broken (a line before it was edited, removed "
+                                      "or reordered)")
+                    seq = entry.get("seq")
+                    if seq is not None and seq != number:
+                        return report(False, f"line {number}: numbered {seq} (lines were removed or inserted)")
+                    prev = _line_hash(line)
+                    count += 1
+                    if anchor is not None and found_at is None and prev == anchor[1]:
+                        found_at = number
+        if anchor is None:
+            return report(True, f"{count} records, chain intact (without an anchor, lines dropped from the end or an "
+                          "edited last line cannot be seen: pass --expect-head)")
+        want_count, want_hash = anchor
+        if found_at is None or (want_count is not None and found_at != want_count):
+            if want_count is not None and count < want_count:
+                return report(False, f"the anchor expects at least {want_count} records but the log holds {count}: "
+                              "its end was truncated")
+            where = f"at line {want_count}" if want_count is not None else "anywhere"
+            return report(False, f"the anchored record {want_hash[:16]}... is not in the log {where}: the log was "
+                          "truncated, its anchored line edited, or it was rewritten")
+        return report(True, f"{count} records, chain intact up to the anchor at record {found_at}"
+                      + (f" and {count - found_at} record(s) after it" if count > found_at else ""))
+
+    def verify_chain(self) -> tuple[bool, str]:
+        """``(True, "n records")`` when every ``prev`` matches the line before; else where it breaks.
+
+        Without an anchor this cannot see lines dropped from the end: use :meth:`verify`
+        with ``expect_head`` for that.
+        """
+        result = self.verify()
+        return result.ok, (f"{result.records} records" if result.ok else result.detail)
 
 
 def audit_log(settings: Settings) -> AuditLog:
-    """The audit log of ``settings``' state directory."""
-    return AuditLog(audit_path(settings))
+    """The audit log of ``settings``' state directory, with its configured sinks."""
+    approval = settings.approval
+    copy = getattr(approval, "audit_copy_file", None)
+    return AuditLog(audit_path(settings), copy_file=Path(copy).expanduser() if copy else None,
+                    syslog=bool(getattr(approval, "audit_syslog", False)))

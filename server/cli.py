@@ -30,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "approver": "server.approve_cli:cmd_approver",
     "skills": "tools.skills.commands:cmd_skills",
     "map": "tools.flow_map.commands:cmd_map",
+    "audit": "server.audit_cli:cmd_audit",
 }
 
 
@@ -70,6 +71,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--enable-remediation",
         action="store_true",
         help="register apply_remediation (still needs a human-minted approval token per plan)",
+    )
+    p.add_argument(
+        "--allow-unprotected-approvers",
+        action="store_true",
+        help="signature mode: apply even when the trust file is writable by this OS user (shown on every plan)",
     )
 
     p = sub.add_parser("demo", help="zero-setup demo: embedded services, seeded faults, a diagnosis report")
@@ -122,6 +128,9 @@ def build_parser() -> argparse.ArgumentParser:
     from tools.flow_map.commands import add_parser as add_map_parser
 
     add_map_parser(sub)
+    from server.audit_cli import add_parser as add_audit_parser
+
+    add_audit_parser(sub)
     return parser
 
 

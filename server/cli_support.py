@@ -31,6 +31,8 @@ def settings_from_args(args: argparse.Namespace, **overrides: Any) -> Settings:
     extra: dict[str, Any] = dict(overrides)
     if getattr(args, "enable_remediation", False):
         extra["enable_remediation"] = True
+    if getattr(args, "allow_unprotected_approvers", False):
+        extra["approval"] = {**extra.get("approval", {}), "allow_unprotected_approvers": True}
     return load_settings(
         config_file=getattr(args, "config", None),
         workspace=getattr(args, "workspace", None),

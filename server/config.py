@@ -159,6 +159,20 @@ class ApprovalSettings(_Strict):
     )
     token_ttl_s: int = Field(default=600, ge=30, le=86_400, description="approval tokens expire after this")
     plan_ttl_s: int = Field(default=3600, ge=60, le=7 * 86_400, description="plans expire after this")
+    trust_file: str | None = Field(
+        default=None,
+        description="signature mode: the trust file listing the approvers (default /etc/mesh-mcp/trust.toml, "
+        "else ~/.config/mesh-mcp/trust.toml); never from MESH_* variables nor the workspace's mesh.toml",
+    )
+    allow_unprotected_approvers: bool = Field(
+        default=False,
+        description="set only by `serve --allow-unprotected-approvers`: apply even when the trust file is "
+        "writable by the server's user (every plan and server_info then says so)",
+    )
+    audit_copy_file: str | None = Field(
+        default=None, description="also append every audit record to this file (e.g. one made append-only)"
+    )
+    audit_syslog: bool = Field(default=False, description="also send every audit record to syslog (POSIX)")
 
 
 class HttpSettings(_Strict):
@@ -297,6 +311,7 @@ def load_settings(
             raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
         if "workspace" in data and isinstance(data["workspace"], str):
             data["workspace"] = str((path.parent / data["workspace"]).expanduser().resolve())
+    file_data = data
     try:
         env_data = _env_overrides(env)
     except ConfigError:
@@ -310,6 +325,10 @@ def load_settings(
         data = _deep_merge(data, overrides)
     if path is not None:
         data["config_file"] = str(path.resolve())
+    from server.trust import apply_trust_policy  # the approval gate's sources (signature mode)
+
+    data = apply_trust_policy(data, file_data=file_data, env_data=env_data, overrides=overrides or {},
+                              config_file=path, workspace=data.get("workspace"))
     try:
         settings = Settings.model_validate(data)
     except ValidationError as exc:

@@ -16,6 +16,7 @@ from mcp.server.mcpserver import MCPServer
 from server.cli_support import settings_from_args
 from server.config import Settings
 from server.errors import InvalidArgument
+from server.trust import log_gate_at_start
 
 log = logging.getLogger("mesh.serve")
 
@@ -69,6 +70,8 @@ def run_http(server: MCPServer, settings: Settings, host: str, port: int) -> Non
 
 def cmd_serve(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
+    if settings.enable_remediation:
+        log_gate_at_start(settings)
     mode = "remediation" if settings.enable_remediation else "read-only"
     if args.http:
         host, port = parse_host_port(args.http)

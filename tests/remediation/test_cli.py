@@ -14,6 +14,7 @@ import pytest
 
 from server.approval import verify_token
 from server.approve_cli import approve_plan, init_approver
+from server.approver_keys import fingerprint, parse_public_key
 from server.audit import audit_log
 from server.config import load_settings
 from server.connections import Connections
@@ -97,14 +98,33 @@ async def test_approver_init_then_signature_approval(tmp_path, mesh_config, outb
         init_approver("bob", tmp_path / "keys" / "bob.key", is_tty=True, ask_secret=lambda p: next(answers),
                       out=out, scrypt_n=2**10)
     assert not (tmp_path / "keys" / "bob.key").exists()
-    config = _config(mesh_config, tmp_path, outbox_db, redis_url, mode="signature",
-                     approvers={"alice": line.split('"')[1]})
+    trust = tmp_path / "trust" / "trust.toml"
+    trust.parent.mkdir()
+    trust.write_text('mode = "signature"\n[approvers]\n' + line + "\n")
+    config = _config(mesh_config, tmp_path, outbox_db, redis_url, trust_file=str(trust))
     settings = load_settings(config_file=config, environ={})
+    assert settings.approval.mode == "signature" and set(settings.approval.approvers) == {"alice"}
     Poison(redis_client, outbox_db, settings)
     plan = await _plan(settings)
-    assert "signature mode" in plan.approval_note and "writable" in plan.approval_note
-    with pytest.raises(RemediationRefused, match="wrong passphrase"):
-        approve(settings, plan.plan_id, key_path=tmp_path / "keys" / "alice.key", ask_secret=lambda p: "guess")
+    assert "signature mode" in plan.approval_note and "trust check fails" in plan.approval_note
+    assert plan.approve_command.endswith("--approver alice")  # the key is not this OS user's default one
+    fp = fingerprint(parse_public_key(line.split('"')[1]))
+    asked: list[str] = []
+
+    def no_passphrase(prompt: str) -> str:
+        asked.append(prompt)
+        return "a long passphrase here"
+
+    # no key file: refused before any code or passphrase is asked
+    out = io.StringIO()
+    with pytest.raises(RemediationRefused, match="not found"):
+        approve_plan(settings, plan.plan_id, is_tty=True, ask=lambda p: asked.append(p) or "", out=out,
+                     ask_secret=no_passphrase, approver="alice", key_path=tmp_path / "keys" / "missing.key")
+    assert asked == []
+    screen = out.getvalue()  # the human saw who approves, from where, and the trust check, before anything
+    assert f"approvers from the trust file {trust}" in screen and f"approver alice  {fp}" in screen
+    assert "trust check: FAILED" in screen and "could have added its own approver key" in screen
+    assert "type the code" not in screen
     copy = tmp_path / "elsewhere" / "plan.json"  # approved from a copy of the plan, e.g. on another machine
     copy.parent.mkdir()
     shutil.copy(store.plan_path(settings, plan.plan_id), copy)
@@ -135,14 +155,21 @@ async def test_an_agent_driving_a_pty_gets_a_local_token(tmp_path, mesh_config, 
     os.close(slave)
     try:
         code = None
+        screen = []
         for line in proc.stderr:  # type: ignore[union-attr]
+            screen.append(line)
             found = re.search(r"type the code (\w+)", line)
             if found:
                 code = found.group(1)
                 break
         assert code is not None
+        shown = "".join(screen)
+        assert "Approval gate (checked now, by this command):" in shown and "approval mode: local" in shown
+        assert f"Server's note in the plan: {plan.approval_note}" in shown
         os.write(master, f"{code}\n".encode())
-        stdout, _ = proc.communicate(timeout=60)
+        stdout, rest = proc.communicate(timeout=60)
+        head = re.search(r"Audit log head now: (\d+):([0-9a-f]{64})", rest)
+        assert head is not None and audit_log(settings).head().sha256 == head.group(2)
     finally:
         os.close(master)
         if proc.poll() is None:

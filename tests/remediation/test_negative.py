@@ -118,8 +118,10 @@ async def test_plan_edited_after_approval(settings, poison, redis_client) -> Non
 async def test_signature_from_a_key_not_in_config_is_refused(tmp_path: Path, outbox_db, redis_url, redis_client):
     alice = create_approver_key(tmp_path / "alice.key", "alice", "correct horse battery", scrypt_n=2**10)
     create_approver_key(tmp_path / "mallory.key", "mallory", "mallory pass phrase", scrypt_n=2**10)
-    settings = settings_for(tmp_path, outbox_db, redis_url, approval={"mode": "signature",
-                                                                     "approvers": {"alice": alice}})
+    trust = tmp_path / "trust.toml"
+    trust.write_text(f'[approvers]\nalice = "{alice}"\n')
+    settings = settings_for(tmp_path, outbox_db, redis_url, approval={"trust_file": str(trust)})
+    assert settings.approval.mode == "signature"
     poison = Poison(redis_client, outbox_db, settings)
     plan = await _propose(settings)
     _, mallory_key = load_approver_key(tmp_path / "mallory.key", "mallory pass phrase")
@@ -132,8 +134,15 @@ async def test_signature_from_a_key_not_in_config_is_refused(tmp_path: Path, out
     # alice, through `mesh-mcp approve` with her passphrase, is accepted
     token = approve(settings, plan.plan_id, key_path=tmp_path / "alice.key",
                     ask_secret=lambda prompt: "correct horse battery")
-    report = await _apply(settings, plan.plan_id, token, dry_run=True)
+    # a valid token, but the trust file is the test user's own (or the server runs as root): refused
+    with pytest.raises(RemediationRefused, match="approver set is not protected"):
+        await _apply(settings, plan.plan_id, token, dry_run=True)
+    allowed = settings_for(tmp_path, outbox_db, redis_url,
+                           approval={"trust_file": str(trust), "allow_unprotected_approvers": True})
+    report = await _apply(allowed, plan.plan_id, token, dry_run=True)
     assert report.status == "dry_run_ok" and report.approver == "alice"
+    assert "--allow-unprotected-approvers" in (report.approval_warning or "")
+    assert "--allow-unprotected-approvers" in report.summary_text()
 
 
 @pytest.mark.anyio

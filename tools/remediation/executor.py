@@ -4,11 +4,14 @@ Order of business for ``apply_plan(plan_id, token)``:
 
 1. load the plan and prove its integrity (hash and rendered commands);
 2. verify the approval token for this exact plan (mode, MAC or signature, plan id, plan
-   hash, expiry); refuse an expired plan or one that was applied before;
+   hash, expiry); in signature mode check that the trust file is out of the server user's
+   reach (:func:`server.trust.check_gate`); refuse an expired plan or one that was applied before;
 3. unless ``dry_run``: consume the token's nonce (single use) and claim the plan
    (a plan runs once);
 4. pre-flight: evaluate every step's static preconditions; the first drift stops the run
    before anything is touched;
+   A replay step also fails it when the audit log or the target stream shows it was
+   replayed already (:func:`~tools.remediation.replays.earlier_replay`);
 5. run each step: re-check its preconditions (now including "the replay was confirmed"),
    back up and read back, execute, record the result in the audit log. The first drift,
    failure or unreachable service stops the run; the report says what was done, the
@@ -16,23 +19,27 @@ Order of business for ``apply_plan(plan_id, token)``:
 
 ``dry_run`` does 1, 2 and 4 (the token is checked but not consumed) and changes nothing.
 Refusals raise :class:`~server.errors.RemediationRefused` (or ``NotFound``); a drift or a
-failure mid-run is a normal report with ``status="stopped"``.
+failure mid-run is a normal report with ``status="stopped"``. Every report carries the audit
+chain's new head (``audit_head``); a refusal's message names it too.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 
 from server.approval import TokenRefused, consume_nonce, nonce_used, verify_token
 from server.audit import AuditLog, audit_log, audit_path
 from server.config import Settings
 from server.connections import Connections
 from server.errors import MeshError, RemediationRefused
+from server.trust import GateStatus, check_gate
 from tools.remediation import store
 from tools.remediation.backups import BackupError, BackupFile, backup_path
-from tools.remediation.model import ApplyReport, Plan, StepResult
+from tools.remediation.model import ApplyReport, Plan, Step, StepResult, XAddOp
 from tools.remediation.preconditions import CheckContext, first_drift
+from tools.remediation.replays import earlier_replay
 from tools.remediation.runners import Drift, RunContext, run_step
 
 log = logging.getLogger("mesh.remediation")
@@ -41,18 +48,24 @@ AfterStep = Callable[[int], Awaitable[None]]
 
 
 def _refuse(audit: AuditLog, plan_id: str, plan: Plan | None, exc: MeshError) -> None:
+    """Audit the refusal and add the new audit head to its message (every result carries the head)."""
     reason = exc.reason if isinstance(exc, TokenRefused) else type(exc).__name__
-    audit.record("apply_refused", plan_id=plan_id, plan_sha256=plan.plan_sha256 if plan else None,
-                 result=reason, detail=str(exc))
+    entry = audit.record("apply_refused", plan_id=plan_id, plan_sha256=plan.plan_sha256 if plan else None,
+                         result=reason, detail=str(exc))
+    if exc.args and isinstance(exc.args[0], str):
+        exc.args = (f"{exc.args[0]} (audit head {entry['head']})", *exc.args[1:])
 
 
-def _admit(settings: Settings, plan_id: str, token: str, dry_run: bool, audit: AuditLog) -> tuple[Plan, str]:
-    """Steps 1-3: the plan and the approver, or a refusal (audited)."""
+def _admit(
+    settings: Settings, plan_id: str, token: str, dry_run: bool, audit: AuditLog
+) -> tuple[Plan, str, GateStatus]:
+    """Steps 1-3: the plan, the approver and the gate's status, or a refusal (audited)."""
     plan: Plan | None = None
     try:
         plan = store.load_plan(settings, plan_id)
         store.check_integrity(plan, settings.conventions)
         claims = verify_token(settings, token, plan_id=plan.plan_id, plan_sha256=plan.plan_sha256)
+        gate = check_gate(settings)  # signature mode: the trust file must be out of the agent's reach
         if store.is_expired(plan):
             raise RemediationRefused(f"plan {plan_id} expired at {plan.expires_at}: propose the remediation again")
         if nonce_used(settings, claims.nonce):
@@ -68,18 +81,30 @@ def _admit(settings: Settings, plan_id: str, token: str, dry_run: bool, audit: A
     except MeshError as exc:
         _refuse(audit, plan_id, plan, exc)
         raise
-    return plan, claims.approver
+    return plan, claims.approver, gate
 
 
 def _not_run(plan: Plan, start: int, why: str) -> list[StepResult]:
     return [StepResult(number=s.number, action=s.action, status="not_run", detail=why) for s in plan.steps[start:]]
 
 
-async def _preflight(plan: Plan, ctx: CheckContext, connections: Connections) -> tuple[int, str] | None:
+async def _replay_guard(plan: Plan, step: Step, ctx: CheckContext, audit: AuditLog,
+                        scanned: dict[str, str]) -> str | None:
+    """For a replay step: was it replayed already (audit log or target stream)? See ``earlier_replay``."""
+    if not isinstance(step.operation, XAddOp):
+        return None
+    proposed_ms = int(datetime.fromisoformat(plan.created_at).timestamp() * 1000)
+    return await earlier_replay(ctx.connections.redis(), ctx.settings, audit, plan.plan_id, step.operation,
+                                proposed_ms, scanned)
+
+
+async def _preflight(plan: Plan, ctx: CheckContext, connections: Connections, audit: AuditLog,
+                     scanned: dict[str, str]) -> tuple[int, str] | None:
     """``(index, problem)`` of the first step whose static preconditions fail, else None."""
     for index, step in enumerate(plan.steps):
         async with connections.redis_errors():
-            problem = await first_drift(step.checks, ctx, dynamic=False)
+            problem = (await first_drift(step.checks, ctx, dynamic=False)
+                       or await _replay_guard(plan, step, ctx, audit, scanned))
         if problem is not None:
             return index, problem
     return None
@@ -97,28 +122,32 @@ async def apply_plan(
     """Apply (or dry-run) plan ``plan_id`` under ``token``; see the module docstring."""
     plan_id = store.validate_plan_id(plan_id)
     audit = audit_log(settings)
-    plan, approver = _admit(settings, plan_id, token, dry_run, audit)
+    plan, approver, gate = _admit(settings, plan_id, token, dry_run, audit)
+    warning = (("the server was started with --allow-unprotected-approvers and the trust check fails: "
+                + "; ".join(gate.problems)) if gate.problems else None)
     backups = BackupFile(backup_path(settings, plan_id), plan_id, plan.plan_sha256)
     results: dict[int, StepResult] = {}
     check_ctx = CheckContext(settings, connections, results)
+    scanned: dict[str, str] = {}  # the replay guard's stream scan resumes where the pre-flight's ended
     run_ctx = RunContext(settings, connections, backups, results, audit, approver)
     audit.record("dry_run" if dry_run else "apply_started", plan_id=plan_id, plan_sha256=plan.plan_sha256,
                  approver=approver, detail=f"{len(plan.steps)} step(s)")
 
     def report(status: str, steps: list[StepResult], summary: str) -> ApplyReport:
+        entry = audit.record("apply_finished", plan_id=plan_id, plan_sha256=plan.plan_sha256, approver=approver,
+                             result=status, detail=summary, dry_run=dry_run)
         final = ApplyReport(
             plan_id=plan_id, plan_sha256=plan.plan_sha256, dry_run=dry_run, approver=approver, status=status,
             steps=steps, backup_file=str(backups.path) if backups.path.exists() else None,
-            audit_file=str(audit_path(settings)), summary=summary,
+            audit_file=str(audit_path(settings)), summary=summary, audit_head=entry["head"],
+            approval_warning=warning,
         )
-        audit.record("apply_finished", plan_id=plan_id, plan_sha256=plan.plan_sha256, approver=approver,
-                     result=status, detail=summary, dry_run=dry_run)
         if not dry_run:
             store.finish_application(settings, plan_id, status, summary)
         return final
 
     try:
-        drift = await _preflight(plan, check_ctx, connections)
+        drift = await _preflight(plan, check_ctx, connections, audit, scanned)
     except Exception as exc:  # a service down, a table gone, a crash: the plan is closed, never left "applying"
         if not isinstance(exc, MeshError):
             log.exception("remediation pre-flight of %s crashed", plan_id)
@@ -146,7 +175,8 @@ async def apply_plan(
         status, detail, outcome = "done", "", None
         try:
             async with connections.redis_errors():
-                problem = await first_drift(step.checks, check_ctx, dynamic=True)
+                problem = (await first_drift(step.checks, check_ctx, dynamic=True)
+                           or await _replay_guard(plan, step, check_ctx, audit, scanned))
             if problem is not None:
                 status, detail = "drift", f"precondition no longer holds: {problem}"
             else:

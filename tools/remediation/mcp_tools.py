@@ -86,8 +86,11 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         Refuses a missing, altered, expired, reused or other-plan token and a plan edited after
         approval. Re-checks every precondition first and stops at the first drift without
         touching anything; backs up (and reads back) before any delete; runs SQL in a
-        transaction; stops at the first failure and reports what was done. Every step goes to
-        the audit log. dry_run checks everything and changes nothing (the token stays unused).
+        transaction; stops at the first failure and reports what was done. Never replays a
+        message twice (a replay already in the audit log or the stream is drift). In signature
+        mode, refuses while the approvers' trust file could be changed by the server's user.
+        Every step goes to the audit log; the result's audit_head (COUNT:SHA256) is the log's new
+        head. dry_run checks everything and changes nothing (the token stays unused).
         """
         report = await apply_plan(
             runtime.settings, runtime.connections, plan_id, approval_token, dry_run=dry_run

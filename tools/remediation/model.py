@@ -267,6 +267,10 @@ class ApplyReport(_M):
     backup_file: str | None
     audit_file: str
     summary: str
+    audit_head: str = Field(default="", description="the audit chain's head after this apply, COUNT:SHA256: "
+                            "keep it to check the log later with `mesh-mcp audit verify --expect-head`")
+    approval_warning: str | None = Field(default=None, description="set when the approval gate is not protected "
+                                         "(server started with --allow-unprotected-approvers)")
 
     def summary_text(self) -> str:
         lines = [self.summary]
@@ -274,5 +278,7 @@ class ApplyReport(_M):
             lines.append(f"  {r.number}. [{r.action}] {r.status}: {r.detail}")
         if self.backup_file:
             lines.append(f"backups: {self.backup_file}")
-        lines.append(f"audit log: {self.audit_file}")
+        lines.append(f"audit log: {self.audit_file}; head {self.audit_head}")
+        if self.approval_warning:
+            lines.append(f"WARNING: {self.approval_warning}")
         return "\n".join(lines)

@@ -14,7 +14,7 @@ record. Nothing else changes until a human approves and ``apply_remediation`` ru
 
 from __future__ import annotations
 
-import os
+import getpass
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -26,6 +26,7 @@ from server.audit import audit_log
 from server.config import Settings
 from server.connections import Connections
 from server.errors import InvalidArgument, NotFound
+from server.trust import gate_status
 from tools.remediation import store
 from tools.remediation.model import SYMPTOMS, BlastRadius, Check, Operation, Plan, Step
 from tools.remediation.operations import render, render_params
@@ -162,20 +163,39 @@ def approve_command(settings: Settings, plan_id: str) -> str:
         parts += ["--config", str(settings.config_file)]
     elif settings.workspace is not None:
         parts += ["--workspace", str(settings.workspace)]
+    approver = default_approver_flag(settings)
+    if approver:
+        parts += ["--approver", approver]
     command = " ".join(shlex.quote(p) for p in parts)
     if settings.config_file is None and settings.state_dir is not None:
         command = f"MESH_STATE_DIR={shlex.quote(str(settings.state_dir))} {command}"
     return command
 
 
+def default_approver_flag(settings: Settings) -> str | None:
+    """Signature mode: the ``--approver`` to print when the default (this OS user's name) is not listed.
+
+    With one listed approver that is it; with several, the first by name (the note lists them all).
+    """
+    listed = sorted(settings.approval.approvers)
+    if settings.approval.mode != "signature" or not listed or getpass.getuser() in listed:
+        return None
+    return listed[0]
+
+
 def approval_note(settings: Settings) -> str:
+    """What the approval rests on: the mode, the approvers and the trust check (also shown by `approve`)."""
     note = "Approval: " + describe_mode(settings)
-    config = settings.config_file
-    if settings.approval.mode == "signature" and config is not None and os.access(config, os.W_OK):
-        note += (
-            f" Warning: {config} is writable by the server's OS user, so an agent running as that user could "
-            "add its own approver key: make it read-only for that user."
-        )
+    if settings.approval.mode != "signature":
+        return note
+    status = gate_status(settings)
+    if status.approvers:
+        note += " Approvers: " + ", ".join(f"{who} ({fp})" for who, fp in status.approvers) + "."
+    if status.problems:
+        consequence = ("the server applies anyway (--allow-unprotected-approvers)" if status.allow_unprotected
+                       else "apply_remediation will refuse until it is fixed")
+        note += (f" Warning: the trust check fails, so an agent running as the server's OS user could add its own "
+                 f"approver key ({'; '.join(status.problems)}): {consequence}.")
     return note
 
 
