@@ -50,7 +50,8 @@ class FactCache:
             if row is None or row[0] != signature:
                 with conn:
                     conn.execute("DELETE FROM files")
-                    conn.execute("DELETE FROM meta WHERE key IN ('snapshot', 'snapshot_digest')")
+                    conn.execute("DELETE FROM meta WHERE key IN ('snapshot', 'snapshot_digest', 'checks', "
+                                 "'checks_key')")
                     conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('signature', ?)", (signature,))
             self._conn = conn
         except (OSError, sqlite3.Error) as exc:
@@ -118,6 +119,35 @@ class FactCache:
         except sqlite3.Error as exc:
             self._fail(exc)
 
+    def load_checks(self, key: str) -> dict[tuple[str, str], list[str]] | None:
+        """The failing verify checks stored for ``key`` (the snapshot digest and code version), else None."""
+        if self._conn is None:
+            return None
+        try:
+            with self._lock:
+                row = self._conn.execute("SELECT value FROM meta WHERE key='checks_key'").fetchone()
+                if row is None or row[0] != key:
+                    return None
+                data = self._conn.execute("SELECT value FROM meta WHERE key='checks'").fetchone()
+            if data is None:
+                return None
+            return {(kind, value): list(ids) for kind, value, ids in json.loads(data[0])}
+        except (sqlite3.Error, ValueError, TypeError) as exc:
+            log.warning("ignoring the cached verify checks: %s", exc)
+            return None
+
+    def store_checks(self, key: str, table: dict[tuple[str, str], list[str]]) -> None:
+        """Keep one table of failing checks, for ``key`` (replaces the previous one)."""
+        if self._conn is None:
+            return
+        text = json.dumps([[kind, value, ids] for (kind, value), ids in sorted(table.items())], separators=(",", ":"))
+        try:
+            with self._lock, self._conn:
+                self._conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('checks', ?)", (text,))
+                self._conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('checks_key', ?)", (key,))
+        except sqlite3.Error as exc:
+            self._fail(exc)
+
     def store(self, rows: Iterable[tuple[str, int, int, str, dict[str, Any]]]) -> None:
         if self._conn is None:
             return
@@ -158,6 +188,7 @@ class FactCache:
         try:
             with self._lock, self._conn:
                 self._conn.execute("DELETE FROM files")
+                self._conn.execute("DELETE FROM meta WHERE key IN ('checks', 'checks_key')")
         except sqlite3.Error as exc:
             self._fail(exc)
 

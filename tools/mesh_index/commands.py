@@ -66,7 +66,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     service = make_service(args)
     try:
         info = service.refresh(ProgressBar(), full=bool(getattr(args, "full", False)))
-        catalogue = service.catalogue()
+        catalogue = service.catalogue(with_checks=False)  # only counts are printed: no verify checks
     finally:
         service.close()
     if args.json:

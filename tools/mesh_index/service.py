@@ -29,17 +29,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from server import __version__
 from server.config import Conventions, StaticConventions
 from server.errors import InvalidArgument, MeshError
 from tools.mesh_index import snapshot
 from tools.mesh_index.cache import FactCache
 from tools.mesh_index.catalogue import build_catalogue
 from tools.mesh_index.impact import ImpactEngine
-from tools.mesh_index.indexer import parse_files
 from tools.mesh_index.linked import LinkedIndex
+from tools.mesh_index.literal_facts import FACTS_VERSION
 from tools.mesh_index.model import Catalogue, ImpactResult, IndexInfo
-from tools.mesh_index.parser import FACTS_VERSION, ExtractConfig
-from tools.mesh_index.sites import KINDS, link
+from tools.mesh_index.ts_queries import ExtractConfig
 from tools.mesh_index.workspace import (
     Discovery,
     Layout,
@@ -93,6 +93,13 @@ def extract_config(conv: Conventions) -> ExtractConfig:
     )
 
 
+def link(*args: Any, **kwargs: Any) -> LinkedIndex:
+    """:func:`tools.mesh_index.sites.link`, imported on first use (a warm start never links)."""
+    from tools.mesh_index.sites import link as link_facts
+
+    return link_facts(*args, **kwargs)
+
+
 class IndexService:
     """The static index of ``workspace`` (see the module docstring)."""
 
@@ -126,6 +133,8 @@ class IndexService:
         self._errors: list[str] = []
         self._pending_snapshot = False
         self._snapshot_digest: str | None = None  # digest of the snapshot this process loaded
+        self._build_digest: str | None = None  # digest of the state the current index was built from
+        self._checks: tuple[LinkedIndex, dict[tuple[str, str], list[str]]] | None = None  # failing checks of a build
 
     # -- building ------------------------------------------------------------------------------
     def _open_cache(self) -> FactCache | None:
@@ -169,7 +178,11 @@ class IndexService:
         for rel in removed:
             self._files.pop(rel, None)
             self._facts.pop(rel, None)
-        results = parse_files(str(self.workspace), to_parse, self._cfg, progress, self.workers)
+        results = []
+        if to_parse:  # the parser (and tree-sitter) is imported only when something must be parsed
+            from tools.mesh_index.indexer import parse_files
+
+            results = parse_files(str(self.workspace), to_parse, self._cfg, progress, self.workers)
         facts_changed = False
         for rel, size, mtime, sha, facts in results:
             self._files[rel] = (size, mtime, sha)
@@ -184,6 +197,7 @@ class IndexService:
         changed = bool(facts_changed or removed or configs_changed or self._index is None)
         if changed:
             self._layout = self._make_layout()
+            self._build_digest = None
             self._index = link(self._facts, self._layout, self.full_conventions, self.known_emitters)
             self._engine = ImpactEngine(self._index)
             self._errors = sorted(rel for rel, f in self._facts.items() if f.get("error"))
@@ -192,6 +206,7 @@ class IndexService:
                 self._write_snapshot()
         if results or removed:
             self._pending_snapshot = True  # file hashes changed: the snapshot digest must follow
+            self._build_digest = None
         self._info = self._make_info(len(results), started, cache)
         if changed:
             gc.freeze()
@@ -231,6 +246,7 @@ class IndexService:
         if self._index is not None:
             if digest != self._snapshot_digest:
                 return False
+            self._build_digest = digest
             cache.touch(touched)
             self._info = self._make_info(0, started, cache)
             return True
@@ -243,7 +259,7 @@ class IndexService:
             log.warning("ignoring the index snapshot: %s", exc)
             return False
         cache.touch(touched)
-        self._snapshot_digest = digest
+        self._snapshot_digest = self._build_digest = digest
         self._engine = ImpactEngine(self._index)
         self._layout = None
         self._info = self._make_info(0, started, cache)
@@ -344,21 +360,55 @@ class IndexService:
         """Every job/event/ws_event/queue/stream with counts and orphan reasons.
 
         With ``with_checks`` each job and event entry also carries the ids of the
-        ``verify_flow`` checks it fails (computed once per index build).
+        ``verify_flow`` checks it fails: computed on the first such call of an index build,
+        then kept in memory and in the cache next to the snapshot, under the same digest
+        (any changed file, config file or convention gives another digest: they are
+        computed again).
         """
-        if kind is not None and kind not in KINDS:
-            raise InvalidArgument(f"kind must be one of {', '.join(KINDS)} (got {kind!r})")
+        if kind is not None:
+            from tools.mesh_index.sites import KINDS
+
+            if kind not in KINDS:
+                raise InvalidArgument(f"kind must be one of {', '.join(KINDS)} (got {kind!r})")
         with self._lock:
             engine = self._ensure()
             catalogue = build_catalogue(engine, self._current_info(), kind, bool(orphans_only))
         if with_checks:
+            table = self.failing_checks()
+            for entry in catalogue.entries:
+                entry.failing_checks = list(table.get((entry.kind, entry.value), []))
+        return catalogue
+
+    def failing_checks(self) -> dict[tuple[str, str], list[str]]:
+        """(kind, value) -> ids of the verify_flow checks that job or event type fails (see :meth:`catalogue`)."""
+        with self._lock:
+            self._ensure()
+            index = self._index
+            if self._checks is not None and self._checks[0] is index:
+                return self._checks[1]
+            cache = self._cache if self._cache is not None and self._cache.enabled else None
+            key = self._checks_key() if cache is not None else None
+            table = cache.load_checks(key) if cache is not None and key is not None else None
+        if table is None:
             # verify_flow is built on this index; imported here to keep the dependency one-way at load time
             from tools.verify.service import failing_checks_by_type
 
             table = failing_checks_by_type(self)
-            for entry in catalogue.entries:
-                entry.failing_checks = table.get((entry.kind, entry.value), [])
-        return catalogue
+            with self._lock:
+                if cache is not None and key is not None and self._index is index:
+                    cache.store_checks(key, table)
+        with self._lock:
+            if self._index is index:
+                self._checks = (index, table)
+        return table
+
+    def _checks_key(self) -> str | None:
+        """The digest of the current build (as the snapshot's) plus the code version, or None."""
+        if self._found is None:
+            return None
+        if self._build_digest is None:  # built here: file hashes and config mtimes as this build read them
+            self._build_digest = self._digest(self._found)
+        return f"{self._build_digest}:{__version__}"
 
     def info(self) -> IndexInfo:
         with self._lock:
