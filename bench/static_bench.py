@@ -11,7 +11,7 @@ Prints, in one run:
   ``tools/list`` and its first ``analyze_impact`` (``--no-processes`` skips this part);
 - in-process floor: the same tree-sitter parse of every file, sequential, in this process;
 - parse-only: tree-sitter parse of every file, nothing else, in parallel across the cores
-  (the same process pool and chunking as the index): the floor;
+  (the same process pool, start method and chunking as the index): the 20k-file floor;
 - cold index: a new IndexService with an empty cache (discover, parse + extract in
   parallel, store in SQLite, link);
 - warm index, new process: a new IndexService on the filled cache, nothing changed
@@ -40,7 +40,6 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
-from multiprocessing import get_context
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -48,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.gen_workspace import generate
 from bench.static_processes import index_processes, serve_process
 from server.config import Conventions
-from tools.mesh_index.indexer import CHUNK, worker_count
+from tools.mesh_index.indexer import CHUNK, pool_context, worker_count
 from tools.mesh_index.service import IndexService
 from tools.mesh_index.workspace import discover
 
@@ -84,7 +83,7 @@ def parse_in_process(root: Path, items: list[tuple[str, str]]) -> tuple[float, i
 def parse_only(root: Path, workers: int, items: list[tuple[str, str]]) -> tuple[float, int]:
     chunks = [items[i:i + CHUNK] for i in range(0, len(items), CHUNK)]
     start = time.perf_counter()
-    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
+    with ProcessPoolExecutor(max_workers=workers, mp_context=pool_context()) as pool:
         parsed = sum(pool.map(_parse_chunk, [str(root)] * len(chunks), chunks))
     return time.perf_counter() - start, parsed
 
