@@ -20,9 +20,10 @@ createEvent({ type: t })`` is seen as ``type: getEventForJob(j)``.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tree_sitter import Node
+if TYPE_CHECKING:  # tree-sitter is imported only where files are parsed
+    from tree_sitter import Node
 
 Expr = list[Any]
 MAX_RAW = 160

@@ -15,9 +15,10 @@ Python walk of every node, to stay within a small factor of the parse time.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tree_sitter import Node
+if TYPE_CHECKING:  # tree-sitter is imported only where files are parsed
+    from tree_sitter import Node
 
 from tools.mesh_index.class_facts import ClassFacts
 from tools.mesh_index.expressions import (
