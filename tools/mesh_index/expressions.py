@@ -48,7 +48,10 @@ SCOPE_NODES = {"statement_block", "switch_case", "switch_default"}
 
 
 def text(node: Node | None) -> str:
-    return node.text.decode("utf-8", "replace") if node is not None and node.text is not None else ""
+    if node is None:
+        return ""
+    raw_bytes = node.text  # one access: each one copies the node's bytes out of the source
+    return "" if raw_bytes is None else raw_bytes.decode("utf-8", "replace")
 
 
 def raw(node: Node) -> Expr:
