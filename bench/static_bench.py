@@ -47,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.gen_workspace import generate
 from bench.static_processes import index_processes, serve_process
 from server.config import Conventions
-from tools.mesh_index.indexer import CHUNK, pool_context, worker_count
+from tools.mesh_index.indexer import pool_context, split_chunks, worker_count
 from tools.mesh_index.service import IndexService
 from tools.mesh_index.workspace import discover
 
@@ -81,7 +81,7 @@ def parse_in_process(root: Path, items: list[tuple[str, str]]) -> tuple[float, i
 
 
 def parse_only(root: Path, workers: int, items: list[tuple[str, str]]) -> tuple[float, int]:
-    chunks = [items[i:i + CHUNK] for i in range(0, len(items), CHUNK)]
+    chunks = split_chunks(items, workers)
     start = time.perf_counter()
     with ProcessPoolExecutor(max_workers=workers, mp_context=pool_context()) as pool:
         parsed = sum(pool.map(_parse_chunk, [str(root)] * len(chunks), chunks))

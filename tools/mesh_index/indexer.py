@@ -34,6 +34,7 @@ log = logging.getLogger("mesh.index")
 
 PARALLEL_THRESHOLD = 400
 CHUNK = 250
+MIN_CHUNK = 25
 
 Item = tuple[str, str]  # (relative path, kind)
 Result = tuple[str, int, int, str, dict[str, Any]]  # (rel, size, mtime_ns, sha1, facts)
@@ -95,6 +96,12 @@ def parse_files(root: str, items: list[Item], cfg: ExtractConfig,
     return out
 
 
+def split_chunks(items: list[Item], workers: int) -> list[list[Item]]:
+    """About four chunks per worker (so that none waits long for the last), of at most :data:`CHUNK` files."""
+    size = max(MIN_CHUNK, min(CHUNK, -(-len(items) // (4 * max(1, workers)))))
+    return [items[i:i + size] for i in range(0, len(items), size)]
+
+
 def pool_context() -> BaseContext:
     """``fork`` in a single-threaded process, else a ``forkserver`` preloaded with this module, else ``spawn``."""
     import multiprocessing
@@ -114,7 +121,7 @@ def _parallel(root: str, items: list[Item], cfg: ExtractConfig,
               progress: Callable[[int, int, str], None] | None, n: int) -> list[Result]:
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    chunks = [items[i:i + CHUNK] for i in range(0, len(items), CHUNK)]
+    chunks = split_chunks(items, n)
     out: list[Result] = []
     done = 0
     with ProcessPoolExecutor(max_workers=n, mp_context=pool_context(), initializer=gc.enable) as pool:
