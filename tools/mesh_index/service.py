@@ -195,6 +195,9 @@ class IndexService:
         configs_changed = self._read_configs(found.packages, found.tsconfigs)
         # an edit that leaves every file's facts as they were (a comment, a method body) needs no relink
         changed = bool(facts_changed or removed or configs_changed or self._index is None)
+        if results or removed:
+            self._pending_snapshot = True  # file hashes changed: the snapshot digest must follow
+            self._build_digest = None
         if changed:
             self._layout = self._make_layout()
             self._build_digest = None
@@ -204,9 +207,6 @@ class IndexService:
             self._pending_snapshot = True  # its digest is computed when written (on close, or now if large)
             if cache is not None and (len(results) >= SNAPSHOT_AT_ONCE or full):
                 self._write_snapshot()
-        if results or removed:
-            self._pending_snapshot = True  # file hashes changed: the snapshot digest must follow
-            self._build_digest = None
         self._info = self._make_info(len(results), started, cache)
         if changed:
             gc.freeze()
