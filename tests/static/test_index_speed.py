@@ -301,3 +301,25 @@ def test_warm_index_imports_neither_tree_sitter_nor_linker_nor_verify(workspace:
 
 def test_help_imports_no_settings():
     assert _probe("--help") == []
+
+
+def test_index_summary_is_cached_with_the_snapshot(workspace: Path, make_service, monkeypatch):
+    first = make_service(workspace)
+    catalogue = first.catalogue(with_checks=False)
+    assert first.summary() == (catalogue.counts, catalogue.orphans) and catalogue.orphans == 24
+    first.close()
+
+    import tools.mesh_index.service as service_module
+
+    def no_catalogue(*args, **kwargs):
+        raise AssertionError("an unchanged workspace must take the summary from the cache")
+
+    monkeypatch.setattr(service_module, "build_catalogue", no_catalogue)
+    warm = make_service(workspace)
+    assert warm.summary() == (catalogue.counts, catalogue.orphans)
+    warm.close()
+    path = workspace / "ms-event/src/modules/event/event.service.ts"
+    path.write_text(path.read_text().replace("EventsJobType.GEOCODE_EVENT", "EventsJobType.PUBLISH_EVENT"))
+    changed = make_service(workspace)
+    with pytest.raises(AssertionError, match="from the cache"):
+        changed.summary()  # another digest: computed again

@@ -134,7 +134,7 @@ class IndexService:
         self._pending_snapshot = False
         self._snapshot_digest: str | None = None  # digest of the snapshot this process loaded
         self._build_digest: str | None = None  # digest of the state the current index was built from
-        self._checks: tuple[LinkedIndex, dict[tuple[str, str], list[str]]] | None = None  # failing checks of a build
+        self._memo: dict[str, tuple[LinkedIndex | None, Any]] = {}  # values derived from one build (see _derived)
 
     # -- building ------------------------------------------------------------------------------
     def _open_cache(self) -> FactCache | None:
@@ -381,28 +381,50 @@ class IndexService:
 
     def failing_checks(self) -> dict[tuple[str, str], list[str]]:
         """(kind, value) -> ids of the verify_flow checks that job or event type fails (see :meth:`catalogue`)."""
-        with self._lock:
-            self._ensure()
-            index = self._index
-            if self._checks is not None and self._checks[0] is index:
-                return self._checks[1]
-            cache = self._cache if self._cache is not None and self._cache.enabled else None
-            key = self._checks_key() if cache is not None else None
-            table = cache.load_checks(key) if cache is not None and key is not None else None
-        if table is None:
+
+        def compute() -> list[list[Any]]:
             # verify_flow is built on this index; imported here to keep the dependency one-way at load time
             from tools.verify.service import failing_checks_by_type
 
-            table = failing_checks_by_type(self)
+            return [[k, v, ids] for (k, v), ids in sorted(failing_checks_by_type(self).items())]
+
+        rows = self._derived("checks", compute)
+        return {(k, v): list(ids) for k, v, ids in rows}
+
+    def summary(self) -> tuple[dict[str, int], int]:
+        """The catalogue's counts by kind and its number of orphans (what ``mesh-mcp index`` prints),
+        kept in memory and in the cache like :meth:`failing_checks`."""
+
+        def compute() -> list[Any]:
+            catalogue = self.catalogue(with_checks=False)
+            return [catalogue.counts, catalogue.orphans]
+
+        counts, orphans = self._derived("summary", compute)
+        return dict(counts), int(orphans)
+
+    def _derived(self, name: str, compute: Callable[[], Any]) -> Any:
+        """``compute()`` for the current build: from memory, else from the cache (same digest), else computed
+        (outside the lock: it may query the index) and stored for this build only."""
+        with self._lock:
+            self._ensure()
+            index = self._index
+            memo = self._memo.get(name)
+            if memo is not None and memo[0] is index:
+                return memo[1]
+            cache = self._cache if self._cache is not None and self._cache.enabled else None
+            key = self._build_key() if cache is not None else None
+            value = cache.load_derived(name, key) if cache is not None and key is not None else None
+        if value is None:
+            value = compute()
             with self._lock:
                 if cache is not None and key is not None and self._index is index:
-                    cache.store_checks(key, table)
+                    cache.store_derived(name, key, value)
         with self._lock:
             if self._index is index:
-                self._checks = (index, table)
-        return table
+                self._memo[name] = (index, value)
+        return value
 
-    def _checks_key(self) -> str | None:
+    def _build_key(self) -> str | None:
         """The digest of the current build (as the snapshot's) plus the code version, or None."""
         if self._found is None:
             return None
