@@ -1,11 +1,17 @@
-"""Benchmark of the static index on a generated workspace of N files (default 20,000).
+"""Benchmark of the static index on a generated workspace of N files (default 20,000) or a real one.
 
-    python bench/static_bench.py [--files 20000] [--workspace DIR] [--queries 300] [--workers N]
+    python bench/static_bench.py [--files 20000] [--queries 300] [--workers N] [--runs 3]
+    python bench/static_bench.py --workspace DIR [--runs 5]
 
 Prints, in one run:
 
+- whole processes (:mod:`bench.static_processes`, interleaved, medians of ``--runs``): the
+  floor (one Python process parsing every TypeScript file with tree-sitter), cold and warm
+  ``mesh-mcp index`` and their ratios to the floor; ``mesh-mcp serve`` ready for
+  ``tools/list`` and its first ``analyze_impact`` (``--no-processes`` skips this part);
+- in-process floor: the same tree-sitter parse of every file, sequential, in this process;
 - parse-only: tree-sitter parse of every file, nothing else, in parallel across the cores
-  (the same process pool and chunking as the index): the floor;
+  (the same process pool, start method and chunking as the index): the 20k-file floor;
 - cold index: a new IndexService with an empty cache (discover, parse + extract in
   parallel, store in SQLite, link);
 - warm index, new process: a new IndexService on the filled cache, nothing changed
@@ -18,7 +24,8 @@ Prints, in one run:
 - peak RSS of this process and of the largest worker process.
 
 Goals at 20,000 files: cold <= 2x parse-only, warm < 5% of cold, incremental < 0.5 s,
-query p95 < 20 ms, peak RSS < 600 MB.
+query p95 < 20 ms, peak RSS < 600 MB. On a workspace of 1,000-2,000 files (whole processes):
+cold <= 2x the floor, warm <= 1x; ``serve`` ready < 1 s, first analyze_impact < 100 ms.
 """
 
 from __future__ import annotations
@@ -33,14 +40,14 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
-from multiprocessing import get_context
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.gen_workspace import generate
+from bench.static_processes import index_processes, serve_process
 from server.config import Conventions
-from tools.mesh_index.indexer import CHUNK, worker_count
+from tools.mesh_index.indexer import pool_context, split_chunks, worker_count
 from tools.mesh_index.service import IndexService
 from tools.mesh_index.workspace import discover
 
@@ -58,12 +65,25 @@ def _parse_chunk(root: str, items: list[tuple[str, str]]) -> int:
     return n
 
 
-def parse_only(root: Path, workers: int) -> tuple[float, int]:
-    found = discover(root, Conventions().static.skip_dirs)
-    items = [(f.rel, f.kind) for f in found.files]
-    chunks = [items[i:i + CHUNK] for i in range(0, len(items), CHUNK)]
+def index_items(root: Path) -> list[tuple[str, str]]:
+    """(rel, kind) of every file the index reads."""
+    return [(f.rel, f.kind) for f in discover(root, Conventions().static.skip_dirs).files]
+
+
+def parse_in_process(root: Path, items: list[tuple[str, str]]) -> tuple[float, int]:
+    """tree-sitter parse of every TypeScript file, sequential, in this process (parsers made first)."""
+    from tools.mesh_index.ts_queries import parser
+
+    parser("ts"), parser("tsx")
     start = time.perf_counter()
-    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
+    n = _parse_chunk(str(root), items)
+    return time.perf_counter() - start, n
+
+
+def parse_only(root: Path, workers: int, items: list[tuple[str, str]]) -> tuple[float, int]:
+    chunks = split_chunks(items, workers)
+    start = time.perf_counter()
+    with ProcessPoolExecutor(max_workers=workers, mp_context=pool_context()) as pool:
         parsed = sum(pool.map(_parse_chunk, [str(root)] * len(chunks), chunks))
     return time.perf_counter() - start, parsed
 
@@ -86,6 +106,8 @@ def main() -> int:
     ap.add_argument("--queries", type=int, default=300)
     ap.add_argument("--workers", type=int, default=worker_count())
     ap.add_argument("--keep", action="store_true", help="keep the generated workspace")
+    ap.add_argument("--runs", type=int, default=3, help="whole-process runs of each kind (medians printed)")
+    ap.add_argument("--no-processes", action="store_true", help="skip the whole-process figures")
     args = ap.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="mesh-static-bench-"))
@@ -95,15 +117,22 @@ def main() -> int:
         print(f"generated {written} files in {t:.1f} s under {root}")
     cache = tmp / "state"
     conv = Conventions()
-    print(f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}, workers={args.workers}")
+    print(f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}, workers={args.workers}, "
+          f"load average {os.getloadavg()[0]:.1f}")
+    items = index_items(root)
+    whole: dict[str, float] = {}
+    if not args.no_processes:
+        whole = index_processes(root, items, args.runs, tmp / "proc-state")
 
-    parse_s, parsed = parse_only(root, args.workers)
+    seq_s, parsed = parse_in_process(root, items)
+    print(f"in-process floor (tree-sitter, sequential, this process): {seq_s:.2f} s for {parsed} files")
+    parse_s, parsed = parse_only(root, args.workers, items)
     print(f"parse-only (tree-sitter, {args.workers} processes): {parse_s:.2f} s for {parsed} files")
 
     svc = IndexService(root, conv, cache, workers=args.workers)
     cold_s, info = timed(svc.refresh)
     print(f"cold index: {cold_s:.2f} s ({info.files} files, {info.parse_errors} parse errors) "
-          f"= {cold_s / parse_s:.2f}x parse-only")
+          f"= {cold_s / parse_s:.2f}x parse-only, {cold_s / seq_s:.2f}x in-process floor")
 
     fresh = IndexService(root, conv, cache, workers=args.workers)
     warm_new_s, info2 = timed(fresh.refresh)
@@ -111,8 +140,22 @@ def main() -> int:
     fresh.close()
     warm_in_s, info3 = timed(svc.refresh)
     assert info3.reparsed == 0
-    print(f"warm index, new process: {warm_new_s:.3f} s ({100 * warm_new_s / cold_s:.1f}% of cold); "
+    print(f"warm index, new process: {warm_new_s:.3f} s ({100 * warm_new_s / cold_s:.1f}% of cold, "
+          f"{warm_new_s / seq_s:.2f}x in-process floor); "
           f"in-process: {warm_in_s:.3f} s ({100 * warm_in_s / cold_s:.1f}% of cold)")
+    first = IndexService(root, conv, cache, workers=args.workers)
+    entries = svc.catalogue(with_checks=False).entries
+    some_target = entries[0].value if entries else "x"
+    first_s, _r = timed(lambda: first.analyze_impact(some_target))
+    first.close()
+    print(f"first analyze_impact in a new service on the built index (snapshot load included): "
+          f"{first_s * 1000:.0f} ms")
+    if whole:
+        serve_process(root, tmp / "proc-state", some_target, args.runs)
+    if args.workspace is not None:
+        cat_s, cat = timed(svc.catalogue)
+        print(f"list_catalogue with failing checks, first call: {cat_s * 1000:.0f} ms ({len(cat.entries)} entries)")
+        return _finish(svc, args, tmp)
 
     target_file = next(p for p in sorted(root.glob("ms-*/src/*.producer.service.ts")))
     original = target_file.read_text()
@@ -131,7 +174,8 @@ def main() -> int:
     print(f"incremental (1 file changed), in-process: median {statistics.median(incr):.3f} s "
           f"(runs: {', '.join(f'{x:.3f}' for x in incr)}); new process: {incr_new_s:.3f} s")
 
-    catalogue = svc.catalogue()
+    first_cat_s, catalogue = timed(svc.catalogue)
+    print(f"list_catalogue with failing checks, first call: {first_cat_s * 1000:.0f} ms")
     rng = random.Random(7)
     entries = catalogue.entries
     targets = []
@@ -147,9 +191,13 @@ def main() -> int:
               f"p95 {pct(times, 0.95):.2f} ms, max {max(times):.2f} ms")
     cat_s, cat = timed(svc.catalogue)
     print(f"list_catalogue: {cat_s * 1000:.0f} ms ({len(cat.entries)} entries, {cat.orphans} orphans)")
+    return _finish(svc, args, tmp)
+
+
+def _finish(svc: IndexService, args: argparse.Namespace, tmp: Path) -> int:
     self_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     child_rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    print(f"peak RSS: this process {self_rss:.0f} MB, largest worker process {child_rss:.0f} MB")
+    print(f"peak RSS: this process {self_rss:.0f} MB, largest child process {child_rss:.0f} MB")
     svc.close()
     if not args.keep:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -15,7 +15,6 @@ from pathlib import Path
 
 from server import __version__
 from server.cli_support import add_common_flags, fail, setup_logging
-from server.config import ConfigError
 from server.errors import MeshError
 
 COMMANDS: dict[str, str] = {
@@ -147,14 +146,22 @@ def main(argv: list[str] | None = None) -> int:
         code = int(func(args) or 0)
         sys.stdout.flush()  # a closed pipe shows here, inside the handler, not at interpreter exit
         return code
-    except ConfigError as exc:
-        return fail(str(exc))
     except MeshError as exc:
         return fail(str(exc))
     except KeyboardInterrupt:
         return fail("interrupted", 130)
     except BrokenPipeError:
         return _quiet_broken_pipe()
+    except Exception as exc:
+        if _is_config_error(exc):
+            return fail(str(exc))
+        raise
+
+
+def _is_config_error(exc: Exception) -> bool:
+    """A ConfigError (only raised once ``server.config`` was imported: the parser does not import it)."""
+    config = sys.modules.get("server.config")
+    return config is not None and isinstance(exc, config.ConfigError)
 
 
 if __name__ == "__main__":

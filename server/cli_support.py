@@ -10,11 +10,10 @@ import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
-
-from server.config import Settings, load_settings
+if TYPE_CHECKING:  # settings (pydantic) are imported by the commands that read them, not by ``--help``
+    from server.config import Settings
 
 
 def setup_logging(verbose: bool = False) -> None:
@@ -28,6 +27,8 @@ def setup_logging(verbose: bool = False) -> None:
 
 def settings_from_args(args: argparse.Namespace, **overrides: Any) -> Settings:
     """Settings from ``--workspace`` / ``--config`` / ``MESH_*``; raises ConfigError."""
+    from server.config import load_settings
+
     extra: dict[str, Any] = dict(overrides)
     if getattr(args, "enable_remediation", False):
         extra["enable_remediation"] = True
@@ -48,6 +49,8 @@ def add_common_flags(parser: argparse.ArgumentParser, *, json_flag: bool = True)
 
 
 def print_json(value: Any) -> None:
+    from pydantic import BaseModel
+
     if isinstance(value, BaseModel):
         value = value.model_dump(mode="json")
     json.dump(value, sys.stdout, indent=2, ensure_ascii=False, default=str)

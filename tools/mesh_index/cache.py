@@ -50,7 +50,8 @@ class FactCache:
             if row is None or row[0] != signature:
                 with conn:
                     conn.execute("DELETE FROM files")
-                    conn.execute("DELETE FROM meta WHERE key IN ('snapshot', 'snapshot_digest')")
+                    conn.execute("DELETE FROM meta WHERE key IN ('snapshot', 'snapshot_digest') "
+                                 "OR key LIKE 'derived:%'")
                     conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('signature', ?)", (signature,))
             self._conn = conn
         except (OSError, sqlite3.Error) as exc:
@@ -118,6 +119,33 @@ class FactCache:
         except sqlite3.Error as exc:
             self._fail(exc)
 
+    def load_derived(self, name: str, key: str) -> Any | None:
+        """A value computed from one build of the index (``name``: ``checks``, ``summary``), stored for
+        ``key`` (the build's digest and the code version); None when absent or stored for another key."""
+        if self._conn is None:
+            return None
+        try:
+            with self._lock:
+                row = self._conn.execute("SELECT value FROM meta WHERE key=?", (f"derived:{name}",)).fetchone()
+            if row is None:
+                return None
+            stored_key, value = json.loads(row[0])
+            return value if stored_key == key else None
+        except (sqlite3.Error, ValueError, TypeError) as exc:
+            log.warning("ignoring the cached %s: %s", name, exc)
+            return None
+
+    def store_derived(self, name: str, key: str, value: Any) -> None:
+        """Keep one ``name`` value, for ``key`` (replaces the previous one)."""
+        if self._conn is None:
+            return
+        text = json.dumps([key, value], separators=(",", ":"))
+        try:
+            with self._lock, self._conn:
+                self._conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (f"derived:{name}", text))
+        except sqlite3.Error as exc:
+            self._fail(exc)
+
     def store(self, rows: Iterable[tuple[str, int, int, str, dict[str, Any]]]) -> None:
         if self._conn is None:
             return
@@ -158,6 +186,7 @@ class FactCache:
         try:
             with self._lock, self._conn:
                 self._conn.execute("DELETE FROM files")
+                self._conn.execute("DELETE FROM meta WHERE key LIKE 'derived:%'")
         except sqlite3.Error as exc:
             self._fail(exc)
 

@@ -5,9 +5,10 @@ A mixin of the file extractor (:mod:`tools.mesh_index.parser`); see there for th
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tree_sitter import Node
+if TYPE_CHECKING:  # tree-sitter is imported only where files are parsed
+    from tree_sitter import Node
 
 from tools.mesh_index.expressions import chain, line_of, string_value, text, to_expr, type_exprs
 from tools.mesh_index.ts_queries import ExtractConfig, captures

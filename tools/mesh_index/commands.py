@@ -66,17 +66,17 @@ def cmd_index(args: argparse.Namespace) -> int:
     service = make_service(args)
     try:
         info = service.refresh(ProgressBar(), full=bool(getattr(args, "full", False)))
-        catalogue = service.catalogue()
+        counts, orphans = service.summary()  # only counts are printed: no verify checks
     finally:
         service.close()
     if args.json:
-        print_json({"index": info.model_dump(mode="json"), "counts": catalogue.counts, "orphans": catalogue.orphans})
+        print_json({"index": info.model_dump(mode="json"), "counts": counts, "orphans": orphans})
         return 0
     rows = [["workspace", info.workspace], ["files", info.files], ["re-parsed", info.reparsed],
             ["parse errors", info.parse_errors], ["duration", f"{info.duration_s:.2f} s"],
             ["cache", info.cache or "(none)"]]
-    rows += [[f"{kind}s", n] for kind, n in sorted(catalogue.counts.items())]
-    rows.append(["orphans", catalogue.orphans])
+    rows += [[f"{kind}s", n] for kind, n in sorted(counts.items())]
+    rows.append(["orphans", orphans])
     print_table(["index", "value"], rows, max_width=100)
     for path in info.parse_error_files[:10]:
         print(f"parse error: {path}")

@@ -20,9 +20,10 @@ createEvent({ type: t })`` is seen as ``type: getEventForJob(j)``.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tree_sitter import Node
+if TYPE_CHECKING:  # tree-sitter is imported only where files are parsed
+    from tree_sitter import Node
 
 Expr = list[Any]
 MAX_RAW = 160
@@ -47,7 +48,10 @@ SCOPE_NODES = {"statement_block", "switch_case", "switch_default"}
 
 
 def text(node: Node | None) -> str:
-    return node.text.decode("utf-8", "replace") if node is not None and node.text is not None else ""
+    if node is None:
+        return ""
+    raw_bytes = node.text  # one access: each one copies the node's bytes out of the source
+    return "" if raw_bytes is None else raw_bytes.decode("utf-8", "replace")
 
 
 def raw(node: Node) -> Expr:

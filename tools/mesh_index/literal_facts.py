@@ -6,9 +6,10 @@ A mixin of the file extractor (:mod:`tools.mesh_index.parser`) plus the JSON con
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tree_sitter import Node
+if TYPE_CHECKING:  # tree-sitter is imported only where files are parsed
+    from tree_sitter import Node
 
 from tools.mesh_index.expressions import enclosing_symbol, line_of, object_entries, text, to_expr
 from tools.mesh_index.sql_sites import sql_facts

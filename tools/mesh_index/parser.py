@@ -15,9 +15,11 @@ Python walk of every node, to stay within a small factor of the parse time.
 from __future__ import annotations
 
 import re
-from typing import Any
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
 
-from tree_sitter import Node
+if TYPE_CHECKING:  # tree-sitter is imported only where files are parsed
+    from tree_sitter import Node
 
 from tools.mesh_index.class_facts import ClassFacts
 from tools.mesh_index.expressions import (
@@ -39,22 +41,36 @@ __all__ = ["FACTS_VERSION", "ExtractConfig", "extract"]
 NEW_CALL = re.compile(rb"new\s+[A-Z]\w*\s*\(")
 CONSTRUCTED = re.compile(rb"\bnew\s+([A-Z][\w$]*)\s*[(<]")
 NAMED = re.compile(rb"\s*[A-Za-z_$][\w$]*\s*[,)]")
+BRACKETS = re.compile(rb"[()\[\]{},]")
 
 
 def has_new_with_named_arg(src: bytes) -> bool:
-    """Pre-filter of :meth:`LiteralFacts.news`: ``new X(a, NAME)`` somewhere in the file."""
+    """Pre-filter of :meth:`LiteralFacts.news`: ``new X(a, NAME)`` somewhere in the file.
+
+    Looks at most 400 bytes past each ``new X(``, jumping from bracket to bracket (a regex
+    finds them in C) until the call's ``(`` closes."""
     for m in NEW_CALL.finditer(src):
-        depth, i, end = 1, m.end(), min(len(src), m.end() + 400)
-        while i < end and depth:
-            ch = src[i]
+        depth, end = 1, min(len(src), m.end() + 400)
+        for b in BRACKETS.finditer(src, m.end(), end):
+            ch = src[b.start()]
             if ch in b"([{":
                 depth += 1
             elif ch in b")]}":
                 depth -= 1
-            elif ch == 44 and depth == 1 and NAMED.match(src, i + 1):  # a top-level ", NAME"
+                if not depth:
+                    break
+            elif depth == 1 and NAMED.match(src, b.start() + 1):  # a top-level ", NAME"
                 return True
-            i += 1
     return False
+
+
+@lru_cache(maxsize=8)
+def _needles(cfg: ExtractConfig) -> tuple[tuple[bytes, ...], tuple[bytes, ...], tuple[bytes, ...]]:
+    """The byte strings of :meth:`_FileExtractor.run`'s pre-filters (call names, object keys, SQL
+    tokens), encoded once per config instead of once per file."""
+    keys = cfg.stream_fields + cfg.group_fields + ("provide",)
+    return (tuple(n.encode() for n in cfg.call_names), tuple(k.encode() for k in keys),
+            tuple(t.encode() for t in cfg.sql_tokens))
 
 
 def extract(source: bytes, kind: str, cfg: ExtractConfig) -> dict[str, Any]:
@@ -83,10 +99,10 @@ class _FileExtractor(ClassFacts, LiteralFacts):
     def run(self, root: Node) -> None:
         for node in root.named_children:
             self.top_level(node)
-        if any(name.encode() in self.src for name in self.cfg.call_names):
+        calls, keys, sql_tokens = _needles(self.cfg)
+        if any(name in self.src for name in calls):
             self.calls(root)
-        keys = self.cfg.stream_fields + self.cfg.group_fields + ("provide",)
-        if any(k.encode() in self.src for k in keys):
+        if any(k in self.src for k in keys):
             self.objects(root)
         if b"new " in self.src:
             built = sorted({m.decode() for m in CONSTRUCTED.findall(self.src)} - BUILTINS)
@@ -94,8 +110,10 @@ class _FileExtractor(ClassFacts, LiteralFacts):
                 self.f["constructs"] = built  # classes this file instantiates (a post-processor is started here)
             if has_new_with_named_arg(self.src):
                 self.news(root)
-        if any(tok.encode() in self.src.lower() for tok in self.cfg.sql_tokens):
-            self.sql_strings(root)
+        if sql_tokens:
+            low = self.src.lower()  # once, not once per token
+            if any(tok in low for tok in sql_tokens):
+                self.sql_strings(root)
         if b"migrations" in self.src:
             self.migration_refs(root)
 

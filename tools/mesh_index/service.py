@@ -29,17 +29,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from server import __version__
 from server.config import Conventions, StaticConventions
 from server.errors import InvalidArgument, MeshError
 from tools.mesh_index import snapshot
 from tools.mesh_index.cache import FactCache
 from tools.mesh_index.catalogue import build_catalogue
 from tools.mesh_index.impact import ImpactEngine
-from tools.mesh_index.indexer import parse_files
 from tools.mesh_index.linked import LinkedIndex
+from tools.mesh_index.literal_facts import FACTS_VERSION
 from tools.mesh_index.model import Catalogue, ImpactResult, IndexInfo
-from tools.mesh_index.parser import FACTS_VERSION, ExtractConfig
-from tools.mesh_index.sites import KINDS, link
+from tools.mesh_index.ts_queries import ExtractConfig
 from tools.mesh_index.workspace import (
     Discovery,
     Layout,
@@ -93,6 +93,13 @@ def extract_config(conv: Conventions) -> ExtractConfig:
     )
 
 
+def link(*args: Any, **kwargs: Any) -> LinkedIndex:
+    """:func:`tools.mesh_index.sites.link`, imported on first use (a warm start never links)."""
+    from tools.mesh_index.sites import link as link_facts
+
+    return link_facts(*args, **kwargs)
+
+
 class IndexService:
     """The static index of ``workspace`` (see the module docstring)."""
 
@@ -126,6 +133,8 @@ class IndexService:
         self._errors: list[str] = []
         self._pending_snapshot = False
         self._snapshot_digest: str | None = None  # digest of the snapshot this process loaded
+        self._build_digest: str | None = None  # digest of the state the current index was built from
+        self._memo: dict[str, tuple[LinkedIndex | None, Any]] = {}  # values derived from one build (see _derived)
 
     # -- building ------------------------------------------------------------------------------
     def _open_cache(self) -> FactCache | None:
@@ -169,7 +178,11 @@ class IndexService:
         for rel in removed:
             self._files.pop(rel, None)
             self._facts.pop(rel, None)
-        results = parse_files(str(self.workspace), to_parse, self._cfg, progress, self.workers)
+        results = []
+        if to_parse:  # the parser (and tree-sitter) is imported only when something must be parsed
+            from tools.mesh_index.indexer import parse_files
+
+            results = parse_files(str(self.workspace), to_parse, self._cfg, progress, self.workers)
         facts_changed = False
         for rel, size, mtime, sha, facts in results:
             self._files[rel] = (size, mtime, sha)
@@ -182,16 +195,18 @@ class IndexService:
         configs_changed = self._read_configs(found.packages, found.tsconfigs)
         # an edit that leaves every file's facts as they were (a comment, a method body) needs no relink
         changed = bool(facts_changed or removed or configs_changed or self._index is None)
+        if results or removed:
+            self._pending_snapshot = True  # file hashes changed: the snapshot digest must follow
+            self._build_digest = None
         if changed:
             self._layout = self._make_layout()
+            self._build_digest = None
             self._index = link(self._facts, self._layout, self.full_conventions, self.known_emitters)
             self._engine = ImpactEngine(self._index)
             self._errors = sorted(rel for rel, f in self._facts.items() if f.get("error"))
             self._pending_snapshot = True  # its digest is computed when written (on close, or now if large)
             if cache is not None and (len(results) >= SNAPSHOT_AT_ONCE or full):
                 self._write_snapshot()
-        if results or removed:
-            self._pending_snapshot = True  # file hashes changed: the snapshot digest must follow
         self._info = self._make_info(len(results), started, cache)
         if changed:
             gc.freeze()
@@ -231,6 +246,7 @@ class IndexService:
         if self._index is not None:
             if digest != self._snapshot_digest:
                 return False
+            self._build_digest = digest
             cache.touch(touched)
             self._info = self._make_info(0, started, cache)
             return True
@@ -243,7 +259,7 @@ class IndexService:
             log.warning("ignoring the index snapshot: %s", exc)
             return False
         cache.touch(touched)
-        self._snapshot_digest = digest
+        self._snapshot_digest = self._build_digest = digest
         self._engine = ImpactEngine(self._index)
         self._layout = None
         self._info = self._make_info(0, started, cache)
@@ -344,21 +360,77 @@ class IndexService:
         """Every job/event/ws_event/queue/stream with counts and orphan reasons.
 
         With ``with_checks`` each job and event entry also carries the ids of the
-        ``verify_flow`` checks it fails (computed once per index build).
+        ``verify_flow`` checks it fails: computed on the first such call of an index build,
+        then kept in memory and in the cache next to the snapshot, under the same digest
+        (any changed file, config file or convention gives another digest: they are
+        computed again).
         """
-        if kind is not None and kind not in KINDS:
-            raise InvalidArgument(f"kind must be one of {', '.join(KINDS)} (got {kind!r})")
+        if kind is not None:
+            from tools.mesh_index.sites import KINDS
+
+            if kind not in KINDS:
+                raise InvalidArgument(f"kind must be one of {', '.join(KINDS)} (got {kind!r})")
         with self._lock:
             engine = self._ensure()
             catalogue = build_catalogue(engine, self._current_info(), kind, bool(orphans_only))
         if with_checks:
+            table = self.failing_checks()
+            for entry in catalogue.entries:
+                entry.failing_checks = list(table.get((entry.kind, entry.value), []))
+        return catalogue
+
+    def failing_checks(self) -> dict[tuple[str, str], list[str]]:
+        """(kind, value) -> ids of the verify_flow checks that job or event type fails (see :meth:`catalogue`)."""
+
+        def compute() -> list[list[Any]]:
             # verify_flow is built on this index; imported here to keep the dependency one-way at load time
             from tools.verify.service import failing_checks_by_type
 
-            table = failing_checks_by_type(self)
-            for entry in catalogue.entries:
-                entry.failing_checks = table.get((entry.kind, entry.value), [])
-        return catalogue
+            return [[k, v, ids] for (k, v), ids in sorted(failing_checks_by_type(self).items())]
+
+        rows = self._derived("checks", compute)
+        return {(k, v): list(ids) for k, v, ids in rows}
+
+    def summary(self) -> tuple[dict[str, int], int]:
+        """The catalogue's counts by kind and its number of orphans (what ``mesh-mcp index`` prints),
+        kept in memory and in the cache like :meth:`failing_checks`."""
+
+        def compute() -> list[Any]:
+            catalogue = self.catalogue(with_checks=False)
+            return [catalogue.counts, catalogue.orphans]
+
+        counts, orphans = self._derived("summary", compute)
+        return dict(counts), int(orphans)
+
+    def _derived(self, name: str, compute: Callable[[], Any]) -> Any:
+        """``compute()`` for the current build: from memory, else from the cache (same digest), else computed
+        (outside the lock: it may query the index) and stored for this build only."""
+        with self._lock:
+            self._ensure()
+            index = self._index
+            memo = self._memo.get(name)
+            if memo is not None and memo[0] is index:
+                return memo[1]
+            cache = self._cache if self._cache is not None and self._cache.enabled else None
+            key = self._build_key() if cache is not None else None
+            value = cache.load_derived(name, key) if cache is not None and key is not None else None
+        if value is None:
+            value = compute()
+            with self._lock:
+                if cache is not None and key is not None and self._index is index:
+                    cache.store_derived(name, key, value)
+        with self._lock:
+            if self._index is index:
+                self._memo[name] = (index, value)
+        return value
+
+    def _build_key(self) -> str | None:
+        """The digest of the current build (as the snapshot's) plus the code version, or None."""
+        if self._found is None:
+            return None
+        if self._build_digest is None:  # built here: file hashes and config mtimes as this build read them
+            self._build_digest = self._digest(self._found)
+        return f"{self._build_digest}:{__version__}"
 
     def info(self) -> IndexInfo:
         with self._lock:

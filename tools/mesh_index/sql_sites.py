@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from functools import lru_cache
 from typing import Any
 
 SqlExpr = list[Any]
@@ -40,8 +41,62 @@ def _line_at(text: str, offset: int, base: int) -> int:
     return base + text.count("\n", 0, offset)
 
 
+_SPECIAL = "()[]'"
+
+
+@lru_cache(maxsize=8)
+def _split_pattern(sep: str) -> re.Pattern[str]:
+    return re.compile(r"[()\[\]']|" + re.escape(sep))
+
+
 def split_top(s: str, sep: str = ",") -> list[str]:
-    """Split on ``sep`` outside quotes, parentheses and brackets."""
+    """Split on ``sep`` outside quotes (``''`` escapes a quote), parentheses and brackets.
+
+    A regex jumps from one quote, bracket or separator to the next (the text between is
+    never looked at in Python); an unbalanced ``)`` leaves the depth below zero, where
+    nothing splits, and an unterminated quote runs to the end."""
+    if not sep or any(c in _SPECIAL for c in sep):
+        return _split_top_chars(s, sep)
+    pattern = _split_pattern(sep)
+    out: list[str] = []
+    depth = start = pos = 0
+    n = len(s)
+    while True:
+        m = pattern.search(s, pos)
+        if m is None:
+            break
+        i = m.start()
+        ch = s[i]
+        if ch == "'":
+            j = i + 1
+            while True:  # to the quote that closes it (a doubled quote is an escaped one)
+                k = s.find("'", j)
+                if k < 0:
+                    j = n
+                    break
+                if k + 1 < n and s[k + 1] == "'":
+                    j = k + 2
+                    continue
+                j = k + 1
+                break
+            pos = j
+        elif ch in "([":
+            depth += 1
+            pos = i + 1
+        elif ch in ")]":
+            depth -= 1
+            pos = i + 1
+        elif depth == 0:
+            out.append(s[start:i])
+            start = pos = i + len(sep)
+        else:
+            pos = i + 1
+    out.append(s[start:])
+    return [p.strip() for p in out]
+
+
+def _split_top_chars(s: str, sep: str) -> list[str]:
+    """:func:`split_top` one character at a time (for a separator holding a quote or a bracket)."""
     out, depth, cur, i, quote = [], 0, [], 0, False
     while i < len(s):
         ch = s[i]
@@ -62,7 +117,7 @@ def split_top(s: str, sep: str = ",") -> list[str]:
         elif ch in ")]":
             depth -= 1
             cur.append(ch)
-        elif depth == 0 and s.startswith(sep, i):
+        elif depth == 0 and sep and s.startswith(sep, i):
             out.append("".join(cur))
             cur = []
             i += len(sep)

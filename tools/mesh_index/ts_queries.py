@@ -1,13 +1,18 @@
-"""tree-sitter languages, parsers and the queries fact extraction runs (compiled once per config)."""
+"""tree-sitter languages, parsers and the queries fact extraction runs (compiled once per config).
+
+tree-sitter itself is imported on first use: a process that parses nothing (a warm start
+loading the snapshot) never loads it.
+"""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
-import tree_sitter_typescript as tst
-from tree_sitter import Language, Node, Parser, Query, QueryCursor
+if TYPE_CHECKING:
+    from tree_sitter import Language, Node, Parser, Query
 
 
 @dataclass(frozen=True)
@@ -29,11 +34,16 @@ class ExtractConfig:
 
 @lru_cache(maxsize=2)
 def language(kind: str) -> Language:
+    import tree_sitter_typescript as tst
+    from tree_sitter import Language
+
     return Language(tst.language_tsx() if kind == "tsx" else tst.language_typescript())
 
 
 @lru_cache(maxsize=4)
 def parser(kind: str) -> Parser:
+    from tree_sitter import Parser
+
     return Parser(language(kind))
 
 
@@ -43,6 +53,8 @@ def quote_names(names: tuple[str, ...]) -> str:
 
 @lru_cache(maxsize=8)
 def queries(kind: str, cfg: ExtractConfig) -> dict[str, Query]:
+    from tree_sitter import Query
+
     lang = language(kind)
     keys = cfg.stream_fields + cfg.group_fields + ("provide",)
     q = {
@@ -74,6 +86,8 @@ def queries(kind: str, cfg: ExtractConfig) -> dict[str, Query]:
 
 def captures(query: Query, node: Node) -> dict[str, list[Node]]:
     """Captured nodes by name, each list in document order (facts must not depend on match order)."""
+    from tree_sitter import QueryCursor
+
     return {name: sorted(nodes, key=_start) for name, nodes in QueryCursor(query).captures(node).items()}
 
 

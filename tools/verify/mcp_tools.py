@@ -21,7 +21,6 @@ from tools.mesh_index.service import get_index_service
 from tools.skills.model import related_text
 from tools.skills.service import get_skill_links
 from tools.verify.model import FlowReport
-from tools.verify.service import verify_flow as verify_flow_lib
 
 
 def register(server: MCPServer, runtime: Runtime) -> None:
@@ -53,6 +52,8 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         """
         index = get_index_service(runtime)
         await refresh_with_progress(index, ctx)
+        from tools.verify.service import verify_flow as verify_flow_lib  # on first call: not at server start-up
+
         report = await anyio.to_thread.run_sync(verify_flow_lib, index, target)
         report.related_skills = await anyio.to_thread.run_sync(get_skill_links(runtime).for_flow, report)
         text = "\n".join(filter(None, [report.summary_text(), related_text(report.related_skills)]))

@@ -1,0 +1,179 @@
+"""Whole-process figures of the static index, for ``bench/static_bench.py``.
+
+Every figure here is the wall time of a new process, interpreter start included, as a user
+pays it:
+
+- floor: one Python process that imports tree-sitter and parses every TypeScript file of the
+  workspace (the files the index parses, listed beforehand), nothing else;
+- cold: ``mesh-mcp index --workspace DIR`` with an empty state folder (``MESH_STATE_DIR``);
+- warm: the same command again on the filled state folder, nothing changed;
+- serve: ``mesh-mcp serve --workspace DIR`` over stdio until the answer to ``tools/list``
+  (initialize, initialized, tools/list), then the first ``analyze_impact`` call on the index
+  built by the runs above.
+
+The runs are interleaved (floor, cold, warm, floor, ...) so that the machine's load hits
+them alike; medians and the ratios of medians are printed, with every run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+FLOOR_SCRIPT = """
+import sys
+import tree_sitter_typescript as tst
+from tree_sitter import Language, Parser
+parsers = {"ts": Parser(Language(tst.language_typescript())), "tsx": Parser(Language(tst.language_tsx()))}
+with open(sys.argv[1], encoding="utf-8") as listing:
+    for line in listing:
+        kind, path = line.rstrip("\\n").split("\\t", 1)
+        with open(path, "rb") as fh:
+            parsers[kind].parse(fh.read())
+"""
+
+
+def console_script() -> list[str]:
+    """The ``mesh-mcp`` console script next to this interpreter (else ``python -m server.cli``)."""
+    script = Path(sys.executable).with_name("mesh-mcp")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "server.cli"]
+
+
+def run_process(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
+    """(wall seconds, peak RSS MB of the process and its waited-for children); raises on failure."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    _pid, status, usage = os.wait4(proc.pid, 0)
+    elapsed = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    err = proc.stderr.read().decode("utf-8", "replace") if proc.stderr else ""
+    if proc.stderr:
+        proc.stderr.close()
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} exited with {proc.returncode}: {err[-2000:]}")
+    return elapsed, usage.ru_maxrss / 1024
+
+
+def write_listing(root: Path, items: list[tuple[str, str]], out: Path) -> int:
+    """The TypeScript files among ``items`` (rel, kind), one ``kind<TAB>absolute path`` a line."""
+    n = 0
+    with out.open("w", encoding="utf-8") as fh:
+        for rel, kind in items:
+            if kind in ("ts", "tsx"):
+                fh.write(f"{kind}\t{root / rel}\n")
+                n += 1
+    return n
+
+
+def _med(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def _runs(values: list[float]) -> str:
+    return ", ".join(f"{v:.2f}" for v in values)
+
+
+def index_processes(root: Path, items: list[tuple[str, str]], runs: int, state: Path) -> dict[str, float]:
+    """Floor, cold and warm as whole processes, interleaved ``runs`` times; prints and returns medians.
+
+    The filled state folder of the last cold run is left in ``state`` for :func:`serve_process`."""
+    tmp = Path(tempfile.mkdtemp(prefix="mesh-static-proc-"))
+    listing = tmp / "files.txt"
+    parsed = write_listing(root, items, listing)
+    mesh = console_script()
+    floor, cold, warm, cold_rss, warm_rss = [], [], [], [], []
+    try:
+        for _ in range(runs):
+            floor.append(run_process([sys.executable, "-c", FLOOR_SCRIPT, str(listing)])[0])
+            shutil.rmtree(state, ignore_errors=True)
+            env = {**os.environ, "MESH_STATE_DIR": str(state)}
+            t, rss = run_process([*mesh, "index", "--workspace", str(root)], env)
+            cold.append(t)
+            cold_rss.append(rss)
+            t, rss = run_process([*mesh, "index", "--workspace", str(root)], env)
+            warm.append(t)
+            warm_rss.append(rss)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    f, c, w = _med(floor), _med(cold), _med(warm)
+    print(f"whole processes, median of {runs} interleaved runs ({parsed} TypeScript files):")
+    print(f"  floor (python + tree-sitter parse, one process): {f:.2f} s (runs: {_runs(floor)})")
+    print(f"  cold `mesh-mcp index`: {c:.2f} s = {c / f:.2f}x floor (runs: {_runs(cold)}; "
+          f"peak RSS {max(cold_rss):.0f} MB)")
+    print(f"  warm `mesh-mcp index`: {w:.2f} s = {w / f:.2f}x floor, {100 * w / c:.1f}% of cold "
+          f"(runs: {_runs(warm)}; peak RSS {max(warm_rss):.0f} MB)")
+    return {"floor": f, "cold": c, "warm": w}
+
+
+class _Stdio:
+    """A JSON-RPC session with a ``mesh-mcp serve`` child over its stdin/stdout."""
+
+    def __init__(self, cmd: list[str], env: dict[str, str]) -> None:
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, env=env)
+        self.next_id = 0
+
+    def send(self, method: str, params: dict | None = None, notify: bool = False) -> dict | None:
+        msg: dict = {"jsonrpc": "2.0", "method": method, "params": params or {}}
+        if not notify:
+            self.next_id += 1
+            msg["id"] = self.next_id
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write((json.dumps(msg) + "\n").encode())
+        self.proc.stdin.flush()
+        if notify:
+            return None
+        while True:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise RuntimeError(f"the server closed stdout before answering {method}")
+            reply = json.loads(line)
+            if reply.get("id") == msg["id"]:
+                if "error" in reply:
+                    raise RuntimeError(f"{method}: {reply['error']}")
+                return reply["result"]
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+
+def serve_process(root: Path, state: Path, target: str, runs: int) -> dict[str, float]:
+    """``mesh-mcp serve`` ready for tools/list, then the first analyze_impact (medians of ``runs``)."""
+    env = {**os.environ, "MESH_STATE_DIR": str(state)}
+    ready, first = [], []
+    for _ in range(runs):
+        start = time.perf_counter()
+        session = _Stdio([*console_script(), "serve", "--workspace", str(root)], env)
+        try:
+            session.send("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                                        "clientInfo": {"name": "static-bench", "version": "1"}})
+            session.send("notifications/initialized", notify=True)
+            tools = session.send("tools/list")
+            ready.append(time.perf_counter() - start)
+            assert tools is not None and any(t["name"] == "analyze_impact" for t in tools["tools"])
+            t0 = time.perf_counter()
+            result = session.send("tools/call", {"name": "analyze_impact", "arguments": {"target": target}})
+            first.append(time.perf_counter() - t0)
+            assert result is not None and not result.get("isError"), result
+        finally:
+            session.close()
+    r, a = _med(ready), _med(first)
+    print(f"  `mesh-mcp serve` (stdio) ready for tools/list: {r:.2f} s (runs: {_runs(ready)}); first "
+          f"analyze_impact({target!r}) on the built index: {a * 1000:.0f} ms "
+          f"(runs: {', '.join(f'{x * 1000:.0f}' for x in first)})")
+    return {"serve_ready": r, "first_impact": a}
