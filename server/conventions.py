@@ -13,6 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from server.lint_conventions import LintConventions
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -203,3 +205,4 @@ class Conventions(_Strict):
     job_attempts: int = _d(3, "attempts BullMQ jobs are pushed with")
     retention_s: int = _d(86400, "COMPLETED rows older than this are purged by the runner")
     static: StaticConventions = StaticConventions()
+    lint: LintConventions = LintConventions()

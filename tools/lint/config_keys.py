@@ -1,0 +1,91 @@
+"""config-key-unread (heuristic): keys of a package's JSON configuration that no source file names.
+
+A key is flagged only when it sits in an object at least one of whose other keys *is* named
+in the workspace's production sources (so the object is read key by key) and its own name
+appears in none of them (as an identifier, a property or a word of a string such as
+``'postProcessor.maxRetries'``). A key read through a computed name, or by a library outside
+the workspace, is not seen: the finding says so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from tools.lint.context import LintContext
+from tools.lint.model import Evidence, Finding
+
+_WORD = re.compile(r"[A-Za-z_$][\w$]*")
+MAX_CONFIG_BYTES = 1_000_000
+
+
+def config_files(ctx: LintContext) -> list[str]:
+    wanted = set(ctx.lint.config_dirs)
+    skip = set(ctx.static.skip_dirs)
+    out = []
+    for dirpath, dirnames, filenames in os.walk(ctx.workspace):
+        dirnames[:] = sorted(d for d in dirnames if d not in skip and not d.startswith("."))
+        if Path(dirpath).name in wanted:
+            rel_dir = Path(dirpath).relative_to(ctx.workspace).as_posix()
+            out.extend(f"{rel_dir}/{n}" for n in sorted(filenames) if n.endswith(".json"))
+    return [f for f in out if not ctx.is_test(f)]
+
+
+def _line_of_key(lines: list[str], key: str, start: int) -> int:
+    needle = f'"{key}"'
+    for i in range(start, len(lines)):
+        if needle in lines[i]:
+            return i + 1
+    return 1
+
+
+def _walk(obj: dict[str, Any], path: list[str], words: set[str], lines: list[str],
+          found: list[tuple[str, int, list[str]]], cursor: list[int]) -> None:
+    read = [k for k in obj if k in words]
+    for key, value in obj.items():
+        line = _line_of_key(lines, key, cursor[0])
+        cursor[0] = max(cursor[0], line - 1)
+        if path and key not in words and read:  # top-level keys are often read by the platform (port, ...)
+            found.append((".".join([*path, key]), line, read))
+        if isinstance(value, dict) and key in words:
+            _walk(value, [*path, key], words, lines, found, cursor)
+
+
+def check(ctx: LintContext) -> list[Finding]:
+    files = config_files(ctx)
+    if not files:
+        return []
+    words: set[str] = set()
+    for rel in ctx.production_files:
+        words.update(_WORD.findall(ctx.text(rel)))
+    findings = []
+    for rel in files:
+        path = ctx.workspace / rel
+        try:
+            if path.stat().st_size > MAX_CONFIG_BYTES:
+                continue
+            text = path.read_text(errors="replace")
+            data = json.loads(text)
+        except (OSError, ValueError):
+            ctx.notes.append(f"{rel}: not readable as JSON, its keys were not checked")
+            continue
+        if not isinstance(data, dict):
+            continue
+        found: list[tuple[str, int, list[str]]] = []
+        _walk(data, [], words, text.splitlines(), found, [0])
+        for dotted, line, siblings in found:
+            findings.append(Finding(
+                code="config-key-unread", severity="warning", file=rel, line=line, heuristic=True,
+                message=f"configuration key '{dotted}' is named by no source file of the workspace while its "
+                        f"sibling(s) {', '.join(siblings[:4])} are (heuristic: a computed key or a library "
+                        "reading it is not seen)",
+                fix=f"remove '{dotted}' or read it where {siblings[0]} is read (check the spelling)",
+                evidence=[Evidence(file=rel, line=line, note=f"'{dotted}' is set here"),
+                          Evidence(file=rel, line=0, note=f"searched {len(ctx.production_files)} production "
+                                                          "source file(s) for the name")],
+                subject=f"config:{rel}:{dotted}",
+            ))
+    return findings

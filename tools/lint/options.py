@@ -1,0 +1,238 @@
+"""option-dropped and config-key-unread: options that never reach their reader.
+
+``option-dropped``: an object literal that becomes a typed options object, with keys the type
+does not declare (types read by :mod:`tools.lint.option_types`):
+
+- ``new C(a, { ... })`` where C's constructor declares the parameter at that position with a
+  workspace type;
+- a provider ``{ provide: TOKEN, useFactory: () => ({ ... }) }`` whose value is injected as
+  ``@Inject(TOKEN) options: T`` in a constructor, or as the typed parameter of another
+  provider's ``useFactory`` at TOKEN's position in its ``inject: [...]``, or returned under
+  the factory's own return type.
+
+``config-key-unread`` (heuristic): in a package's JSON configuration (``config/*.json``), a key
+whose sibling keys are read in the workspace's sources but whose own name appears in none.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+
+from tree_sitter import Node
+
+from tools.lint import config_keys
+from tools.lint.context import LintContext
+from tools.lint.model import Evidence, Finding
+from tools.lint.option_types import TypeTable
+from tools.verify.tsparse import (
+    CLASS_NODES,
+    FUNCTION_NODES,
+    ParsedFile,
+    call_arguments,
+    class_methods,
+    line_of,
+    local_imports,
+    object_pairs,
+    unwrap,
+    walk,
+)
+
+
+@dataclass(frozen=True)
+class Sink:
+    type_name: str
+    file: str
+    line: int
+    what: str
+
+
+@dataclass(frozen=True)
+class Literal:
+    file: str
+    line: int
+    keys: tuple[tuple[str, int], ...]  # (key, line)
+    what: str
+
+
+def _type_name(pf: ParsedFile, param: Node) -> str | None:
+    ann = param.child_by_field_name("type")
+    inner = next(iter(ann.named_children), None) if ann is not None else None
+    return pf.text(inner) if inner is not None and inner.type == "type_identifier" else None
+
+
+def _params(node: Node) -> list[Node]:
+    params = node.child_by_field_name("parameters")
+    return [p for p in (params.named_children if params else []) if p.type.endswith("_parameter")]
+
+
+def _literal_keys(pf: ParsedFile, obj: Node) -> tuple[tuple[str, int], ...]:
+    keys = []
+    for child in obj.named_children:
+        if child.type == "pair":
+            key = child.child_by_field_name("key")
+            if key is not None and key.type in ("property_identifier", "string"):
+                keys.append((pf.text(key).strip("'\""), line_of(child)))
+        elif child.type == "shorthand_property_identifier":
+            keys.append((pf.text(child), line_of(child)))
+    return tuple(keys)
+
+
+def _returned_objects(fn: Node) -> list[Node]:
+    body = fn.child_by_field_name("body")
+    if body is None:
+        return []
+    if body.type != "statement_block":
+        value = unwrap(body)
+        return [value] if value is not None and value.type == "object" else []
+    out = []
+    for node in walk(body, skip=FUNCTION_NODES):
+        if node.type == "return_statement":
+            value = unwrap(next(iter(node.named_children), None))
+            if value is not None and value.type == "object":
+                out.append(value)
+    return out
+
+
+class _Scan:
+    def __init__(self, ctx: LintContext) -> None:
+        self.ctx = ctx
+        self.ctor_params: dict[str, list[list[str | None]]] = {}  # class -> one list per declaration
+        self.token_sinks: dict[str, list[Sink]] = {}
+        self.token_literals: dict[str, list[Literal]] = {}
+        self.typed_literals: list[tuple[Literal, Sink]] = []
+        self.new_calls: list[tuple[str, int, Literal]] = []  # (class, arg position, literal)
+
+    def token(self, pf: ParsedFile, node: Node | None, imports: dict[str, str]) -> str | None:
+        node = unwrap(node)
+        if node is None:
+            return None
+        if node.type == "identifier":
+            return imports.get(pf.text(node), pf.text(node))
+        if node.type == "string":
+            return pf.text(node)[1:-1]
+        return None
+
+    def file(self, rel: str) -> None:
+        pf = self.ctx.parse(rel)
+        if pf is None:
+            return
+        imports = local_imports(pf)
+        for node in walk(pf.root):
+            if node.type in CLASS_NODES:
+                self._class(rel, pf, node, imports)
+            elif node.type == "new_expression":
+                self._new(rel, pf, node)
+            elif node.type == "object":
+                self._provider(rel, pf, node, imports)
+
+    def _class(self, rel: str, pf: ParsedFile, cls: Node, imports: dict[str, str]) -> None:
+        name = pf.text(cls.child_by_field_name("name"))
+        ctors = class_methods(pf, cls, ["constructor"])
+        if not name or not ctors:
+            return
+        types: list[str | None] = []
+        for param in _params(ctors[0]):
+            type_name = _type_name(pf, param)
+            types.append(type_name)
+            for deco in (c for c in param.named_children if c.type == "decorator"):
+                call = unwrap(next(iter(deco.named_children), None))
+                if call is None or call.type != "call_expression":
+                    continue
+                fn = pf.text(call.child_by_field_name("function"))
+                args = call_arguments(call)
+                if fn in self.ctx.lint.inject_decorators and args and type_name:
+                    token = self.token(pf, args[0], imports)
+                    if token:
+                        self.token_sinks.setdefault(token, []).append(
+                            Sink(type_name, rel, line_of(param), f"@{fn}({token}) parameter of {name}'s constructor"))
+        self.ctor_params.setdefault(name, []).append(types)
+
+    def _new(self, rel: str, pf: ParsedFile, node: Node) -> None:
+        ctor = node.child_by_field_name("constructor")
+        if ctor is None or ctor.type != "identifier":
+            return
+        args = node.child_by_field_name("arguments")
+        for i, arg in enumerate(a for a in (args.named_children if args else []) if a.type != "comment"):
+            if arg.type == "object":
+                keys = _literal_keys(pf, arg)
+                if keys:
+                    self.new_calls.append((pf.text(ctor), i, Literal(rel, line_of(arg), keys,
+                                                                      f"argument {i + 1} of new {pf.text(ctor)}(...)")))
+
+    def _provider(self, rel: str, pf: ParsedFile, obj: Node, imports: dict[str, str]) -> None:
+        pairs = object_pairs(pf, obj)
+        factory = next((unwrap(pairs[f]) for f in self.ctx.lint.factory_fields if f in pairs), None)
+        if factory is None or factory.type not in ("arrow_function", "function_expression", "function"):
+            return
+        token = next((self.token(pf, pairs[f], imports) for f in self.ctx.lint.provide_fields if f in pairs), None)
+        for value in _returned_objects(factory):
+            keys = _literal_keys(pf, value)
+            if not keys:
+                continue
+            literal = Literal(rel, line_of(value), keys, f"value of the provider of {token or '?'} (useFactory)")
+            if token:
+                self.token_literals.setdefault(token, []).append(literal)
+            ret = factory.child_by_field_name("return_type")
+            inner = next(iter(ret.named_children), None) if ret is not None else None
+            if inner is not None and inner.type == "type_identifier":
+                self.typed_literals.append((literal, Sink(pf.text(inner), rel, line_of(factory),
+                                                          "return type of the useFactory")))
+        inject = unwrap(pairs.get("inject"))
+        if inject is not None and inject.type == "array":
+            tokens = [self.token(pf, t, imports) for t in inject.named_children if t.type != "comment"]
+            for token_i, param in zip(tokens, _params(factory), strict=False):
+                type_name = _type_name(pf, param)
+                if token_i and type_name:
+                    self.token_sinks.setdefault(token_i, []).append(
+                        Sink(type_name, rel, line_of(param), f"typed useFactory parameter injected with {token_i}"))
+
+
+def _finding(types: TypeTable, literal: Literal, sink: Sink) -> Finding | None:
+    found = types.keys(sink.type_name)
+    if found is None:
+        return None
+    allowed, type_file, type_line = found
+    extra = [(k, line) for k, line in literal.keys if k not in allowed]
+    if not extra:
+        return None
+    hints = []
+    for key, _line in extra:
+        close = difflib.get_close_matches(key, sorted(allowed), n=1, cutoff=0.6)
+        hints.append(f"'{key}'" + (f" (did you mean '{close[0]}'?)" if close else ""))
+    evidence = [Evidence(file=literal.file, line=line, note=f"key '{k}' is set here") for k, line in extra]
+    evidence += [Evidence(file=sink.file, line=sink.line, note=f"read as {sink.type_name}: {sink.what}"),
+                 Evidence(file=type_file, line=type_line,
+                          note=f"{sink.type_name} declares {', '.join(sorted(allowed)) or '(no keys)'}")]
+    return Finding(
+        code="option-dropped", severity="error", file=literal.file, line=extra[0][1],
+        message=f"{literal.what} sets {', '.join(hints)}, which {sink.type_name} does not declare: nothing reads it, "
+                "the option is silently dropped",
+        fix=f"rename the key to the option {sink.type_name} declares, or add it to {sink.type_name} and read it",
+        evidence=evidence, subject=f"options:{sink.type_name}:{','.join(k for k, _l in extra)}",
+    )
+
+
+def check(ctx: LintContext) -> list[Finding]:
+    scan = _Scan(ctx)
+    for rel in ctx.production_files:
+        text = ctx.text(rel)
+        if "new " in text or any(f in text for f in ctx.lint.factory_fields) or "constructor" in text:
+            scan.file(rel)
+    types = TypeTable(ctx)
+    pairs: list[tuple[Literal, Sink]] = list(scan.typed_literals)
+    for token, literals in scan.token_literals.items():
+        for sink in scan.token_sinks.get(token, []):
+            pairs.extend((lit, sink) for lit in literals)
+    for cls, position, literal in scan.new_calls:
+        decls = scan.ctor_params.get(cls, [])
+        names = {d[position] if position < len(d) else None for d in decls}
+        if len(names) == 1 and (name := names.pop()):
+            pairs.append((literal, Sink(name, literal.file, literal.line, f"parameter {position + 1} of {cls}")))
+    findings: dict[str, Finding] = {}
+    for literal, sink in pairs:
+        found = _finding(types, literal, sink)
+        if found is not None:
+            findings.setdefault(f"{literal.file}:{literal.line}:{sink.type_name}", found)
+    return [*findings.values(), *config_keys.check(ctx)]
+
