@@ -47,6 +47,7 @@ REGISTRARS: tuple[str, ...] = (
     "tools.remediation.mcp_tools",
     "tools.skills.mcp_tools",
     "resources.mcp_resources",
+    "tools.lint.mcp_tools",
 )
 """Modules exposing ``register(server, runtime)``, in listing order."""
 

@@ -17,6 +17,7 @@ from server import __version__
 from server.cli_support import add_common_flags, fail, setup_logging
 from server.config import ConfigError
 from server.errors import MeshError
+from tools.lint.cli_parser import add_parser as add_lint_parser
 
 COMMANDS: dict[str, str] = {
     "serve": "server.serve:cmd_serve",
@@ -29,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "approve": "server.approve_cli:cmd_approve",
     "approver": "server.approve_cli:cmd_approver",
     "skills": "tools.skills.commands:cmd_skills",
+    "lint": "tools.lint.commands:cmd_lint",
 }
 
 
@@ -117,6 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
     from tools.skills.commands import add_parser as add_skills_parser
 
     add_skills_parser(sub)
+    add_lint_parser(sub)
     return parser
 
 

@@ -75,29 +75,39 @@ def collect(ctx: LintContext, codes: list[str]) -> list[Finding]:
 
 def lint(service: IndexService, codes: Iterable[str] | None = None, min_severity: str = "warning",
          baseline: Baseline | None = None) -> LintReport:
+    """The findings of ``codes`` (all by default) at or above ``min_severity``, less those ``baseline`` accepts."""
     wanted = validate_codes(codes)
-    floor = severity_rank(validate_severity(min_severity))
+    validate_severity(min_severity)
     ctx = LintContext(service)
     every = collect(ctx, wanted)
-    kept, baselined, below = [], 0, 0
-    for f in every:
+    notes = list(ctx.notes)
+    info = service.info()
+    if info.parse_errors:
+        notes.append(f"{info.parse_errors} file(s) have syntax errors; findings in them may be missing")
+    full = LintReport(findings=every, summary=_summary(every, 0, 0), codes=wanted, min_severity="info",
+                      notes=notes, index=info)
+    return narrow(full, min_severity, baseline)
+
+
+def _summary(kept: list[Finding], baselined: int, below: int) -> LintSummary:
+    by_severity = {s: sum(1 for f in kept if f.severity == s) for s in reversed(SEVERITIES)}
+    by_code: dict[str, int] = {}
+    for f in kept:
+        by_code[f.code] = by_code.get(f.code, 0) + 1
+    return LintSummary(total=len(kept), by_severity=by_severity, by_code=dict(sorted(by_code.items())),
+                       baselined=baselined, below_min_severity=below)
+
+
+def narrow(report: LintReport, min_severity: str, baseline: Baseline | None = None) -> LintReport:
+    """The report with only the findings at or above ``min_severity`` that ``baseline`` does not accept."""
+    floor = severity_rank(validate_severity(min_severity))
+    kept, baselined, below = [], report.summary.baselined, report.summary.below_min_severity
+    for f in report.findings:
         if baseline is not None and baseline.accepts(f):
             baselined += 1
         elif severity_rank(f.severity) < floor:
             below += 1
         else:
             kept.append(f)
-    by_severity = {s: sum(1 for f in kept if f.severity == s) for s in reversed(SEVERITIES)}
-    by_code: dict[str, int] = {}
-    for f in kept:
-        by_code[f.code] = by_code.get(f.code, 0) + 1
-    notes = list(ctx.notes)
-    info = service.info()
-    if info.parse_errors:
-        notes.append(f"{info.parse_errors} file(s) have syntax errors; findings in them may be missing")
-    return LintReport(
-        findings=kept,
-        summary=LintSummary(total=len(kept), by_severity=by_severity, by_code=dict(sorted(by_code.items())),
-                            baselined=baselined, below_min_severity=below),
-        codes=wanted, min_severity=min_severity, notes=notes, index=info,  # type: ignore[arg-type]
-    )
+    return report.model_copy(update={"findings": kept, "summary": _summary(kept, baselined, below),
+                                     "min_severity": min_severity})

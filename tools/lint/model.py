@@ -12,10 +12,10 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from tools.lint.rules import SEVERITIES
 from tools.mesh_index.model import IndexInfo
 
 Severity = Literal["info", "warning", "error"]
-SEVERITIES: tuple[str, ...] = ("info", "warning", "error")
 
 
 def severity_rank(severity: str) -> int:

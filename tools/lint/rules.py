@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+SEVERITIES: tuple[str, ...] = ("info", "warning", "error")
+
 
 @dataclass(frozen=True)
 class Rule:
