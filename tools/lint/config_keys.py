@@ -1,7 +1,8 @@
 """config-key-unread (heuristic): keys of a package's JSON configuration that no source file names.
 
-A key is flagged only when it sits in an object at least one of whose other keys *is* named
-in the workspace's production sources (so the object is read key by key) and its own name
+A key is flagged only when it sits in an object (not at the top level) at least one of whose
+other keys is read key by key in the workspace's production sources (``parent.key``,
+``parent?.key``, ``parent['key']``, or ``'...parent.key'`` in a string) and its own name
 appears in none of them (as an identifier, a property or a word of a string such as
 ``'postProcessor.maxRetries'``). A key read through a computed name, or by a library outside
 the workspace, is not seen: the finding says so.
@@ -42,16 +43,23 @@ def _line_of_key(lines: list[str], key: str, start: int) -> int:
     return 1
 
 
-def _walk(obj: dict[str, Any], path: list[str], words: set[str], lines: list[str],
+def _read_key_by_key(corpus: str, parent: str, key: str) -> bool:
+    """``parent.key`` / ``parent?.key`` / ``parent['key']`` in code, or ``'...parent.key'`` in a string."""
+    p, k = re.escape(parent), re.escape(key)
+    return re.search(rf"\b{p}\s*\??\.\s*{k}\b|\b{p}\s*\[\s*['\"`]{k}['\"`]\s*\]", corpus) is not None
+
+
+def _walk(obj: dict[str, Any], path: list[str], words: set[str], corpus: str, lines: list[str],
           found: list[tuple[str, int, list[str]]], cursor: list[int]) -> None:
-    read = [k for k in obj if k in words]
+    parent = path[-1] if path else ""
+    read = [k for k in obj if parent and _read_key_by_key(corpus, parent, k)]
     for key, value in obj.items():
         line = _line_of_key(lines, key, cursor[0])
         cursor[0] = max(cursor[0], line - 1)
-        if path and key not in words and read:  # top-level keys are often read by the platform (port, ...)
+        if read and key not in words:
             found.append((".".join([*path, key]), line, read))
         if isinstance(value, dict) and key in words:
-            _walk(value, [*path, key], words, lines, found, cursor)
+            _walk(value, [*path, key], words, corpus, lines, found, cursor)
 
 
 def check(ctx: LintContext) -> list[Finding]:
@@ -61,6 +69,7 @@ def check(ctx: LintContext) -> list[Finding]:
     words: set[str] = set()
     for rel in ctx.production_files:
         words.update(_WORD.findall(ctx.text(rel)))
+    corpus = "\n".join(ctx.text(rel) for rel in ctx.production_files)
     findings = []
     for rel in files:
         path = ctx.workspace / rel
@@ -75,7 +84,7 @@ def check(ctx: LintContext) -> list[Finding]:
         if not isinstance(data, dict):
             continue
         found: list[tuple[str, int, list[str]]] = []
-        _walk(data, [], words, text.splitlines(), found, [0])
+        _walk(data, [], words, corpus, text.splitlines(), found, [0])
         for dotted, line, siblings in found:
             findings.append(Finding(
                 code="config-key-unread", severity="warning", file=rel, line=line, heuristic=True,

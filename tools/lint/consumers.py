@@ -105,5 +105,6 @@ def check(ctx: LintContext) -> list[Finding]:
             code="consumer-never-matches", severity="warning" if pp.stream_heuristic else "error",
             file=pp.site.file, line=pp.site.line, message="; ".join(parts), fix=fix, evidence=evidence,
             heuristic=bool(heuristic), subject=f"post_processor:{pp.key[1]}",
+            also_about=[f"stream:{s}" for s in pp.streams if not ctx.engine.stream_producers.get(s)],
         ))
     return findings

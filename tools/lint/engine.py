@@ -65,7 +65,7 @@ def collect(ctx: LintContext, codes: list[str]) -> list[Finding]:
             log.exception("lint check %s failed", name)
             ctx.notes.append(f"check '{name}' ({', '.join(produces)}) could not run: {type(exc).__name__}: {exc}")
     found = [f.finish() for f in found if f.code in codes]
-    subjects = {f.subject for f in found if f.code not in ORPHAN_CODES}
+    subjects = {s for f in found if f.code not in ORPHAN_CODES for s in (f.subject, *f.also_about)}
     found = [f for f in found if f.code not in ORPHAN_CODES or f.subject not in subjects]
     unique: dict[str, Finding] = {}
     for f in sorted(found, key=Finding.sort_key):

@@ -64,7 +64,7 @@ def read_migrations(ctx: LintContext) -> list[Migration]:
                 continue
             name = pf.text(cls.child_by_field_name("name")) or stem
             found = _CLASS_TS.search(name) or _TS.match(stem)
-            strings = [pf.text(n) for n in walk(methods[0]) if n.type in ("string", "template_string")]
+            strings = [pf.text(n)[1:-1] for n in walk(methods[0]) if n.type in ("string", "template_string")]
             out.append(Migration(file=rel, package=package, folder=str(PurePosixPath(inside).parent), name=name,
                                  timestamp=int(found.group(1)) if found else 0, line=line_of(cls),
                                  sql=_normalise("\n".join(strings), package)))

@@ -41,6 +41,8 @@ class Finding(BaseModel):
     heuristic: bool = Field(default=False, description="inferred (names, timing, changelogs): verify before acting")
     subject: str = Field(description="what the finding is about (kind:value, class, migration, key)")
     fingerprint: str = Field(default="", description="stable id used by baselines (no line numbers)")
+    also_about: list[str] = Field(default_factory=list, exclude=True,
+                                  description="other subjects this finding explains (their orphans are not repeated)")
 
     def finish(self) -> Finding:
         if not self.fingerprint:

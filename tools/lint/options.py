@@ -102,6 +102,14 @@ class _Scan:
         self.token_literals: dict[str, list[Literal]] = {}
         self.typed_literals: list[tuple[Literal, Sink]] = []
         self.new_calls: list[tuple[str, int, Literal]] = []  # (class, arg position, literal)
+        self.bases: dict[str, set[str]] = {}  # class without a constructor -> its base class(es)
+
+    def constructor_types(self, cls: str, depth: int = 0) -> list[list[str | None]]:
+        """Parameter types of ``cls``'s constructor declarations (inherited through ``extends``)."""
+        if cls in self.ctor_params or depth > 6:
+            return self.ctor_params.get(cls, [])
+        bases = self.bases.get(cls, set())
+        return self.constructor_types(next(iter(bases)), depth + 1) if len(bases) == 1 else []
 
     def token(self, pf: ParsedFile, node: Node | None, imports: dict[str, str]) -> str | None:
         node = unwrap(node)
@@ -129,6 +137,13 @@ class _Scan:
     def _class(self, rel: str, pf: ParsedFile, cls: Node, imports: dict[str, str]) -> None:
         name = pf.text(cls.child_by_field_name("name"))
         ctors = class_methods(pf, cls, ["constructor"])
+        if name and not ctors:  # the constructor is inherited: remember the base class
+            heritage = next((c for c in cls.named_children if c.type == "class_heritage"), None)
+            clauses = heritage.named_children if heritage is not None else []
+            clause = next((c for c in clauses if c.type == "extends_clause"), None)
+            base = unwrap(clause.child_by_field_name("value")) if clause is not None else None
+            if base is not None and base.type == "identifier":
+                self.bases.setdefault(name, set()).add(imports.get(pf.text(base), pf.text(base)))
         if not name or not ctors:
             return
         types: list[str | None] = []
@@ -225,7 +240,7 @@ def check(ctx: LintContext) -> list[Finding]:
         for sink in scan.token_sinks.get(token, []):
             pairs.extend((lit, sink) for lit in literals)
     for cls, position, literal in scan.new_calls:
-        decls = scan.ctor_params.get(cls, [])
+        decls = scan.constructor_types(cls)
         names = {d[position] if position < len(d) else None for d in decls}
         if len(names) == 1 and (name := names.pop()):
             pairs.append((literal, Sink(name, literal.file, literal.line, f"parameter {position + 1} of {cls}")))

@@ -24,6 +24,9 @@ def _where(ctx: LintContext, entry: CatalogueEntry) -> tuple[str, int, list[Evid
             evidence.append(ev(site, f"produced here ({site.kind}"
                                      + (f", onto {site.detail['stream']})" if site.detail.get("stream") else ")")))
     if not evidence:
+        for site in sorted(ctx.engine.consumers((entry.kind, entry.value)), key=lambda s: (s.file, s.line))[:3]:
+            evidence.append(ev(site, f"consumed here ({site.kind})"))
+    if not evidence:
         return "(catalogue)", 0, evidence
     return evidence[0].file, evidence[0].line, evidence
 
