@@ -33,14 +33,25 @@ def _fmt(v: Version) -> str:
     return ".".join(map(str, v))
 
 
+_ADDED = re.compile(r"\badd|\bnew\b|introduc", re.I)
+
+
 def changelog(path: Path) -> list[tuple[Version, int, str]]:
-    """(version, line, section text) in file order."""
+    """(version, line, text of the section's additions) in file order.
+
+    A line counts as an addition when it, or the sub-heading it sits under (``### Added``),
+    says so (add / new / introduce): a later fix that names an older member is not its birth.
+    """
     sections: list[tuple[Version, int, list[str]]] = []
+    heading = ""
     for i, line in enumerate(path.read_text(errors="replace").splitlines(), start=1):
         m = _HEADING.match(line)
         if m:
             sections.append(((int(m.group(1)), int(m.group(2)), int(m.group(3))), i, []))
-        elif sections:
+            heading = ""
+        elif line.lstrip().startswith("#"):
+            heading = line
+        elif sections and (_ADDED.search(line) or _ADDED.search(heading)):
             sections[-1][2].append(line)
     return [(v, line, "\n".join(body)) for v, line, body in sections]
 
@@ -103,7 +114,7 @@ def check(ctx: LintContext) -> list[Finding]:
     introduced: dict[tuple[str, str], tuple[Version, int, str]] = {}  # key -> (version, line, member)
     for key, info in ctx.idx.declared.items():
         member = info.name.rsplit(".", 1)[-1]
-        pattern = re.compile(rf"(?<![\w.:-])(?:{re.escape(member)}|{re.escape(info.value)})(?![\w:-])")
+        pattern = re.compile(rf"(?<![\w:-])(?:{re.escape(member)}|{re.escape(info.value)})(?![\w:-])")
         hits = [(v, line) for v, line, body in sections if pattern.search(body)]
         if hits:
             v, line = min(hits)

@@ -39,7 +39,7 @@ def check(ctx: LintContext) -> list[Finding]:
             message=f"handler {handler.key[1]} reads {', '.join(fields)} from job.{ctx.static.job_data_field} (the "
                     f"envelope), which has no such field{' (hidden behind a cast)' if cast else ''}: the value is "
                     "undefined at run time",
-            fix=f"read {', '.join(fields)} from {ctx.static.job_data_field}.{payload} instead",
+            fix=f"read {', '.join(fields)} from job.{ctx.static.job_data_field}.{payload} instead",
             evidence=evidence, subject=f"handler:{handler.key[1]}",
         ))
     return findings
