@@ -89,8 +89,8 @@ def check(ctx: LintContext) -> list[Finding]:
             findings.append(Finding(
                 code="config-key-unread", severity="warning", file=rel, line=line, heuristic=True,
                 message=f"configuration key '{dotted}' is named by no source file of the workspace while its "
-                        f"sibling(s) {', '.join(siblings[:4])} are read key by key (heuristic: a computed key or a library "
-                        "reading it is not seen)",
+                        f"sibling(s) {', '.join(siblings[:4])} are read key by key (heuristic: a computed key or a "
+                        "library reading it is not seen)",
                 fix=f"remove '{dotted}' or read it where {siblings[0]} is read (check the spelling)",
                 evidence=[Evidence(file=rel, line=line, note=f"'{dotted}' is set here"),
                           Evidence(file=rel, line=0, note=f"searched {len(ctx.production_files)} production "
