@@ -105,6 +105,9 @@ def check(ctx: LintContext) -> list[Finding]:
             code="consumer-never-matches", severity="warning" if pp.stream_heuristic else "error",
             file=pp.site.file, line=pp.site.line, message="; ".join(parts), fix=fix, evidence=evidence,
             heuristic=bool(heuristic), subject=f"post_processor:{pp.key[1]}",
-            also_about=[f"stream:{s}" for s in pp.streams if not ctx.engine.stream_producers.get(s)],
+            also_about=[*(f"stream:{s}" for s in pp.streams if not ctx.engine.stream_producers.get(s)),
+                        *(f"event:{v}" for _s, v in near),
+                        *(f"stream:{st}" for _s, v in near for site in produced[v]
+                          for st in site.detail.get("stream", "").split(", ") if st)],
         ))
     return findings

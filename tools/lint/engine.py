@@ -1,9 +1,10 @@
 """Runs the lint checks over one index, then dedupes, filters, baselines and sorts the findings.
 
-Order is deterministic: severity (error first), code, file, line, subject, message. A
-catalogue orphan (``info``) whose ``kind:value`` another finding is about is dropped, so an
-orphan appears once. A check that raises is reported in ``notes`` (the run goes on, and
-says which check could not be run), never silently skipped.
+Order is deterministic: severity (error first), code, file, line, subject, message.
+Catalogue orphans (``info``) are grouped (:mod:`tools.lint.orphans`) after the other checks,
+leaving out those another finding is about, so an orphan appears once. A check that raises
+is reported in ``notes`` (the run goes on, and says which check could not be run), never
+silently skipped.
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ CHECKS: tuple[tuple[str, Check, tuple[str, ...]], ...] = (
     ("options", options.check, ("option-dropped", "config-key-unread")),
     ("status", status.check, ("status-precondition",)),
     ("contracts", contracts.check, ("contract-newer-than-pin",)),
-    ("orphans", orphans.check, ("type-never-consumed", "stream-without-group", "catalogue-orphan")),
 )
 ORPHAN_CODES = frozenset({"type-never-consumed", "stream-without-group", "catalogue-orphan"})
 
@@ -64,9 +64,15 @@ def collect(ctx: LintContext, codes: list[str]) -> list[Finding]:
         except Exception as exc:  # a broken check must not hide the others; the report says it did not run
             log.exception("lint check %s failed", name)
             ctx.notes.append(f"check '{name}' ({', '.join(produces)}) could not run: {type(exc).__name__}: {exc}")
+    if ORPHAN_CODES & set(codes):  # last: an orphan another finding explains is not repeated
+        covered = {s for f in found for s in (f.subject, *f.also_about)}
+        try:
+            found.extend(orphans.check(ctx, covered))
+        except Exception as exc:
+            log.exception("lint check orphans failed")
+            ctx.notes.append(f"check 'orphans' ({', '.join(sorted(ORPHAN_CODES))}) could not run: "
+                             f"{type(exc).__name__}: {exc}")
     found = [f.finish() for f in found if f.code in codes]
-    subjects = {s for f in found if f.code not in ORPHAN_CODES for s in (f.subject, *f.also_about)}
-    found = [f for f in found if f.code not in ORPHAN_CODES or f.subject not in subjects]
     unique: dict[str, Finding] = {}
     for f in sorted(found, key=Finding.sort_key):
         unique.setdefault(f.fingerprint, f)

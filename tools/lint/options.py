@@ -17,16 +17,17 @@ whose sibling keys are read in the workspace's sources but whose own name appear
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass
 
-from tree_sitter import Node
+from tree_sitter import Node, Query
 
 from tools.lint import config_keys
 from tools.lint.context import LintContext
 from tools.lint.model import Evidence, Finding
 from tools.lint.option_types import TypeTable
+from tools.mesh_index.ts_queries import captures, language
 from tools.verify.tsparse import (
-    CLASS_NODES,
     FUNCTION_NODES,
     ParsedFile,
     call_arguments,
@@ -37,6 +38,8 @@ from tools.verify.tsparse import (
     unwrap,
     walk,
 )
+
+_NEW_WITH_OBJECT = re.compile(r"\bnew\s+[A-Z]\w*\s*\((?:[^(){};]|\([^()]*\))*\{")
 
 
 @dataclass(frozen=True)
@@ -94,6 +97,21 @@ def _returned_objects(fn: Node) -> list[Node]:
     return out
 
 
+_QUERY_SOURCE = """
+[(class_declaration) (abstract_class_declaration)] @cls
+(new_expression constructor: (identifier) arguments: (arguments (object))) @new
+(pair key: (property_identifier) value: [(arrow_function) (function_expression)]) @factory
+"""
+_QUERIES: dict[str, Query] = {}
+
+
+def _query(pf: ParsedFile) -> Query:
+    kind = "tsx" if pf.path.suffix == ".tsx" else "ts"
+    if kind not in _QUERIES:
+        _QUERIES[kind] = Query(language(kind), _QUERY_SOURCE)
+    return _QUERIES[kind]
+
+
 class _Scan:
     def __init__(self, ctx: LintContext) -> None:
         self.ctx = ctx
@@ -121,18 +139,28 @@ class _Scan:
             return pf.text(node)[1:-1]
         return None
 
-    def file(self, rel: str) -> None:
+    def sources(self, rel: str) -> None:
+        """Object literals of ``rel`` that become options: ``new C({...})`` arguments, ``useFactory`` results."""
         pf = self.ctx.parse(rel)
         if pf is None:
             return
         imports = local_imports(pf)
-        for node in walk(pf.root):
-            if node.type in CLASS_NODES:
+        found = captures(_query(pf), pf.root)
+        for node in found.get("new", []):
+            self._new(rel, pf, node)
+        for pair in found.get("factory", []):
+            if pf.text(pair.child_by_field_name("key")) in self.ctx.lint.factory_fields and pair.parent is not None:
+                self._provider(rel, pf, pair.parent, imports)
+
+    def classes(self, rel: str, names: set[str] | None) -> None:
+        """Constructors of the classes of ``rel`` (``names`` only, unless None): parameter types, @Inject sinks."""
+        pf = self.ctx.parse(rel)
+        if pf is None:
+            return
+        imports = local_imports(pf)
+        for node in captures(_query(pf), pf.root).get("cls", []):
+            if names is None or pf.text(node.child_by_field_name("name")) in names:
                 self._class(rel, pf, node, imports)
-            elif node.type == "new_expression":
-                self._new(rel, pf, node)
-            elif node.type == "object":
-                self._provider(rel, pf, node, imports)
 
     def _class(self, rel: str, pf: ParsedFile, cls: Node, imports: dict[str, str]) -> None:
         name = pf.text(cls.child_by_field_name("name"))
@@ -230,10 +258,26 @@ def _finding(types: TypeTable, literal: Literal, sink: Sink) -> Finding | None:
 
 def check(ctx: LintContext) -> list[Finding]:
     scan = _Scan(ctx)
-    for rel in ctx.production_files:
+    inject_markers = [f"@{d}(" for d in ctx.lint.inject_decorators]
+    for rel in ctx.production_files:  # pass 1: the literals (few files hold them)
         text = ctx.text(rel)
-        if "new " in text or any(f in text for f in ctx.lint.factory_fields) or "constructor" in text:
-            scan.file(rel)
+        if any(f in text for f in ctx.lint.factory_fields) or _NEW_WITH_OBJECT.search(text):
+            scan.sources(rel)
+    tokens = set(scan.token_literals)
+    for rel in ctx.production_files:  # pass 2: constructors injecting a provided token
+        text = ctx.text(rel)
+        if tokens and any(m in text for m in inject_markers) and any(t in text for t in tokens):
+            scan.classes(rel, None)
+    wanted = {cls for cls, _p, _l in scan.new_calls} - set(scan.ctor_params)
+    for _round in range(6):  # pass 3: the constructed classes, then the bases of those without a constructor
+        if not wanted:
+            break
+        pattern = re.compile(r"\bclass\s+(" + "|".join(map(re.escape, sorted(wanted))) + r")\b")
+        for rel in ctx.production_files:
+            if pattern.search(ctx.text(rel)):
+                scan.classes(rel, wanted)
+        seen = set(scan.ctor_params) | set(scan.bases)
+        wanted = {b for cls in wanted if cls in scan.bases for b in scan.bases[cls]} - seen
     types = TypeTable(ctx)
     pairs: list[tuple[Literal, Sink]] = list(scan.typed_literals)
     for token, literals in scan.token_literals.items():
