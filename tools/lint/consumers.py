@@ -61,6 +61,10 @@ def check(ctx: LintContext) -> list[Finding]:
                     on_streams.setdefault(site.value, []).append(site)
         if any(pp.accepts_value(v) for v in on_streams):
             continue
+        unknown = [s for s in ctx.idx.unresolved.get("event", ()) if not s.test_only
+                   and set(filter(None, s.detail.get("stream", "").split(", "))) & set(pp.streams)]
+        if unknown:
+            continue  # a type the index cannot resolve is written onto its stream: it may be accepted
         elsewhere = {v: sites for v, sites in produced.items() if pp.accepts_value(v)}
         if any(not s.detail.get("stream") for sites in elsewhere.values() for s in sites):
             continue  # an accepted type is written onto a stream the index cannot name: it may be this one

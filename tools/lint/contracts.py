@@ -33,14 +33,15 @@ def _fmt(v: Version) -> str:
     return ".".join(map(str, v))
 
 
-_ADDED = re.compile(r"\badd|\bnew\b|introduc", re.I)
+_ADDED = re.compile(r"\badd|\bnew\b|introduc|\bfeat", re.I)
 
 
 def changelog(path: Path) -> list[tuple[Version, int, str]]:
     """(version, line, text of the section's additions) in file order.
 
-    A line counts as an addition when it, or the sub-heading it sits under (``### Added``),
-    says so (add / new / introduce): a later fix that names an older member is not its birth.
+    A line counts as an addition when it, or the sub-heading it sits under (``### Added``,
+    ``### Features``), says so (add / new / introduce / feat): a later fix that names an
+    older member is not its birth.
     """
     sections: list[tuple[Version, int, list[str]]] = []
     heading = ""

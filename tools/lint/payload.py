@@ -13,6 +13,8 @@ from tools.lint.context import LintContext, ev
 from tools.lint.model import Evidence, Finding
 from tools.verify.facts import handler_facts
 
+_DIRECT = ("direct_queue",)
+
 
 def check(ctx: LintContext) -> list[Finding]:
     allowed = set(ctx.static.job_envelope_fields) | set(ctx.lint.envelope_extra_fields)
@@ -21,6 +23,9 @@ def check(ctx: LintContext) -> list[Finding]:
     for handler in sorted(ctx.idx.handlers.values(), key=lambda h: h.key):
         if handler.site.test_only:
             continue
+        kinds = {s.kind for job in handler.jobs for s in ctx.idx.producers.get(("job", job), ()) if not s.test_only}
+        if kinds and kinds <= set(_DIRECT):
+            continue  # pushed straight to the queue, not through the outbox: its data is not the envelope
         pf = ctx.parse(handler.key[0])
         if pf is None:
             continue
