@@ -78,12 +78,6 @@ class MeshServer(MCPServer):
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> Any:
-        tool = self._tool_manager.get_tool(name)
-        known = set((tool.parameters or {}).get("properties", {})) if tool is not None else None
-        unknown = sorted(set(arguments or {}) - known) if known is not None else []
-        if unknown:  # the SDK ignores extra arguments; the contract refuses them
-            raise ToolError(f"invalid arguments for {name}: unknown argument(s) {', '.join(map(repr, unknown))}; "
-                            f"the tool takes {', '.join(sorted(known)) or 'no arguments'}")
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:

@@ -108,10 +108,7 @@ async def test_lint_flows_tool_in_process(workspace: Path, tmp_path: Path) -> No
         severity = await client.call_tool("lint_flows", {"min_severity": "fatal"})
         assert severity.is_error and "min_severity" in severity.content[0].text
         extra = await client.call_tool("lint_flows", {"code": ["x"]})
-        assert extra.is_error and "unknown argument(s) 'code'" in extra.content[0].text
-        assert "the tool takes codes, min_severity" in extra.content[0].text
-        other = await client.call_tool("list_catalogue", {"orphans": True})  # every tool refuses them
-        assert other.is_error and "unknown argument(s) 'orphans'" in other.content[0].text
+        assert extra.is_error and "'code' is not a parameter of lint_flows" in extra.content[0].text
 
 
 @pytest.mark.anyio
