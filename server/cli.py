@@ -16,6 +16,7 @@ from pathlib import Path
 from server import __version__
 from server.cli_support import add_common_flags, fail, setup_logging
 from server.errors import MeshError
+from tools.lint.cli_parser import add_parser as add_lint_parser
 
 COMMANDS: dict[str, str] = {
     "serve": "server.serve:cmd_serve",
@@ -30,6 +31,7 @@ COMMANDS: dict[str, str] = {
     "skills": "tools.skills.commands:cmd_skills",
     "map": "tools.flow_map.commands:cmd_map",
     "audit": "server.audit_cli:cmd_audit",
+    "lint": "tools.lint.commands:cmd_lint",
 }
 
 
@@ -130,6 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
     from server.audit_cli import add_parser as add_audit_parser
 
     add_audit_parser(sub)
+    add_lint_parser(sub)
     return parser
 
 

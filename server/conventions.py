@@ -13,6 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from server.lint_conventions import LintConventions
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -207,3 +209,4 @@ class Conventions(_Strict):
         "stalled-check", "key a BullMQ worker's stalled checker sets (PX stalledInterval) on each run"
     )
     static: StaticConventions = StaticConventions()
+    lint: LintConventions = LintConventions()

@@ -243,12 +243,12 @@ def _handler_facts(pf: ParsedFile, class_name: str, conv: StaticConventions) -> 
         if node.type == "variable_declarator":
             _track_declarator(pf, node, env, facts.envelope_reads)
         elif node.type == "member_expression":
-            obj = node.child_by_field_name("object")
+            obj = unwrap(node.child_by_field_name("object"))  # `(job.data as any).x` reads job.data too
             prop = pf.text(node.child_by_field_name("property"))
             if obj is not None and norm_expr(pf.text(obj)) in env.envelopes and prop not in conv.job_envelope_fields:
                 facts.envelope_reads.append(EnvelopeRead(line_of(node), prop, pf.text(node)))
         elif node.type == "subscript_expression":
-            obj = node.child_by_field_name("object")
+            obj = unwrap(node.child_by_field_name("object"))
             index = node.child_by_field_name("index")
             if obj is not None and index is not None and norm_expr(pf.text(obj)) in env.envelopes:
                 key = pf.text(index).strip("'\"`")

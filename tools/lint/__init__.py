@@ -1,0 +1,1 @@
+"""lint_flows: workspace-wide flow defects found statically, with file:line evidence, SARIF and baselines."""

@@ -1,0 +1,100 @@
+"""config-key-unread (heuristic): keys of a package's JSON configuration that no source file names.
+
+A key is flagged only when it sits in an object (not at the top level) at least one of whose
+other keys is read key by key in the workspace's production sources (``parent.key``,
+``parent?.key``, ``parent['key']``, or ``'...parent.key'`` in a string) and its own name
+appears in none of them (as an identifier, a property or a word of a string such as
+``'postProcessor.maxRetries'``). A key read through a computed name, or by a library outside
+the workspace, is not seen: the finding says so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from tools.lint.context import LintContext
+from tools.lint.model import Evidence, Finding
+
+_WORD = re.compile(r"[A-Za-z_$][\w$]*")
+MAX_CONFIG_BYTES = 1_000_000
+
+
+def config_files(ctx: LintContext) -> list[str]:
+    wanted = set(ctx.lint.config_dirs)
+    skip = set(ctx.static.skip_dirs)
+    out = []
+    for dirpath, dirnames, filenames in os.walk(ctx.workspace):
+        dirnames[:] = sorted(d for d in dirnames if d not in skip and not d.startswith("."))
+        if Path(dirpath).name in wanted:
+            rel_dir = Path(dirpath).relative_to(ctx.workspace).as_posix()
+            out.extend(f"{rel_dir}/{n}" for n in sorted(filenames) if n.endswith(".json"))
+    return [f for f in out if not ctx.is_test(f)]
+
+
+def _line_of_key(lines: list[str], key: str, start: int) -> int:
+    needle = f'"{key}"'
+    for i in range(start, len(lines)):
+        if needle in lines[i]:
+            return i + 1
+    return 1
+
+
+def _read_key_by_key(corpus: str, parent: str, key: str) -> bool:
+    """``parent.key`` / ``parent?.key`` / ``parent['key']`` in code, or ``'...parent.key'`` in a string."""
+    p, k = re.escape(parent), re.escape(key)
+    return re.search(rf"\b{p}\s*\??\.\s*{k}\b|\b{p}\s*\[\s*['\"`]{k}['\"`]\s*\]", corpus) is not None
+
+
+def _walk(obj: dict[str, Any], path: list[str], words: set[str], corpus: str, lines: list[str],
+          found: list[tuple[str, int, list[str]]], cursor: list[int]) -> None:
+    parent = path[-1] if path else ""
+    read = [k for k in obj if parent and _read_key_by_key(corpus, parent, k)]
+    for key, value in obj.items():
+        line = _line_of_key(lines, key, cursor[0])
+        cursor[0] = max(cursor[0], line - 1)
+        if read and key not in words:
+            found.append((".".join([*path, key]), line, read))
+        if isinstance(value, dict) and key in words:
+            _walk(value, [*path, key], words, corpus, lines, found, cursor)
+
+
+def check(ctx: LintContext) -> list[Finding]:
+    files = config_files(ctx)
+    if not files:
+        return []
+    words: set[str] = set()
+    for rel in ctx.production_files:
+        words.update(_WORD.findall(ctx.text(rel)))
+    corpus = "\n".join(ctx.text(rel) for rel in ctx.production_files)
+    findings = []
+    for rel in files:
+        path = ctx.workspace / rel
+        try:
+            if path.stat().st_size > MAX_CONFIG_BYTES:
+                continue
+            text = path.read_text(errors="replace")
+            data = json.loads(text)
+        except (OSError, ValueError):
+            ctx.notes.append(f"{rel}: not readable as JSON, its keys were not checked")
+            continue
+        if not isinstance(data, dict):
+            continue
+        found: list[tuple[str, int, list[str]]] = []
+        _walk(data, [], words, corpus, text.splitlines(), found, [0])
+        for dotted, line, siblings in found:
+            findings.append(Finding(
+                code="config-key-unread", severity="warning", file=rel, line=line, heuristic=True,
+                message=f"configuration key '{dotted}' is named by no source file of the workspace while its "
+                        f"sibling(s) {', '.join(siblings[:4])} are read key by key (heuristic: a computed key or a "
+                        "library reading it is not seen)",
+                fix=f"remove '{dotted}' or read it where {siblings[0]} is read (check the spelling)",
+                evidence=[Evidence(file=rel, line=line, note=f"'{dotted}' is set here"),
+                          Evidence(file=rel, line=0, note=f"searched {len(ctx.production_files)} production "
+                                                          "source file(s) for the name")],
+                subject=f"config:{rel}:{dotted}",
+            ))
+    return findings
