@@ -48,6 +48,7 @@ REGISTRARS: tuple[str, ...] = (
     "tools.skills.mcp_tools",
     "resources.mcp_resources",
     "tools.flow_map.mcp_tools",
+    "tools.trace_request.mcp_tools",
 )
 """Modules exposing ``register(server, runtime)``, in listing order."""
 

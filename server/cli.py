@@ -30,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "approver": "server.approve_cli:cmd_approver",
     "skills": "tools.skills.commands:cmd_skills",
     "map": "tools.flow_map.commands:cmd_map",
+    "trace-request": "tools.trace_request.commands:cmd_trace_request",
 }
 
 
@@ -122,6 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
     from tools.flow_map.commands import add_parser as add_map_parser
 
     add_map_parser(sub)
+    from tools.trace_request.commands import add_parser as add_trace_request
+
+    add_trace_request(sub)
     return parser
 
 

@@ -22,6 +22,7 @@ from server.runtime import Runtime
 CAPABILITY_CHECKS: tuple[str, ...] = (
     "tools.outbox.doctor",
     "tools.streams.doctor",
+    "tools.trace_request.doctor",
 )
 
 
