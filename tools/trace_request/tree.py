@@ -11,7 +11,8 @@ traceparent: NULL by design).
 from __future__ import annotations
 
 from server.config import ColumnNames
-from tools.outbox.model import Hop, Verdict
+from server.errors import MeshError
+from tools.outbox.model import Hop, ServiceProblem, Verdict
 from tools.outbox.trace import Tracer
 from tools.outbox.verdicts import overall
 from tools.trace_request.collect import Collector, Hit
@@ -29,7 +30,11 @@ async def build_items(collector: Collector) -> tuple[list[RequestItem], list[lis
     jobs = [h for h in hits if h.kind == "jobs_outbox"]
     for hit in jobs:
         tracer = Tracer(collector.connections, settings, collector.catalog)
-        report = await tracer.trace_job(hit.service, hit.found.row.id)
+        try:
+            report = await tracer.trace_job(hit.service, hit.found.row.id)
+        except MeshError as exc:  # e.g. a statement timeout: the service is named, the others answer
+            collector._down([ServiceProblem(service=hit.service, error=str(exc))])
+            continue
         collector._down(report.unavailable)
         for hop in report.hops:
             if hop.row is not None and hop.row.table == "event_queue":
@@ -42,7 +47,11 @@ async def build_items(collector: Collector) -> tuple[list[RequestItem], list[lis
         row = hit.found.row
         success, failure = tracer.outcome_types(hit.service, [row.columns.get(names.emitter)])
         written_by = "trigger" if row.type in {*success, *failure} else "code"
-        hops, findings = await tracer.event_chain(hit.found, "event_queue", "")
+        try:
+            hops, findings = await tracer.event_chain(hit.found, "event_queue", "")
+        except MeshError as exc:
+            collector._down([ServiceProblem(service=hit.service, error=str(exc))])
+            continue
         collector._down(tracer.unavailable)
         v = overall(findings, f"event {row.id} was pushed and acknowledged by every consumer group")
         built.append((hit, _item(hit, written_by, v, hops, names), findings))
