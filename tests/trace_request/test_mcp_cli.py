@@ -63,11 +63,11 @@ async def test_doctor_recommends_the_lookup_indexes(dbs, saga_settings) -> None:
         report = await run_doctor(runtime)
     finally:
         await runtime.aclose()
-    fixes = [(c.name, c.fix or "") for c in report.checks if c.name.endswith(":trace_request")]
-    assert all(c.status == "warn" for c in report.checks if c.name.endswith(":trace_request"))
-    ddl = " ".join(f for n, f in fixes if n.startswith("index:event:"))
+    fixes = [(c.name, c.fix or "") for c in report.checks if c.name.startswith("trace_request_index:")]
+    assert all(c.status == "warn" for c in report.checks if c.name.startswith("trace_request_index:"))
+    ddl = " ".join(f for n, f in fixes if n.startswith("trace_request_index:event:"))
     assert "CREATE INDEX CONCURRENTLY ON event_queue (correlation_id);" in ddl
     assert "CREATE INDEX CONCURRENTLY ON jobs_outbox ((substr(traceparent, 4, 32)));" in ddl
     # the older schema has no traceparent / correlation_id: nothing recommended on them
-    social = " ".join(f for n, f in fixes if n.startswith("index:social:"))
+    social = " ".join(f for n, f in fixes if n.startswith("trace_request_index:social:"))
     assert "traceparent" not in social and "correlation_id" not in social

@@ -21,7 +21,7 @@ async def checks(runtime: Runtime) -> list[Check]:
         for kind in TABLE_KINDS:
             for index in missing(tables[kind]):
                 out.append(Check(
-                    name=f"index:{service}:{index.table}:trace_request", status="warn",
+                    name=f"trace_request_index:{service}:{index.table}", status="warn",
                     detail=f"missing index on {index.table} ({index.label}): slow {index.serves} on big tables",
                     fix=index.ddl))
     return out
