@@ -24,6 +24,7 @@ BENCHES: dict[str, tuple[list[str], list[str]]] = {
     "remediation": ([], ["--entries", "5000", "--dlq", "500", "--plan", "20"]),
     "demo": ([], ["--runs", "1"]),
     "flow_map": ([], ["--files", "1000", "--targets", "50"]),
+    "trace_request": ([], ["--rows", "2000", "--lookups", "20"]),
 }
 
 

@@ -50,6 +50,7 @@ REGISTRARS: tuple[str, ...] = (
     "resources.mcp_resources",
     "tools.flow_map.mcp_tools",
     "tools.lint.mcp_tools",
+    "tools.trace_request.mcp_tools",
 )
 """Modules exposing ``register(server, runtime)``, in listing order."""
 

@@ -32,6 +32,7 @@ COMMANDS: dict[str, str] = {
     "map": "tools.flow_map.commands:cmd_map",
     "audit": "server.audit_cli:cmd_audit",
     "lint": "tools.lint.commands:cmd_lint",
+    "trace-request": "tools.trace_request.commands:cmd_trace_request",
 }
 
 
@@ -133,6 +134,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_audit_parser(sub)
     add_lint_parser(sub)
+    from tools.trace_request.commands import add_parser as add_trace_request
+
+    add_trace_request(sub)
     return parser
 
 

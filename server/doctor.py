@@ -23,6 +23,7 @@ CAPABILITY_CHECKS: tuple[str, ...] = (
     "tools.outbox.doctor",
     "tools.streams.doctor",
     "server.audit_cli",
+    "tools.trace_request.doctor",
 )
 
 

@@ -1,0 +1,1 @@
+"""``trace_request``: follow one request across every service database and its streams."""

@@ -1,0 +1,249 @@
+"""Find the rows of one request in every service: seed lookups, then expansion by the
+correlation ids and trace ids of what was found (a bounded number of rounds).
+
+With ``trace_id`` as the way in, rows reached through a shared correlation id but carrying
+another trace are left out (and listed): the caller asked for one trace. With the other
+ways in, every row sharing a correlation id or trace id with the request belongs to it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from server.config import Settings
+from server.connections import Connections
+from tools.outbox.fan_out import each_service
+from tools.outbox.model import ServiceProblem
+from tools.outbox.schema_discovery import SchemaCatalog, TableSchema
+from tools.outbox.trace import Found, Tracer
+from tools.trace_request import lookups
+from tools.trace_request.context import parse_traceparent, uuid_trace_id
+from tools.trace_request.indexes import unindexed
+from tools.trace_request.inputs import RequestInput
+from tools.trace_request.model import LookupNote
+
+EXPAND_ROUNDS = 3
+MAX_ROWS_TOTAL = 200
+
+
+@dataclass
+class Hit:
+    service: str
+    kind: str
+    found: Found
+    link: str
+    heuristic: bool = False
+
+    @property
+    def key(self) -> str:
+        return f"{self.service}:{self.kind}:{self.found.row.id}"
+
+
+@dataclass
+class Collected:
+    hits: dict[str, Hit] = field(default_factory=dict)
+    tables: dict[str, dict[str, TableSchema]] = field(default_factory=dict)
+    unavailable: list[ServiceProblem] = field(default_factory=list)
+    skipped: list[LookupNote] = field(default_factory=list)
+    unindexed: list[LookupNote] = field(default_factory=list)
+    left_out: list[str] = field(default_factory=list)
+    truncated: bool = False
+
+
+class Collector:
+    def __init__(self, connections: Connections, settings: Settings, catalog: SchemaCatalog) -> None:
+        self.connections = connections
+        self.settings = settings
+        self.catalog = catalog
+        self.tracer = Tracer(connections, settings, catalog)
+        self.limit = min(settings.limits.max_rows, 100)
+        self.out = Collected()
+        self._noted: set[tuple[str, str, str]] = set()
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def trace_ids(self, hit: Hit) -> set[str]:
+        cols = hit.found.row.columns
+        names = self.settings.conventions.columns
+        out = set()
+        ctx = parse_traceparent(cols.get(names.traceparent))
+        if ctx:
+            out.add(ctx.trace_id)
+        old = uuid_trace_id(cols.get(names.trace_id))
+        if old:
+            out.add(old)
+        return out
+
+    def correlation(self, hit: Hit) -> str | None:
+        value = hit.found.row.columns.get(self.settings.conventions.columns.correlation_id)
+        return str(value) if value else None
+
+    def _note(self, kind: str, service: str, schema: TableSchema, role: str, note: str) -> None:
+        col = getattr(schema.names, role)
+        if (kind, service, f"{schema.name}.{col}") in self._noted:
+            return
+        self._noted.add((kind, service, f"{schema.name}.{col}"))
+        target = self.out.skipped if kind == "skipped" else self.out.unindexed
+        target.append(LookupNote(service=service, lookup=f"{schema.name}.{col}", note=note))
+
+    async def _run(self, service: str, schema: TableSchema, role: str, query: lookups.Query | None, link: str,
+                   heuristic: bool = False) -> list[Hit]:
+        if not schema.exists:
+            return []
+        if query is None:
+            self._note("skipped", service, schema, role, f"{schema.name} has no {getattr(schema.names, role)} "
+                                                         "column in this service: not searched there")
+            return []
+        missing = unindexed(schema, role)
+        if missing is not None:
+            self._note("unindexed", service, schema, role, f"ran without an index ({missing.ddl})")
+        text, params = query
+        result = await self.connections.read(service, text, params, max_rows=self.limit)
+        if result.truncated or len(result.rows) >= self.limit:
+            self.out.truncated = True
+        return [Hit(service, schema.kind, self.tracer._found(service, schema, raw), link, heuristic)
+                for raw in result.rows]
+
+    async def _each(self, services: list[str], step: Any) -> list[Hit]:
+        hits: list[Hit] = []
+
+        async def one(service: str) -> None:
+            if service not in self.out.tables:
+                return
+            hits.extend(await step(service, self.out.tables[service]))
+
+        problems = await each_service(services, one, named=False)
+        self._down(problems)
+        return hits
+
+    def _down(self, problems: list[ServiceProblem]) -> None:
+        known = {p.service for p in self.out.unavailable}
+        self.out.unavailable.extend(p for p in problems if p.service not in known)
+
+    # -- lookups ----------------------------------------------------------------------------
+
+    async def schemas(self, services: list[str]) -> None:
+        async def one(service: str) -> None:
+            tables = await self.catalog.tables(service)
+            if not any(t.indexes for t in tables.values() if t.exists):
+                # the cached schema was read without its indexes: read them once (then cached too)
+                tables = await self.catalog.tables(service, with_indexes=True)
+            self.out.tables[service] = tables
+
+        self._down(await each_service(services, one, named=False))
+
+    async def by_correlation(self, services: list[str], values: list[str]) -> list[Hit]:
+        cap = self.settings.limits.payload_max_bytes
+
+        async def step(service: str, tables: dict[str, TableSchema]) -> list[Hit]:
+            schema = tables["event_queue"]
+            q = lookups.by_column(schema, "correlation_id", values, cap, self.limit)
+            if q is None and schema.has("correlation_id"):
+                return []  # no value fits the column's type
+            return await self._run(service, schema, "correlation_id", q, "correlation_id")
+
+        return await self._each(services, step)
+
+    async def by_trace(self, services: list[str], trace_ids: list[str], *, searching_input: bool = False) -> list[Hit]:
+        cap = self.settings.limits.payload_max_bytes
+
+        async def step(service: str, tables: dict[str, TableSchema]) -> list[Hit]:
+            hits: list[Hit] = []
+            for kind in ("jobs_outbox", "event_queue"):
+                schema = tables[kind]
+                hits += await self._run(service, schema, "traceparent",
+                                        lookups.by_traceparent(schema, trace_ids, cap, self.limit), "trace_id")
+                # the old uuid "traceId" is searched for the trace asked for, and in tables that have no
+                # traceparent (older schemas); ids found in traceparents are not looked up there again
+                if schema.has("trace_id") and (searching_input or not schema.has("traceparent")):
+                    hits += await self._run(service, schema, "trace_id",
+                                            lookups.by_trace_uuid(schema, trace_ids, cap, self.limit), "trace_id")
+            return hits
+
+        return await self._each(services, step)
+
+    async def by_entity(self, services: list[str], value: str, since_s: float) -> list[Hit]:
+        cap = self.settings.limits.payload_max_bytes
+
+        async def step(service: str, tables: dict[str, TableSchema]) -> list[Hit]:
+            hits: list[Hit] = []
+            for kind in ("jobs_outbox", "event_queue"):
+                schema = tables[kind]
+                hits += await self._run(service, schema, "payload",
+                                        lookups.by_payload(schema, value, since_s, cap, self.limit), "entity_id",
+                                        heuristic=True)
+            return hits
+
+        return await self._each(services, step)
+
+    async def by_start(self, inp: RequestInput) -> list[Hit]:
+        assert inp.start is not None
+        start = inp.start
+        cap = self.settings.limits.payload_max_bytes
+
+        async def step(service: str, tables: dict[str, TableSchema]) -> list[Hit]:
+            if service != start.service:
+                return []
+            schema = tables[start.table]
+            hits = await self._run(service, schema, "id", lookups.by_column(schema, "id", [start.id], cap, 1),
+                                   "start")
+            if start.table == "job_audit":
+                job_ids = [str(h.found.row.columns.get(schema.names.job_id)) for h in hits]
+                jobs = tables["jobs_outbox"]
+                hits = await self._run(service, jobs, "id", lookups.by_column(jobs, "id", job_ids, cap, 1), "start")
+            return hits
+
+        return await self._each([start.service], step)
+
+    # -- the whole search -------------------------------------------------------------------
+
+    def _add(self, hits: list[Hit], inp: RequestInput) -> int:
+        added = 0
+        for hit in hits:
+            if hit.key in self.out.hits:
+                continue
+            if inp.way == "trace_id":
+                traces = self.trace_ids(hit)
+                if traces and inp.value not in traces:
+                    if hit.key not in self.out.left_out:
+                        self.out.left_out.append(hit.key)
+                    continue
+            if len(self.out.hits) >= MAX_ROWS_TOTAL:
+                self.out.truncated = True
+                break
+            self.out.hits[hit.key] = hit
+            added += 1
+        return added
+
+    async def collect(self, inp: RequestInput) -> Collected:
+        services = inp.services
+        await self.schemas(services)
+        if inp.way == "correlation_id":
+            seed = await self.by_correlation(services, [inp.value])
+        elif inp.way == "trace_id":
+            seed = await self.by_trace(services, [inp.value], searching_input=True)
+        elif inp.way == "entity_id":
+            seed = await self.by_entity(services, inp.value, inp.since_s)
+        else:
+            seed = await self.by_start(inp)
+        self._add(seed, inp)
+        done_corr: set[str] = {inp.value} if inp.way == "correlation_id" else set()
+        done_trace: set[str] = {inp.value} if inp.way == "trace_id" else set()
+        for _ in range(EXPAND_ROUNDS):
+            corr = {c for h in self.out.hits.values() if (c := self.correlation(h))} - done_corr
+            traces = set().union(*(self.trace_ids(h) for h in self.out.hits.values())) - done_trace
+            if inp.way == "trace_id":
+                traces = set()
+            if not corr and not traces:
+                break
+            added = 0
+            if corr:
+                added += self._add(await self.by_correlation(services, sorted(corr)[:100]), inp)
+            if traces:
+                added += self._add(await self.by_trace(services, sorted(traces)[:100]), inp)
+            done_corr |= corr
+            done_trace |= traces
+            if not added:
+                break
+        return self.out

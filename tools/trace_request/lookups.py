@@ -1,0 +1,86 @@
+"""The SQL of ``trace_request``: rows of one table matching a correlation id, a trace id, a
+business id in the payload, or a row id. Identifiers come from config (``psycopg.sql``),
+values are always bound, every query is capped (``LIMIT``) and runs through
+:meth:`server.connections.Connections.read` (read-only transaction, statement timeout).
+
+Each lookup runs in a MATERIALIZED CTE holding the match (with its LIMIT), so the planner
+uses the lookup column's index instead of walking ``created_at``.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from typing import Any
+
+from psycopg import sql
+
+from tools.outbox.queries import select_list
+from tools.outbox.schema_discovery import TableSchema
+
+Query = tuple[sql.Composed, list[Any]]
+
+
+def _wrap(schema: TableSchema, where: sql.Composable, params: list[Any], cap_bytes: int, limit: int) -> Query:
+    created = sql.Identifier(schema.col("created_at") or "created_at")
+    query = sql.SQL(
+        "WITH hits AS MATERIALIZED (SELECT * FROM {table} WHERE {where} LIMIT %s) "
+        "SELECT {cols} FROM hits ORDER BY {created} ASC"
+    ).format(table=sql.Identifier(schema.name), where=where, cols=select_list(schema, cap_bytes), created=created)
+    return query, [*params, limit]
+
+
+def _typed(schema: TableSchema, role: str, values: list[str]) -> list[Any]:
+    """Values typed for the column (uuid columns get uuids; values that cannot be one are dropped)."""
+    if schema.type_of(role) != "uuid":
+        return list(values)
+    out = []
+    for value in values:
+        try:
+            out.append(uuid.UUID(value))
+        except ValueError:
+            continue
+    return out
+
+
+def by_column(schema: TableSchema, role: str, values: list[str], cap_bytes: int, limit: int) -> Query | None:
+    """Rows whose ``role`` column is one of ``values``; None when the column is missing or no value fits."""
+    col = schema.col(role)
+    typed = _typed(schema, role, values) if col else []
+    if not col or not typed:
+        return None
+    where = sql.SQL("{} = ANY(%s)").format(sql.Identifier(col))
+    return _wrap(schema, where, [typed], cap_bytes, limit)
+
+
+def by_traceparent(schema: TableSchema, trace_ids: list[str], cap_bytes: int, limit: int) -> Query | None:
+    """Rows whose traceparent carries one of ``trace_ids`` (the expression the recommended index has)."""
+    col = schema.col("traceparent")
+    if not col or not trace_ids:
+        return None
+    expr = sql.SQL("substr({}, 4, 32)").format(sql.Identifier(col))  # the expression indexes.py recommends
+    return _wrap(schema, sql.SQL("{} = ANY(%s)").format(expr), [list(trace_ids)], cap_bytes, limit)
+
+
+def by_trace_uuid(schema: TableSchema, trace_ids: list[str], cap_bytes: int, limit: int) -> Query | None:
+    """Rows whose old ``traceId`` column holds one of ``trace_ids`` (32 hex = a uuid)."""
+    as_uuids = [str(uuid.UUID(hex=t)) for t in trace_ids]
+    return by_column(schema, "trace_id", as_uuids, cap_bytes, limit)
+
+
+def by_payload(schema: TableSchema, value: str, since_s: float, cap_bytes: int, limit: int) -> Query | None:
+    """Rows of the last ``since_s`` seconds whose payload holds ``value`` anywhere (a string, or a
+    number when ``value`` is numeric): ``jsonb_path_exists`` with the value bound as a variable."""
+    payload = schema.col("payload")
+    created = schema.col("created_at")
+    if not payload or not created or schema.type_of("payload") not in ("jsonb", "json"):
+        return None
+    numeric = re.fullmatch(r"-?\d{1,18}(\.\d{1,12})?", value) is not None
+    path = "$.** ? (@ == $v || @ == $n)" if numeric else "$.** ? (@ == $v)"
+    variables = (sql.SQL("jsonb_build_object('v', %s::text, 'n', %s::numeric)") if numeric
+                 else sql.SQL("jsonb_build_object('v', %s::text)"))
+    where = sql.SQL(
+        "{created} >= now() - make_interval(secs => %s) AND jsonb_path_exists({payload}::jsonb, %s::jsonpath, {vars})"
+    ).format(created=sql.Identifier(created), payload=sql.Identifier(payload), vars=variables)
+    params: list[Any] = [since_s, path, value] + ([value] if numeric else [])
+    return _wrap(schema, where, params, cap_bytes, limit)

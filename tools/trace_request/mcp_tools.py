@@ -1,0 +1,59 @@
+"""MCP adapter of ``trace_request`` (read only)."""
+
+from typing import Annotated
+
+from mcp.server.mcpserver import MCPServer
+from mcp.types import CallToolResult
+from pydantic import Field
+
+from server.runtime import Runtime
+from server.toolkit import READ_ONLY_REMOTE, mesh_tool, tool_result
+from tools.outbox.mcp_tools import catalog_of
+from tools.trace_request.inputs import MAX_SINCE_S
+from tools.trace_request.model import RequestReport
+from tools.trace_request.service import trace_request as trace_request_lib
+
+
+def register(server: MCPServer, runtime: Runtime) -> None:
+    """Register trace_request on ``server``."""
+
+    @server.tool(name="trace_request", annotations=READ_ONLY_REMOTE)
+    @mesh_tool
+    async def trace_request(
+        correlation_id: Annotated[
+            str | None, Field(min_length=1, max_length=200, description="event_queue.correlation_id of the request")
+        ] = None,
+        trace_id: Annotated[
+            str | None, Field(min_length=1, max_length=200,
+                              description="W3C trace id (32 hex) matched in traceparent, or the old traceId uuid")
+        ] = None,
+        entity_id: Annotated[
+            str | None, Field(min_length=1, max_length=200,
+                              description="a business id inside payloads (heuristic search in the time window)")
+        ] = None,
+        start: Annotated[
+            str | None, Field(min_length=1, max_length=300, description="SERVICE:TABLE:ID of any outbox row")
+        ] = None,
+        since_s: Annotated[
+            float, Field(gt=0, le=MAX_SINCE_S, description="time window of the entity_id payload search (s)")
+        ] = 86400,
+        services: Annotated[
+            list[str] | None, Field(min_length=1, max_length=50,
+                                    description="services to search (default: every configured service)")
+        ] = None,
+    ) -> Annotated[CallToolResult, RequestReport]:
+        """Follow one request across every service: give exactly one of correlation_id, trace_id, entity_id, start.
+
+        Finds the request's rows in every service database (events by correlation_id, jobs and events by the trace
+        id of their traceparent / traceId, or a payload search), then expands through the correlation and trace
+        ids found. Each item is traced like trace_job / trace_event (job_audit, outcome events, stream entries,
+        per-group delivery). verdict = first broken link of the whole tree (trace verdict codes);
+        `inconclusive` with `unavailable` when a service could not be searched; `trace_context` lists
+        trace_context_broken rows; `skipped` / `unindexed` say which lookups lacked a column or an index;
+        `mermaid` draws the tree.
+        """
+        report = await trace_request_lib(
+            runtime.connections, runtime.settings, catalog_of(runtime), correlation_id=correlation_id,
+            trace_id=trace_id, entity_id=entity_id, start=start, since_s=since_s, services=services,
+        )
+        return tool_result(report, report.summary_text())

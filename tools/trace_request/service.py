@@ -1,0 +1,68 @@
+"""``trace_request``: validate, collect the rows of the request, build its tree, give the verdict.
+
+The verdict is the first broken link of the whole tree: the items in creation order, the
+findings of each in chain order, the first of the worst severity (trace verdict codes of
+:mod:`tools.outbox.verdicts`). When a service (or Redis) could not be searched the answer
+is ``inconclusive`` and names it; ``not_found`` is said only of the services searched, with
+the purge window (COMPLETED rows older than the retention are deleted).
+"""
+
+from __future__ import annotations
+
+from server.config import Settings
+from server.connections import Connections
+from tools.outbox.model import Verdict
+from tools.outbox.schema_discovery import TABLE_KINDS, SchemaCatalog
+from tools.outbox.verdicts import overall, verdict
+from tools.trace_request import inputs, mermaid
+from tools.trace_request.collect import Collector
+from tools.trace_request.model import RequestReport
+from tools.trace_request.tree import build_items, context_findings
+
+
+def validate(settings: Settings, **kwargs: object) -> inputs.RequestInput:
+    names = {kind: getattr(settings.conventions.tables, kind) for kind in TABLE_KINDS}
+    return inputs.validate(configured=sorted(settings.services), table_names=names, **kwargs)  # type: ignore[arg-type]
+
+
+async def trace_request(
+    connections: Connections, settings: Settings, catalog: SchemaCatalog, *,
+    correlation_id: str | None = None, trace_id: str | None = None, entity_id: str | None = None,
+    start: str | None = None, since_s: float = 86400, services: list[str] | None = None,
+) -> RequestReport:
+    inp = validate(settings, correlation_id=correlation_id, trace_id=trace_id, entity_id=entity_id, start=start,
+                   since_s=since_s, services=services)
+    collector = Collector(connections, settings, catalog)
+    collected = await collector.collect(inp)
+    items, per_item = await build_items(collector)
+    down = [p.service for p in collected.unavailable]
+    searched = [s for s in inp.services if s not in down]
+    inconclusive = bool(down)
+    if not items:
+        v = _not_found(inp, settings, searched, down)
+    else:
+        findings: list[Verdict] = []
+        for item, item_findings in zip(items, per_item, strict=True):
+            for f in item_findings:
+                findings.append(f.model_copy(update={"sentence": f"{item.key}: {f.sentence}",
+                                                     "hop": f"{item.key} {f.hop or ''}".strip()}))
+        v = overall(findings, f"every row of the request ({len(items)}) completed its chain")
+        if inconclusive:
+            v = v.model_copy(update={"sentence": v.sentence + f" (inconclusive: not searched: {', '.join(down)})"})
+    return RequestReport(
+        way=inp.way, value=inp.value, searched_services=searched, verdict=v, inconclusive=inconclusive,
+        items=items, trace_context=context_findings(items, collector), left_out=collected.left_out,
+        skipped=collected.skipped, unindexed=collected.unindexed, truncated=collected.truncated,
+        unavailable=collected.unavailable, mermaid=mermaid.render(items),
+    )
+
+
+def _not_found(inp: inputs.RequestInput, settings: Settings, searched: list[str], down: list[str]) -> Verdict:
+    retention = settings.conventions.retention_s
+    sentence = (f"no row of {inp.way}={inp.value} in {', '.join(searched) or 'no service'}. COMPLETED rows older "
+                f"than the retention ({retention}s) are purged, so an old finished request leaves no row")
+    if inp.way == "entity_id":
+        sentence += f"; the payload search covered the last {inp.since_s:.0f}s only"
+    if down:
+        sentence += f" (inconclusive: not searched: {', '.join(down)})"
+    return verdict("not_found", "warning", sentence)
