@@ -5,7 +5,8 @@ milliseconds) and the event_queue id in the ``id`` field. The entry is searched 
 XRANGE in a bounded window around the row's times (``created_at``, ``processed_at``,
 ``updated_at`` +- ``[limits] stream_window_ms``), in pages of ``max_count`` entries, at
 most ``scan_max_iterations`` pages. When it is not there and the stream's oldest entry
-is newer than the searched window, the stream was trimmed, MAXLEN trimming removed it (``trimmed``).
+is newer than the searched window start and the stream sits at its MAXLEN, MAXLEN trimming removed
+it (``trimmed``); otherwise the entry is ``not_found`` (an empty or small stream is no evidence).
 """
 
 from __future__ import annotations
@@ -90,20 +91,20 @@ async def locate_entry(
 
 
 async def _trimmed(redis: Any, settings: Settings, ref: StreamEntryRef) -> bool:
-    """Whether MAXLEN trimming explains a missing entry.
+    """Whether MAXLEN trimming explains a missing entry: only with evidence.
 
-    True when the stream is empty, when its oldest entry is newer than the whole search
-    window, or when it is newer than the window start and the stream is at its MAXLEN.
+    True when the stream's oldest entry is newer than the window start *and* the stream
+    sits at its MAXLEN (at least 90% of ``[conventions] stream_maxlen``). An empty stream is
+    not evidence (MAXLEN trimming never empties a stream: XDEL did, or nothing was pushed
+    there), nor is a stream far below its MAXLEN whatever its oldest entry.
     """
     if ref.first_entry_id is None:
-        return True
+        return False
     first_ms = StreamId.parse(ref.first_entry_id).ms
-    if first_ms > (ref.searched_to_ms or 0):
-        return True
-    if first_ms > (ref.searched_from_ms or 0):
-        length = await redis.xlen(ref.stream)
-        return length >= settings.conventions.stream_maxlen * 0.9
-    return False
+    if first_ms <= (ref.searched_from_ms or 0):
+        return False
+    length = await redis.xlen(ref.stream)
+    return length >= settings.conventions.stream_maxlen * 0.9
 
 
 def _group_finding(d: GroupDelivery, settings: Settings, now_ms: int, hop: str) -> Verdict | None:
