@@ -7,6 +7,7 @@ from typing import Any
 
 _KV_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
 _QUERY_PASSWORD = re.compile(r"([?&]password=)[^&]*", re.IGNORECASE)
+_URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://(.*)$", re.DOTALL)
 
 
 def redact_dsn(dsn: str) -> str:
@@ -16,9 +17,10 @@ def redact_dsn(dsn: str) -> str:
     ``/``, ``?``, ``#`` or ``%`` (percent-encoded or not) is redacted whole. When an ``@``
     also appears after the host, more than the password is hidden, never less.
     """
-    scheme, sep, rest = dsn.partition("://")
-    if not sep:
+    url = _URL.match(dsn)
+    if url is None:  # key=value form (a password holding "://" does not make it a URL)
         return _KV_PASSWORD.sub(r"\1***", dsn)
+    scheme, rest = url.groups()
     userinfo, at, tail = rest.rpartition("@")
     if at and ":" in userinfo:
         rest = f"{userinfo.split(':', 1)[0]}:***@{tail}"
