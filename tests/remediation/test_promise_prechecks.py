@@ -114,7 +114,7 @@ async def test_an_entry_delivered_again_before_apply_stops_it_before_any_change(
 async def test_an_entry_still_idle_lets_the_plan_complete(tmp_path, outbox_db, redis_url, redis_client):
     """Control: nobody touches the entry, the same plan completes (the stops above are the idle check's)."""
     settings = settings_for(tmp_path, outbox_db, redis_url, limits={"dead_consumer_idle_ms": IDLE_MS})
-    message_id, lock = _dead_consumer_with_lock(redis_client)
+    _message_id, lock = _dead_consumer_with_lock(redis_client)
     with LiveConsumer(redis_client, STREAM, GROUP, "pp-live"):
         plan = await _propose(settings, "claim_dead_consumer")
         report = await _apply(settings, plan)
