@@ -61,7 +61,8 @@ MODULES: tuple[Module, ...] = (
     Module("audit", ("server/audit.py",),
            ("tests/remediation/test_approval.py", "tests/remediation/test_promise_prechecks.py")),
     Module("connections", ("server/connections.py",),
-           ("tests/safety/test_promise_sql_reads.py", "tests/foundation/test_server.py")),
+           ("tests/safety/test_promise_sql_reads.py", "tests/foundation/test_server.py",
+            "tests/outbox/test_health_and_doctor.py")),
     Module("anomalies", ("tools/streams/anomalies.py",),
            ("tests/streams/test_promise_trimmed_pending.py", "tests/streams/test_inspect_stream.py",
             "tests/streams/test_units.py")),
@@ -106,7 +107,7 @@ def _setup_cfg(module: Module) -> str:
         "[mutmut]\n"
         f"source_paths ={lines(['server', 'tools'])}\n"
         f"only_mutate ={lines(module.globs)}\n"
-        f"also_copy ={lines(['resources', 'skills', 'bench', 'tests'])}\n"
+        f"also_copy ={lines(['resources', 'skills', 'bench', 'tests', 'docs', 'README.md', '.ci'])}\n"
         f"pytest_add_cli_args_test_selection ={lines(module.tests)}\n"
         f"pytest_add_cli_args ={lines(['-p', 'no:cacheprovider', '-q'])}\n"
     )
