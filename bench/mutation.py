@@ -59,7 +59,7 @@ MODULES: tuple[Module, ...] = (
     Module("verdicts", ("tools/outbox/verdicts.py",),
            ("tests/outbox/test_promise_trace.py", "tests/outbox/test_trace_event.py", "tests/outbox/test_docs.py")),
     Module("audit", ("server/audit.py",),
-           ("tests/remediation/test_approval.py", "tests/remediation/test_promise_prechecks.py")),
+           ("tests/safety/test_promise_audit.py", "tests/remediation/test_approval.py")),
     Module("connections", ("server/connections.py",),
            ("tests/safety/test_promise_sql_reads.py", "tests/foundation/test_server.py",
             "tests/outbox/test_health_and_doctor.py")),
