@@ -223,3 +223,57 @@ async def test_query_outbox_reads_read_only_with_its_timeout(make_settings, pg_u
     assert not result.is_error, text
     assert "guard:" not in text
     assert result.structured_content["rows"], result.structured_content
+
+
+# -- errors name the service, never the password ----------------------------------------------
+
+
+async def test_reads_identify_themselves_and_tolerate_statements_without_rows(settings_for) -> None:
+    connections = Connections(settings_for())
+    try:
+        name = await connections.read(SVC, "SHOW application_name")
+        nothing = await connections.read(SVC, "DO $$ BEGIN PERFORM 1; END $$")
+    finally:
+        await connections.aclose()
+    assert name.rows == [{"application_name": "mesh-mcp"}]
+    assert nothing.rows == [] and nothing.truncated is False
+
+
+async def test_a_missing_table_or_column_is_a_clear_error(settings_for) -> None:
+    from server.errors import NotFound
+
+    with pytest.raises(NotFound, match=r"service 'orders': .*nope.*check \[conventions.tables\]"):
+        await _read(settings_for(), "SELECT * FROM nope")
+    with pytest.raises(MeshError, match=r"service 'orders': .*missing_col"):
+        await _read(settings_for(), "SELECT missing_col FROM items")
+
+
+async def test_an_unreachable_database_is_named_without_its_password(make_settings) -> None:
+    from server.embedded import free_port
+    from server.errors import ServiceUnavailable
+
+    dsn = f"postgresql://app:Zq%40W%2Fx9k@127.0.0.1:{free_port()}/orders"
+    settings = make_settings(services={SVC: {"postgres": dsn}}, limits={"connect_timeout_s": 2})
+    started = time.monotonic()
+    with pytest.raises(ServiceUnavailable) as info:
+        await _read(settings, "SELECT 1")
+    message = str(info.value)
+    assert time.monotonic() - started < 10
+    assert "PostgreSQL of service 'orders' is unavailable" in message
+    assert "Zq" not in message and "x9k" not in message and "app:***@" in message
+
+
+async def test_unknown_and_unconfigured_services_are_refused(settings_for, make_settings) -> None:
+    from server.errors import NotFound
+
+    connections = Connections(settings_for())
+    try:
+        assert connections.resolve_services(None) == [SVC]
+        assert connections.resolve_services(SVC) == [SVC]
+        with pytest.raises(NotFound, match="unknown service 'billing': configured services are orders"):
+            await connections.read("billing", "SELECT 1")
+    finally:
+        await connections.aclose()
+    empty = Connections(make_settings())
+    with pytest.raises(NotFound, match="no service is configured"):
+        empty.resolve_services(None)
