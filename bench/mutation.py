@@ -57,7 +57,7 @@ MODULES: tuple[Module, ...] = (
     Module("redaction", ("server/redaction.py",),
            ("tests/safety/test_promise_redaction.py", "tests/foundation/test_redaction.py")),
     Module("verdicts", ("tools/outbox/verdicts.py",),
-           ("tests/outbox/test_promise_trace.py", "tests/outbox/test_trace_event.py", "tests/outbox/test_docs.py")),
+           ("tests/outbox/test_promise_verdicts.py", "tests/outbox/test_docs.py")),
     Module("audit", ("server/audit.py",),
            ("tests/safety/test_promise_audit.py", "tests/remediation/test_approval.py")),
     Module("connections", ("server/connections.py",),
