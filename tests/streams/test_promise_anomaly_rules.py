@@ -45,7 +45,8 @@ def test_dead_consumer_says_what_it_saw() -> None:
 
 
 @pytest.mark.parametrize(("ms", "text"), [(0, "0.0 s"), (59_999, "60.0 s"), (60_000, "1.0 min"),
-                                          (3_599_999, "60.0 min"), (3_600_000, "1.0 h"), (5_400_000, "1.5 h")])
+                                          (81_000, "1.4 min"), (3_599_999, "60.0 min"), (3_600_000, "1.0 h"),
+                                          (4_860_000, "1.4 h"), (5_400_000, "1.5 h")])
 def test_durations_are_shown_in_the_right_unit(ms: int, text: str) -> None:
     hit = rules.dead_consumer(S, G, "c1", 1, ms, 0)
     assert hit is not None and hit.message.endswith(f"for {text}")
@@ -82,7 +83,7 @@ def test_trimmed_pending_says_what_it_saw() -> None:
     }
     empty = rules.trimmed_pending(S, G, 1, False, None, ["1-0"])
     assert empty is not None and empty.message.startswith("1 pending entries of group 'pp-event'")
-    assert "the stream is empty" in empty.message and empty.evidence["first_entry_id"] is None
+    assert " the stream is empty: " in empty.message and empty.evidence["first_entry_id"] is None
 
 
 @pytest.mark.parametrize(("length", "fires"), [(0, False), (1, True)])
