@@ -123,3 +123,56 @@ def test_an_unreadable_line_is_reported_not_fatal(tmp_path: Path) -> None:
     assert records[0]["step"] == 1
     assert records[1] == {"event": "unreadable_line", "raw": "{broken line"}
     assert len(records) == 2
+
+
+def test_a_record_is_one_compact_utf8_line_with_the_documented_fields(tmp_path: Path) -> None:
+    log = AuditLog(tmp_path / "audit.log")
+    entry = log.record("step", plan_id=PLAN, plan_sha256="ab" * 32, approver="alice", step=3, action="xdel_dlq",
+                       result="done", detail="déjà vu ✓", where=Path("/var/x"))
+    assert list(entry) == ["time", "event", "plan_id", "plan_sha256", "approver", "step", "action", "result",
+                           "detail", "where", "prev"]
+    assert entry["time"].endswith("+00:00")  # UTC, with its offset
+    assert (entry["event"], entry["plan_id"], entry["plan_sha256"], entry["action"], entry["result"]) == (
+        "step", PLAN, "ab" * 32, "xdel_dlq", "done")
+    expected = json.dumps({**entry, "where": "/var/x"}, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    assert log.path.read_bytes() == expected + b"\n"  # non-ASCII kept as UTF-8, other types as str
+    assert "déjà vu ✓".encode() in log.path.read_bytes()
+
+
+def test_the_chain_holds_after_a_line_longer_than_two_tail_chunks(tmp_path: Path) -> None:
+    log = AuditLog(tmp_path / "audit.log")
+    log.record("step", detail="a")
+    log.record("replayed", payload="p" * 150_000)  # extra fields are not cut: longer than two 64 KiB chunks
+    log.record("step", detail="b")
+    assert log.verify_chain() == (True, "3 records")
+
+
+def test_audit_path_is_in_the_state_directory(tmp_path: Path) -> None:
+    from server.audit import audit_log, audit_path
+    from server.config import load_settings
+
+    settings = load_settings(environ={}, overrides={"state_dir": str(tmp_path / "st")})
+    assert audit_path(settings) == tmp_path / "st" / "audit.log"
+    audit_log(settings).record("proposed", plan_id=PLAN)
+    assert (tmp_path / "st" / "audit.log").exists()
+
+
+def test_tail_reads_at_the_file_size_edges(tmp_path: Path) -> None:
+    log = AuditLog(tmp_path / "audit.log")
+    for i in range(3):
+        log.record("step", step=i)
+    size = log.path.stat().st_size
+    assert [r["step"] for r in log.read(max_bytes=size)] == [0, 1, 2]
+    assert [r["step"] for r in log.read(max_bytes=size + 1)] == [0, 1, 2]
+    assert [r["step"] for r in log.read(max_bytes=size - 1)] == [1, 2]  # the cut first line is dropped
+    assert log.read(max_bytes=0) == []
+
+
+def test_an_unreadable_line_with_invalid_utf8_is_shown_replaced_and_cut(tmp_path: Path) -> None:
+    log = AuditLog(tmp_path / "audit.log")
+    log.record("step", step=1)
+    with log.path.open("ab") as fh:
+        fh.write(b"\xff\xfe" + b"z" * 300 + b"\n")
+    bad = log.read()[1]
+    assert bad["event"] == "unreadable_line"
+    assert bad["raw"] == "\ufffd\ufffd" + "z" * 198
