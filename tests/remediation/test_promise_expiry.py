@@ -7,12 +7,21 @@ side, through the public functions the server calls (``mint_token``, ``verify_to
 
 from __future__ import annotations
 
+import stat
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-from server.approval import TokenRefused, consume_nonce, mint_token, nonces_path, verify_token
+from server.approval import (
+    TokenRefused,
+    consume_nonce,
+    describe_mode,
+    mint_token,
+    nonce_used,
+    nonces_path,
+    verify_token,
+)
 from server.config import Settings, load_settings
 from server.errors import RemediationRefused
 from tools.remediation import store
@@ -88,20 +97,51 @@ def test_a_plan_expires_at_its_expiry_instant(offset: float, expired: bool) -> N
 
 
 def test_pruning_the_nonce_file_never_forgets_a_token_still_valid(tmp_path: Path) -> None:
-    """Once the file is large, entries of expired tokens are pruned; a token valid one second more is kept."""
+    """Once the file is large, entries of expired tokens are pruned; tokens valid one second more are kept."""
     settings = _settings(tmp_path)
     _, at_limit = _mint(settings, now=T0 - 600)  # exp == T0: refused at T0 anyway, may go
     _, valid = _mint(settings, now=T0 - 599)  # exp == T0 + 1: still valid at T0, must stay
-    consume_nonce(settings, at_limit, now=T0 - 600)
-    consume_nonce(settings, valid, now=T0 - 599)
+    _, later = _mint(settings, now=T0 - 100)  # exp == T0 + 500
+    for claims in (at_limit, valid, later):
+        consume_nonce(settings, claims, now=claims.iat)
     path = nonces_path(settings)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
     with path.open("a", encoding="ascii") as fh:  # documented format: one "<nonce> <exp>" line per used token
         fh.write("".join(f"n{i:021d} {T0 - 10}\n" for i in range(6000)))
     _, fresh = _mint(settings)
     consume_nonce(settings, fresh, now=T0)  # the file is past its pruning size: this prunes
-    assert len(path.read_text(encoding="ascii").splitlines()) < 100
-    with pytest.raises(TokenRefused) as info:
-        consume_nonce(settings, valid, now=T0)
-    assert info.value.reason == "reused"
-    with pytest.raises(TokenRefused):
-        consume_nonce(settings, fresh, now=T0)
+    text = path.read_text(encoding="ascii")
+    assert text.splitlines() == [f"{valid.nonce} {valid.exp}", f"{later.nonce} {later.exp}",
+                                 f"{fresh.nonce} {fresh.exp}"]
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    for claims in (valid, later, fresh):
+        assert nonce_used(settings, claims.nonce)
+        with pytest.raises(TokenRefused, match=r"already used: tokens are single-use\. Have plan p-\S+ "
+                                               r"\(or a fresh one\) approved again$") as info:
+            consume_nonce(settings, claims, now=T0)
+        assert info.value.reason == "reused"
+    assert not nonce_used(settings, at_limit.nonce)
+
+
+def test_nonce_used_on_a_fresh_state(tmp_path: Path) -> None:
+    settings = _settings(tmp_path)
+    _, claims = _mint(settings)
+    assert nonce_used(settings, claims.nonce) is False
+    consume_nonce(settings, claims, now=T0)
+    assert nonce_used(settings, claims.nonce) is True
+    assert nonce_used(settings, "x" * 22) is False
+
+
+def test_the_approval_mode_is_described_honestly(tmp_path: Path) -> None:
+    local = _settings(tmp_path)
+    assert describe_mode(local) == (
+        "local mode: tokens are HMACs with a secret file readable by this OS user. This stops accidents, "
+        "not a determined agent running as the same user; use [approval] mode = \"signature\" for a real gate.")
+    from server.approver_keys import create_approver_key
+
+    public = create_approver_key(tmp_path / "alice.key", "alice", "correct horse battery", scrypt_n=2**10)
+    signature = load_settings(environ={}, overrides={
+        "state_dir": str(tmp_path / "state"), "approval": {"mode": "signature", "approvers": {"alice": public}}})
+    assert describe_mode(signature) == (
+        "signature mode: tokens are Ed25519 signatures by one of 1 listed approver key(s), made with a passphrase "
+        "the agent never sees; this gate holds as long as the agent cannot edit the server's configuration or code.")
