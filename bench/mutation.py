@@ -187,6 +187,8 @@ def main(argv: list[str] | None = None) -> int:
     for module in chosen:
         print(f"== {module.name}: {' '.join(module.globs)} ({len(module.tests)} test file(s))", flush=True)
         result = run_module(module, args.max_children, args.keep)
+        # re-read: another run of this bench (other modules) may have written meanwhile
+        summary = json.loads(summary_path.read_text(encoding="utf-8")) if summary_path.exists() else {}
         summary[module.name] = result
         summary_path.write_text(json.dumps(summary, indent=2), encoding="utf-8")
         print(f"   {result['mutants']} mutants {result['counts']} score {result['score']}% "
