@@ -145,7 +145,13 @@ def run_module(module: Module, max_children: int, keep: bool) -> dict[str, objec
     with log.open("w", encoding="utf-8") as fh:
         proc = subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", str(max_children)],
                               cwd=workdir, stdout=fh, stderr=subprocess.STDOUT, env={**os.environ})
-    elapsed = time.monotonic() - started
+    return collect(module, proc.returncode, time.monotonic() - started)
+
+
+def collect(module: Module, exit_status: int | None, elapsed: float | None) -> dict[str, object]:
+    """The results of the last mutmut run of ``module`` (from its working copy), survivors' diffs written."""
+    workdir = OUT / module.name
+    log = OUT / f"{module.name}.log"
     statuses = _results(workdir)
     survivors = sorted(k for k, v in statuses.items() if v not in ("killed", "timeout", "caught by type check",
                                                                    "skipped"))
@@ -155,7 +161,8 @@ def run_module(module: Module, max_children: int, keep: bool) -> dict[str, objec
                                    capture_output=True, text=True).stdout
             fh.write(shown.rstrip() + "\n\n")
     result = {"module": module.name, "globs": list(module.globs), "tests": list(module.tests),
-              "exit_status": proc.returncode, "seconds": round(elapsed, 1), **_score(statuses),
+              "exit_status": exit_status, "seconds": round(elapsed, 1) if elapsed is not None else None,
+              **_score(statuses),
               "survivors": {name: statuses[name] for name in survivors}, "log": str(log)}
     return result
 
@@ -166,6 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-children", type=int, default=2, help="parallel mutants (default 2)")
     parser.add_argument("--keep", action="store_true", help="reuse the previous copy and mutmut cache")
     parser.add_argument("--list", action="store_true", help="print the modules and their tests, run nothing")
+    parser.add_argument("--report", action="store_true",
+                        help="rebuild summary.json and survivors.txt from the last runs, run nothing")
     args = parser.parse_args(argv)
     known = {m.name: m for m in MODULES}
     unknown = [n for n in args.modules if n not in known]
@@ -186,7 +195,13 @@ def main(argv: list[str] | None = None) -> int:
     summary = json.loads(summary_path.read_text(encoding="utf-8")) if summary_path.exists() else {}
     for module in chosen:
         print(f"== {module.name}: {' '.join(module.globs)} ({len(module.tests)} test file(s))", flush=True)
-        result = run_module(module, args.max_children, args.keep)
+        if args.report:
+            if not (OUT / module.name / "mutants").exists():
+                continue
+            previous = summary.get(module.name, {})
+            result = collect(module, previous.get("exit_status"), previous.get("seconds"))
+        else:
+            result = run_module(module, args.max_children, args.keep)
         # re-read: another run of this bench (other modules) may have written meanwhile
         summary = json.loads(summary_path.read_text(encoding="utf-8")) if summary_path.exists() else {}
         summary[module.name] = result
