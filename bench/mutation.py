@@ -16,7 +16,7 @@ the tests that call it and runs only those per mutant. The tests need the same P
 and Redis as the suite (``MESH_TEST_POSTGRES_URL`` / ``MESH_TEST_REDIS_URL``).
 
 Printed per module and in total: mutants, killed, timeout, survived, no tests, skipped and
-the score ``(killed + timeout) / (mutants - skipped)``; ``summary.json`` and
+the score ``(killed + timeout) / (mutants - skipped - not checked)``; ``summary.json`` and
 ``<module>/survivors.txt`` (the diff of every survivor, from ``mutmut show``) are written
 next to the copies. mutmut 3 mutates the bodies of functions and methods only: module-level
 constants and functions under a decorator other than ``staticmethod`` / ``classmethod``
@@ -129,7 +129,7 @@ def _score(statuses: dict[str, str]) -> dict[str, object]:
     counts: dict[str, int] = {}
     for status in statuses.values():
         counts[status] = counts.get(status, 0) + 1
-    skipped = counts.get("skipped", 0)
+    skipped = counts.get("skipped", 0) + counts.get("not checked", 0)
     killed = counts.get("killed", 0) + counts.get("timeout", 0) + counts.get("caught by type check", 0)
     considered = len(statuses) - skipped
     return {"mutants": len(statuses), "counts": counts,
@@ -154,8 +154,9 @@ def collect(module: Module, exit_status: int | None, elapsed: float | None) -> d
     workdir = OUT / module.name
     log = OUT / f"{module.name}.log"
     statuses = _results(workdir)
+    # "not checked": mutmut stopped before testing them (a failing clean run, see the log): no diffs to show
     survivors = sorted(k for k, v in statuses.items() if v not in ("killed", "timeout", "caught by type check",
-                                                                   "skipped"))
+                                                                   "skipped", "not checked"))
     with (workdir / "survivors.txt").open("w", encoding="utf-8") as fh:
         for name in survivors:
             shown = subprocess.run([sys.executable, "-m", "mutmut", "show", name], cwd=workdir,
@@ -213,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     for result in summary.values():
         counts = result["counts"]
         total["killed"] += counts.get("killed", 0) + counts.get("timeout", 0) + counts.get("caught by type check", 0)
-        total["considered"] += result["mutants"] - counts.get("skipped", 0)
+        total["considered"] += result["mutants"] - counts.get("skipped", 0) - counts.get("not checked", 0)
     if total["considered"]:
         print(f"total (every module in {summary_path.name}): {total['killed']}/{total['considered']} = "
               f"{100 * total['killed'] / total['considered']:.1f}%")
