@@ -4,27 +4,27 @@ from __future__ import annotations
 
 import re
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 _KV_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
+_QUERY_PASSWORD = re.compile(r"([?&]password=)[^&]*", re.IGNORECASE)
+_URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://(.*)$", re.DOTALL)
 
 
 def redact_dsn(dsn: str) -> str:
-    """``postgresql://u:secret@h/db`` -> ``postgresql://u:***@h/db``; ``password=x`` -> ``password=***``."""
-    if "://" in dsn:
-        try:
-            parts = urlsplit(dsn)
-        except ValueError:
-            return "***"
-        netloc = parts.netloc
-        if "@" in netloc:
-            userinfo, host = netloc.rsplit("@", 1)
-            if ":" in userinfo:
-                user = userinfo.split(":", 1)[0]
-                netloc = f"{user}:***@{host}"
-        query = re.sub(r"(password=)[^&]*", r"\1***", parts.query, flags=re.IGNORECASE)
-        return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
-    return _KV_PASSWORD.sub(r"\1***", dsn)
+    """``postgresql://u:secret@h/db`` -> ``postgresql://u:***@h/db``; ``password=x`` -> ``password=***``.
+
+    In a URL the user information runs up to the *last* ``@``: a password holding ``@``,
+    ``/``, ``?``, ``#`` or ``%`` (percent-encoded or not) is redacted whole. When an ``@``
+    also appears after the host, more than the password is hidden, never less.
+    """
+    url = _URL.match(dsn)
+    if url is None:  # key=value form (a password holding "://" does not make it a URL)
+        return _KV_PASSWORD.sub(r"\1***", dsn)
+    scheme, rest = url.groups()
+    userinfo, at, tail = rest.rpartition("@")
+    if at and ":" in userinfo:
+        rest = f"{userinfo.split(':', 1)[0]}:***@{tail}"
+    return scheme + "://" + _QUERY_PASSWORD.sub(r"\1***", rest)
 
 
 def redact_settings(data: Any) -> Any:

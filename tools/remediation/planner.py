@@ -131,7 +131,7 @@ def validate_request(settings: Settings, request: Request) -> Request:
         if len(set(ids)) != len(ids):
             raise InvalidArgument("ids holds duplicates")
         for value in ids:
-            if not value or len(value) > MAX_ID_CHARS or any(ord(c) < 32 for c in value):
+            if not value or len(value) > MAX_ID_CHARS or any(ord(c) < 32 or ord(c) == 127 for c in value):
                 raise InvalidArgument(f"id {value[:40]!r} is empty, too long or holds control characters")
     symptom = request.symptom
     if symptom in ("dlq_replay", "claim_dead_consumer", "clear_stale_lock"):

@@ -1,0 +1,225 @@
+"""Mutation testing of the modules that carry the safety and verdict logic, with ``mutmut``.
+
+Not part of CI (it takes long): a bench, re-runnable with one command after merges::
+
+    .venv/bin/pip install -e '.[dev,demo,mutation]'
+    MESH_TEST_REDIS_URL=redis://127.0.0.1:6379/0 python bench/mutation.py            # every module
+    python bench/mutation.py redaction connections --max-children 2                  # some modules
+    python bench/mutation.py --list                                                   # what would run
+
+Each module runs on its own, smallest first, in a fresh copy of the repository under
+``bench/out/mutation/<module>/`` (git's tracked and untracked-not-ignored files) with a
+``setup.cfg`` that tells mutmut to mutate only that module and to run only the fast test
+subset that exercises it (listed in :data:`MODULES`; tests over stdio are left out: a
+subprocess cannot inherit mutmut's captured output). mutmut maps each mutated function to
+the tests that call it and runs only those per mutant. The tests need the same PostgreSQL
+and Redis as the suite (``MESH_TEST_POSTGRES_URL`` / ``MESH_TEST_REDIS_URL``).
+
+Printed per module and in total: mutants, killed, timeout, survived, no tests, skipped and
+the score ``(killed + timeout) / (mutants - skipped - not checked)``; ``summary.json`` and
+``<module>/survivors.txt`` (the diff of every survivor, from ``mutmut show``) are written
+next to the copies. mutmut 3 mutates the bodies of functions and methods only: module-level
+constants and functions under a decorator other than ``staticmethod`` / ``classmethod``
+(e.g. ``@asynccontextmanager``) are not mutated; the report says so per module.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "bench" / "out" / "mutation"
+
+
+@dataclass(frozen=True)
+class Module:
+    name: str
+    globs: tuple[str, ...]
+    tests: tuple[str, ...]
+
+
+REMEDIATION_TESTS = (
+    "tests/remediation/test_promise_ids.py", "tests/remediation/test_promise_backups.py",
+    "tests/remediation/test_promise_prechecks.py", "tests/remediation/test_promise_expiry.py",
+    "tests/remediation/test_races.py", "tests/remediation/test_negative.py", "tests/remediation/test_planners.py",
+    "tests/remediation/test_story.py", "tests/remediation/test_replay_state.py",
+)
+
+MODULES: tuple[Module, ...] = (
+    Module("redaction", ("server/redaction.py",),
+           ("tests/safety/test_promise_redaction.py", "tests/foundation/test_redaction.py")),
+    Module("verdicts", ("tools/outbox/verdicts.py",),
+           ("tests/outbox/test_promise_verdicts.py", "tests/outbox/test_docs.py")),
+    Module("audit", ("server/audit.py",),
+           ("tests/safety/test_promise_audit.py",
+            "tests/remediation/test_approval.py::test_audit_log_is_chained_and_refuses_secrets")),
+    Module("connections", ("server/connections.py",),
+           ("tests/safety/test_promise_sql_reads.py", "tests/foundation/test_server.py",
+            "tests/outbox/test_health_and_doctor.py")),
+    Module("anomalies", ("tools/streams/anomalies.py",),
+           ("tests/streams/test_promise_anomaly_rules.py", "tests/streams/test_promise_trimmed_pending.py")),
+    Module("trace", ("tools/outbox/trace_*.py",),
+           ("tests/outbox/test_promise_trace.py", "tests/outbox/test_trace_event.py",
+            "tests/outbox/test_trace_job.py")),
+    Module("approval", ("server/approval.py",),
+           ("tests/remediation/test_promise_expiry.py", "tests/remediation/test_approval.py")),
+    Module("remediation-safety", ("tools/remediation/backups.py", "tools/remediation/store.py",
+                                  "tools/remediation/preconditions.py"), REMEDIATION_TESTS),
+    Module("remediation-apply", ("tools/remediation/executor.py", "tools/remediation/runners.py"),
+           REMEDIATION_TESTS),
+    Module("remediation-plan", ("tools/remediation/planner.py", "tools/remediation/plan_*.py"), REMEDIATION_TESTS),
+    Module("remediation-rest", ("tools/remediation/model.py", "tools/remediation/operations.py",
+                                "tools/remediation/redis_reads.py", "tools/remediation/replays.py",
+                                "tools/remediation/mcp_tools.py"), REMEDIATION_TESTS),
+)
+
+STATUS_RE = re.compile(r"^\s+(\S+): (.+)$")
+
+
+def _tracked_files() -> list[str]:
+    out = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True,
+                         capture_output=True).stdout.decode()
+    return [p for p in out.split("\0") if p and (ROOT / p).is_file()]
+
+
+def _copy_repo(dest: Path) -> None:
+    if dest.exists():
+        shutil.rmtree(dest)
+    for rel in _tracked_files():
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / rel, target)
+
+
+def _setup_cfg(module: Module) -> str:
+    def lines(values: tuple[str, ...] | list[str]) -> str:
+        return "".join(f"\n    {v}" for v in values)
+
+    return (
+        "[mutmut]\n"
+        f"source_paths ={lines(['server', 'tools'])}\n"
+        f"only_mutate ={lines(module.globs)}\n"
+        f"also_copy ={lines(['resources', 'skills', 'bench', 'tests', 'docs', 'README.md', '.ci'])}\n"
+        f"pytest_add_cli_args_test_selection ={lines(module.tests)}\n"
+        f"pytest_add_cli_args ={lines(['-p', 'no:cacheprovider', '-q', '-k', 'not stdio'])}\n"
+    )
+
+
+def _results(workdir: Path) -> dict[str, str]:
+    out = subprocess.run([sys.executable, "-m", "mutmut", "results", "--all", "true"], cwd=workdir,
+                         capture_output=True, text=True).stdout
+    found = {}
+    for line in out.splitlines():
+        m = STATUS_RE.match(line)
+        if m:
+            found[m.group(1)] = m.group(2).strip()
+    return found
+
+
+def _score(statuses: dict[str, str]) -> dict[str, object]:
+    counts: dict[str, int] = {}
+    for status in statuses.values():
+        counts[status] = counts.get(status, 0) + 1
+    skipped = counts.get("skipped", 0) + counts.get("not checked", 0)
+    killed = counts.get("killed", 0) + counts.get("timeout", 0) + counts.get("caught by type check", 0)
+    considered = len(statuses) - skipped
+    return {"mutants": len(statuses), "counts": counts,
+            "score": round(100 * killed / considered, 1) if considered else None}
+
+
+def run_module(module: Module, max_children: int, keep: bool) -> dict[str, object]:
+    workdir = OUT / module.name
+    if not keep or not workdir.exists():
+        _copy_repo(workdir)
+    (workdir / "setup.cfg").write_text(_setup_cfg(module), encoding="utf-8")
+    log = OUT / f"{module.name}.log"
+    started = time.monotonic()
+    with log.open("w", encoding="utf-8") as fh:
+        proc = subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", str(max_children)],
+                              cwd=workdir, stdout=fh, stderr=subprocess.STDOUT, env={**os.environ})
+    return collect(module, proc.returncode, time.monotonic() - started)
+
+
+def collect(module: Module, exit_status: int | None, elapsed: float | None) -> dict[str, object]:
+    """The results of the last mutmut run of ``module`` (from its working copy), survivors' diffs written."""
+    workdir = OUT / module.name
+    log = OUT / f"{module.name}.log"
+    statuses = _results(workdir)
+    # "not checked": mutmut stopped before testing them (a failing clean run, see the log): no diffs to show
+    survivors = sorted(k for k, v in statuses.items() if v not in ("killed", "timeout", "caught by type check",
+                                                                   "skipped", "not checked"))
+    with (workdir / "survivors.txt").open("w", encoding="utf-8") as fh:
+        for name in survivors:
+            shown = subprocess.run([sys.executable, "-m", "mutmut", "show", name], cwd=workdir,
+                                   capture_output=True, text=True).stdout
+            fh.write(shown.rstrip() + "\n\n")
+    result = {"module": module.name, "globs": list(module.globs), "tests": list(module.tests),
+              "exit_status": exit_status, "seconds": round(elapsed, 1) if elapsed is not None else None,
+              **_score(statuses),
+              "survivors": {name: statuses[name] for name in survivors}, "log": str(log)}
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("modules", nargs="*", help="module names (default: all, smallest first)")
+    parser.add_argument("--max-children", type=int, default=2, help="parallel mutants (default 2)")
+    parser.add_argument("--keep", action="store_true", help="reuse the previous copy and mutmut cache")
+    parser.add_argument("--list", action="store_true", help="print the modules and their tests, run nothing")
+    parser.add_argument("--report", action="store_true",
+                        help="rebuild summary.json and survivors.txt from the last runs, run nothing")
+    args = parser.parse_args(argv)
+    known = {m.name: m for m in MODULES}
+    unknown = [n for n in args.modules if n not in known]
+    if unknown:
+        parser.error(f"unknown module(s) {', '.join(unknown)}: use {', '.join(known)}")
+    chosen = [known[n] for n in args.modules] if args.modules else list(MODULES)
+    if args.list:
+        for m in chosen:
+            print(f"{m.name}: {' '.join(m.globs)}\n    tests: {' '.join(m.tests)}")
+        return 0
+    try:
+        import mutmut  # noqa: F401
+    except ImportError:
+        print("mutmut is not installed: pip install -e '.[mutation]'", file=sys.stderr)
+        return 2
+    OUT.mkdir(parents=True, exist_ok=True)
+    summary_path = OUT / "summary.json"
+    summary = json.loads(summary_path.read_text(encoding="utf-8")) if summary_path.exists() else {}
+    for module in chosen:
+        print(f"== {module.name}: {' '.join(module.globs)} ({len(module.tests)} test file(s))", flush=True)
+        if args.report:
+            if not (OUT / module.name / "mutants").exists():
+                continue
+            previous = summary.get(module.name, {})
+            result = collect(module, previous.get("exit_status"), previous.get("seconds"))
+        else:
+            result = run_module(module, args.max_children, args.keep)
+        # re-read: another run of this bench (other modules) may have written meanwhile
+        summary = json.loads(summary_path.read_text(encoding="utf-8")) if summary_path.exists() else {}
+        summary[module.name] = result
+        summary_path.write_text(json.dumps(summary, indent=2), encoding="utf-8")
+        print(f"   {result['mutants']} mutants {result['counts']} score {result['score']}% "
+              f"in {result['seconds']} s (survivors: {OUT / module.name / 'survivors.txt'})", flush=True)
+    total = {"killed": 0, "considered": 0}
+    for result in summary.values():
+        counts = result["counts"]
+        total["killed"] += counts.get("killed", 0) + counts.get("timeout", 0) + counts.get("caught by type check", 0)
+        total["considered"] += result["mutants"] - counts.get("skipped", 0) - counts.get("not checked", 0)
+    if total["considered"]:
+        print(f"total (every module in {summary_path.name}): {total['killed']}/{total['considered']} = "
+              f"{100 * total['killed'] / total['considered']:.1f}%")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
