@@ -12,10 +12,10 @@ when a database is down is the reason.
 
 from __future__ import annotations
 
+import copy
 import logging
-from collections.abc import AsyncIterator, Iterator, Sequence
-from contextlib import asynccontextmanager, contextmanager
-from contextvars import ContextVar
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,8 +34,6 @@ from server.redis_settings import DEFAULT_INSTANCE
 log = logging.getLogger("mesh.connections")
 
 POOL_SIZE = 2
-
-_CURRENT_INSTANCE: ContextVar[str] = ContextVar("mesh_redis_instance", default=DEFAULT_INSTANCE)
 
 
 @dataclass(frozen=True)
@@ -56,6 +54,7 @@ class Connections:
         self.settings = settings
         self._idle: dict[str, list[psycopg.AsyncConnection[Any]]] = {}
         self._redis_clients: dict[str, tuple[Any, Any]] = {}
+        self._default_instance = DEFAULT_INSTANCE
 
     # -- PostgreSQL -------------------------------------------------------------------
 
@@ -169,11 +168,21 @@ class Connections:
 
     # -- Redis ------------------------------------------------------------------------
     # Topologies, TLS and several instances: see server/redis_settings.py and
-    # server/redis_clients.py. ``instance=None`` means the instance chosen for the current
-    # task (``use_redis_instance``; the default instance otherwise).
+    # server/redis_clients.py. ``instance=None`` means this object's default instance
+    # (``[redis]``, or the one a view from ``bound_to`` was made for).
+
+    def bound_to(self, instance: str) -> Connections:
+        """A view sharing these pools and clients whose ``redis()`` defaults to ``instance``.
+
+        A remediation plan runs on the instance of its stream or queue: the planner and the
+        executor use such a view. Close the original, not the view.
+        """
+        view = copy.copy(self)
+        view._default_instance = self._redis_instance(instance)
+        return view
 
     def _redis_instance(self, instance: str | None) -> str:
-        name = instance or _CURRENT_INSTANCE.get()
+        name = instance or self._default_instance
         if name != DEFAULT_INSTANCE and name not in self.settings.redis.instances:
             known = ", ".join(self.settings.redis.instance_names())
             raise NotFound(f"unknown Redis instance '{name}': configured instances are {known}")
@@ -203,17 +212,8 @@ class Connections:
         """The instance a BullMQ queue lives on (``queues`` patterns)."""
         return route(self.settings, queue, kind="queues")
 
-    @contextmanager
-    def use_redis_instance(self, instance: str) -> Iterator[None]:
-        """Within this block ``redis()`` without an argument means ``instance``."""
-        token = _CURRENT_INSTANCE.set(self._redis_instance(instance))
-        try:
-            yield
-        finally:
-            _CURRENT_INSTANCE.reset(token)
-
     def redis_label(self, instance: str | None = None) -> str:
-        name = instance or _CURRENT_INSTANCE.get()
+        name = instance or self._default_instance
         cfg = self.settings.redis.instance(name) if name in self.settings.redis.instance_names() else None
         what = "Redis" if name == DEFAULT_INSTANCE else f"Redis instance '{name}'"
         if cfg is None:

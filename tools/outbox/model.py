@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from server.redis_routing import RedisSource
 from tools.outbox.bull_state import BullJobState
 from tools.outbox.delivery import GroupDelivery, MessageDeadLetter
 
@@ -195,6 +196,7 @@ class TraceReport(BaseModel):
     findings: list[Verdict] = Field(default_factory=list, description="every problem found, worst first")
     hops: list[Hop]
     unavailable: list[ServiceProblem] = Field(default_factory=list)
+    redis_sources: list[RedisSource] = Field(default_factory=list, description="the Redis instances read")
 
     def summary_text(self) -> str:
         v = self.verdict
@@ -206,4 +208,5 @@ class TraceReport(BaseModel):
             lines.append(f"also: {other.code} — {other.sentence}")
         for problem in self.unavailable:
             lines.append(f"! {problem.service}: {problem.error}")
+        lines.extend(source.line() for source in self.redis_sources)
         return "\n".join(lines)

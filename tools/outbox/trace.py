@@ -24,6 +24,8 @@ from typing import Any
 from server.config import Settings
 from server.connections import Connections
 from server.errors import InvalidArgument, MeshError, ServiceUnavailable
+from server.redis_routing import RedisSource, redis_source
+from server.redis_settings import DEFAULT_INSTANCE
 from tools.outbox import queries
 from tools.outbox.bull_state import bull_job_state
 from tools.outbox.fan_out import each_service
@@ -63,6 +65,8 @@ class Tracer:
         self.catalog = catalog
         self.unavailable: list[ServiceProblem] = []
         self.redis_ok = True
+        self.redis_down: set[str] = set()
+        self.redis_used: list[str] = []
 
     # -- SQL ------------------------------------------------------------------------------
 
@@ -133,17 +137,27 @@ class Tracer:
 
     # -- Redis ----------------------------------------------------------------------------
 
-    async def _redis(self, coro_fn: Any, *args: Any, **kwargs: Any) -> Any:
-        """Run a Redis step; when Redis is down, record it once and return None."""
-        if not self.redis_ok:
+    async def _redis(self, coro_fn: Any, instance: str, *args: Any, **kwargs: Any) -> Any:
+        """Run a Redis step on ``instance`` (its read client is the first argument).
+
+        When that instance is down, record it once and return None.
+        """
+        if instance in self.redis_down:
             return None
+        if instance not in self.redis_used:
+            self.redis_used.append(instance)
         try:
-            async with self.connections.redis_errors():
-                return await coro_fn(*args, **kwargs)
+            async with self.connections.redis_errors(instance):
+                return await coro_fn(self.connections.redis_reader(instance), *args, **kwargs)
         except ServiceUnavailable as exc:
             self.redis_ok = False
-            self.unavailable.append(ServiceProblem(service="redis", error=str(exc)))
+            self.redis_down.add(instance)
+            name = "redis" if instance == DEFAULT_INSTANCE else f"redis:{instance}"
+            self.unavailable.append(ServiceProblem(service=name, error=str(exc)))
             return None
+
+    def sources(self) -> list[RedisSource]:
+        return [redis_source(self.settings, i) for i in self.redis_used]
 
     def _redis_unknown(self, name: str, ref: str) -> Hop:
         return Hop(name=name, ref=ref, found=False, state="unknown", healthy=None,
@@ -189,14 +203,15 @@ class Tracer:
                                   f"event {row.id} is COMPLETED but has no target_services: it was pushed nowhere",
                                   "check the producer's target_services", hop_name)]
         around = [t for t in (found.times.created_ms, found.times.processed_ms, found.times.updated_ms) if t]
-        now_ms = await self._redis(redis_now_ms, self.connections.redis())
         findings: list[Verdict] = []
         for target in targets:
             stream = f"{self.settings.conventions.stream_prefix}{target}"
+            instance = self.connections.redis_instance_for_stream(stream)
+            now_ms = await self._redis(redis_now_ms, instance, stream)
             if now_ms is None:
                 hops.append(self._redis_unknown(f"{label}stream_entry", stream))
                 continue
-            result = await self._redis(stream_hops, self.connections.redis(), self.settings, stream, row.id,
+            result = await self._redis(stream_hops, instance, self.settings, stream, row.id,
                                        around, now_ms, label, found.times.processed_ms or found.times.updated_ms)
             if result is None:
                 hops.append(self._redis_unknown(f"{label}stream_entry", stream))
@@ -224,7 +239,7 @@ class Tracer:
         ok_sentence = f"event {event_id} was pushed and acknowledged by every consumer group of its streams"
         return TraceReport(kind="event", id=event_id, service=hit.service, searched_services=searched,
                            verdict=overall(findings, ok_sentence), findings=ranked(findings), hops=hops,
-                           unavailable=self.unavailable)
+                           unavailable=self.unavailable, redis_sources=self.sources())
 
     def _not_found(self, kind: str, item_id: str, service: str | None, searched: list[str], table: str) -> TraceReport:
         retention = self.settings.conventions.retention_s
@@ -276,10 +291,12 @@ class Tracer:
         if hit is not None and hit.job is not None:
             queue = hit.job.row.columns.get(conv.columns.target)
         if queue:
-            bull = await self._redis(bull_job_state, self.connections.redis(), conv, str(queue), job_id,
+            bull = await self._redis(bull_job_state, self.connections.redis_instance_for_queue(str(queue)), conv,
+                                     str(queue), job_id,
                                      list_scan_max=self.settings.limits.bull_list_scan_max,
                                      value_max_bytes=self.settings.limits.payload_max_bytes)
-        guard = await self._redis(get_key, self.connections.redis(), fill(conv.job_completed_key, job_id=job_id),
+        guard_instance = self.connections.redis_instance_for_queue(str(queue)) if queue else DEFAULT_INSTANCE
+        guard = await self._redis(get_key, guard_instance, fill(conv.job_completed_key, job_id=job_id),
                                   self.settings.limits.payload_max_bytes)
         outcome_chains: list[tuple[Found, list[Hop], list[Verdict]]] = []
         for outcome in (hit.outcomes if hit else []):
@@ -303,4 +320,5 @@ class Tracer:
         ok_sentence = f"job {job_id} ran, succeeded, and its outbox row was cleaned up"
         return TraceReport(kind="job", id=job_id, service=hit.service if hit else service,
                            searched_services=searched, verdict=overall(findings, ok_sentence),
-                           findings=ranked(findings), hops=hops, unavailable=self.unavailable)
+                           findings=ranked(findings), hops=hops, unavailable=self.unavailable,
+                           redis_sources=self.sources())

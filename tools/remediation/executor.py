@@ -98,6 +98,7 @@ async def apply_plan(
     plan_id = store.validate_plan_id(plan_id)
     audit = audit_log(settings)
     plan, approver = _admit(settings, plan_id, token, dry_run, audit)
+    connections = connections.bound_to(plan.redis_instance)  # every Redis step runs on the plan's instance
     backups = BackupFile(backup_path(settings, plan_id), plan_id, plan.plan_sha256)
     results: dict[int, StepResult] = {}
     check_ctx = CheckContext(settings, connections, results)
