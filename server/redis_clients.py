@@ -120,3 +120,27 @@ def key_slot(client: Any, key: str | bytes) -> int | None:
     if not is_cluster(client):
         return None
     return int(client.keyslot(key))
+
+
+async def single_server_client(cfg: RedisConnectionSettings, limits: Limits) -> tuple[aioredis.Redis, str]:
+    """A plain client of one primary and its ``host:port``, for doctor probes (INFO, COMMAND).
+
+    standalone: the server of ``url``; cluster: the node of ``url``; sentinel: the primary
+    the sentinels name for ``service_name`` (asking them now). The caller closes it.
+    """
+    if cfg.mode == "sentinel":
+        sentinel = _sentinel(cfg, limits)
+        try:
+            host, port = await sentinel.discover_master(cfg.service_name or "")
+        finally:
+            for s in sentinel.sentinels:
+                await s.aclose()
+        username, password, db = _url_parts(cfg.url)
+        extra = {"ssl": True, **tls_kwargs(cfg)} if cfg.tls else {}
+        client = aioredis.Redis(host=host, port=int(port), db=db, username=username, password=password,
+                                decode_responses=False, **_deadlines(limits), **extra)
+        return client, f"{host}:{port}"
+    client = aioredis.Redis.from_url(cfg.url, decode_responses=False, **_deadlines(limits), **tls_kwargs(cfg))
+    kwargs = client.connection_pool.connection_kwargs
+    where = kwargs.get("path") or f"{kwargs.get('host')}:{kwargs.get('port')}"
+    return client, str(where)
