@@ -162,7 +162,11 @@ async def _service_check(runtime: Runtime, service: str) -> Check:
             "(SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()) AS ssl",
         )
     except MeshError as exc:
-        return Check(name=name, status="fail", detail=f"{shown}: {exc}", fix=f"check [services.{service}] postgres")
+        fix = f"check [services.{service}] postgres"
+        if params.get("options"):
+            fix = ("the DSN sets startup options (options=...): a transaction pooler such as PgBouncer refuses "
+                   "or drops them; remove them (mesh-mcp sets its statement timeout per transaction)")
+        return Check(name=name, status="fail", detail=f"{shown}: {exc}", fix=fix)
     row = result.rows[0]
     problems = []
     if row["read_only"] != "on":

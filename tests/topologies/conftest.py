@@ -10,7 +10,7 @@ import psycopg
 import pytest
 
 from tests.remediation.conftest import outbox_db
-from tests.streams.conftest import cluster_backend, redis_cluster, settings_for
+from tests.streams.conftest import cluster_backend, machine, redis62, redis_cluster, settings_for
 from tests.topologies.servers import (
     PgBouncer,
     Sentinel,
@@ -20,7 +20,7 @@ from tests.topologies.servers import (
     start_tls_redis,
 )
 
-__all__ = ["cluster_backend", "outbox_db", "redis_cluster", "settings_for"]
+__all__ = ["cluster_backend", "machine", "outbox_db", "redis62", "redis_cluster", "settings_for"]
 
 
 @pytest.fixture(scope="session")
