@@ -99,3 +99,46 @@ async def test_bullmq_retry_needs_a_hash_tagged_prefix(tmp_path: Path, cluster_b
     assert client.zscore("{bull}:event-queue:failed", "j2") is None
     assert client.lrange("{bull}:event-queue:wait", 0, -1) == [b"j2"]
     assert read_backup(Path(report.backup_file))[0]["data"]["hash"]["failedReason"] == "geocoder down"
+
+
+async def test_key_deletion_runs_slot_by_slot_and_stops_at_a_drifted_slot(
+    tmp_path: Path, cluster_backend: Backend
+) -> None:
+    """The DEL runner on a cluster: one WATCH/backup/read-back/MULTI per slot; a key that differs from the
+    approved digest stops the step at its slot, earlier slots stay deleted and are named."""
+    from server.audit import audit_log
+    from tools.remediation import redis_reads as rr
+    from tools.remediation.backups import BackupFile
+    from tools.remediation.model import Check, DelOp, Step
+    from tools.remediation.runners import Drift, RunContext, run_step
+
+    client = cluster_backend.client
+    keys = [f"lock:{n}" for n in range(40)]
+    by_slot: dict[int, str] = {}
+    for key in keys:
+        by_slot.setdefault(slot_of(key), key)
+    first, second = list(by_slot.values())[:2]
+    client.set(first, "a")
+    client.set(second, "b")
+    settings = cluster_settings(tmp_path, None, cluster_backend)
+    connections = Connections(settings)
+    try:
+        redis = connections.redis()
+        digests = {k: (await rr.key_snapshot(redis, k)).digest for k in (first, second)}  # type: ignore[union-attr]
+        client.set(second, "changed after approval")
+
+        def step(number: int) -> Step:
+            return Step(number=number, action="delete_stale_locks", description="d", command="DEL", target="t",
+                        precondition="p", backup="b", reversible=False, operation=DelOp(keys=[first, second]),
+                        checks=[Check(kind="key_unchanged", args={"key": k, "digest": d}) for k, d in digests.items()])
+
+        backups = BackupFile(tmp_path / "backup.jsonl", "plan-x", "0" * 64)
+        ctx = RunContext(settings, connections, backups, {}, audit_log(settings), "tester")
+        with pytest.raises(Drift, match=rf"key {second} changed.*already deleted, other slots: {first}"):
+            await run_step(ctx, step(1))
+    finally:
+        await connections.aclose()
+    assert not client.exists(first)  # its slot's transaction ran, after its backup was read back
+    assert client.get(second) == b"changed after approval"  # never deleted
+    saved = read_backup(tmp_path / "backup.jsonl")
+    assert [r["target"] for r in saved] == [first]
