@@ -30,6 +30,7 @@ from typing import Any
 
 from server.config import Settings
 from server.connections import Connections
+from server.redis_clients import is_cluster
 from server.redis_routing import redis_source
 from tools.streams import anomalies as rules
 from tools.streams.anomalies import Anomaly
@@ -171,8 +172,13 @@ async def _probe_groups(
     last_generated = try_parse(sinfo.get("last-generated-id"))
     idle_floor = min(conv.claim_interval_ms, limits.dead_consumer_idle_ms)
 
-    now_reply = await server_time(redis, stream)  # idle times below are measured now, not at round 1's TIME
+    # idle times below are measured now, not at round 1's TIME: in the same pipeline on one server, just
+    # before it on a cluster (a cluster pipeline refuses TIME)
+    clustered = is_cluster(redis)
+    now_reply = await server_time(redis, stream) if clustered else None
     pipe = redis.pipeline(transaction=False)
+    if not clustered:
+        pipe.time()
     plans = []
     for ginfo in raw_groups:
         name = text(ginfo["name"]) or ""
@@ -197,7 +203,7 @@ async def _probe_groups(
         plans.append((ginfo, name, consumers, list_consumers, first_id is None or before_first is not None,
                       lag, source, read_oldest))
     replies = iter(await pipe.execute(raise_on_error=False))
-    read_at = redis_time_ms(now_reply)
+    read_at = redis_time_ms(now_reply if clustered else reply_or_raise(next(replies)))
 
     probes = []
     for ginfo, name, consumers, list_consumers, probe_trimmed, lag, source, read_oldest in plans:
