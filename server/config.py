@@ -26,6 +26,7 @@ from server.conventions import (
     Statuses,
     TableNames,
 )
+from server.redis_settings import RedisInstanceSettings, RedisSettings
 
 CONFIG_FILE_NAME = "mesh.toml"
 
@@ -36,6 +37,7 @@ __all__ = [
     "Conventions",
     "HttpSettings",
     "Limits",
+    "RedisInstanceSettings",
     "RedisSettings",
     "ServiceSettings",
     "Settings",
@@ -74,17 +76,6 @@ class ServiceSettings(_Strict):
                 raise ValueError(f"unsupported scheme {scheme!r}: use postgresql://user@host:port/db")
         elif "=" not in value:
             raise ValueError("not a DSN: use postgresql://user@host:port/db or 'host=... dbname=...'")
-        return value
-
-
-class RedisSettings(_Strict):
-    url: str = Field(default="redis://127.0.0.1:6379/0", description="redis:// or rediss:// or unix:// URL")
-
-    @field_validator("url")
-    @classmethod
-    def _url_shape(cls, value: str) -> str:
-        if not value.startswith(("redis://", "rediss://", "unix://")):
-            raise ValueError("must start with redis://, rediss:// or unix://")
         return value
 
 

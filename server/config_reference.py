@@ -44,7 +44,24 @@ def render() -> str:
         out.append(f"### {title}\n\n| key | default | meaning |\n| --- | --- | --- |")
         out.extend(_rows(model, ""))
         out.append("")
+        if attr == "redis":
+            out.append(_instances_section())
     return "\n".join(out)
+
+
+def _instances_section() -> str:
+    """``[redis.instances.<name>]``: the keys of ``[redis]`` (but ``instances``) plus the routing globs."""
+    from server.redis_settings import RedisConnectionSettings, RedisInstanceSettings
+
+    own = [name for name in RedisInstanceSettings.model_fields if name not in RedisConnectionSettings.model_fields]
+    rows = [r for r in _rows(RedisInstanceSettings, "") if any(r.startswith(f"| `{n}`") for n in own)]
+    return "\n".join([
+        "### [redis.instances.NAME]\n",
+        "Every key of `[redis]` except `instances`, plus:\n",
+        "| key | default | meaning |\n| --- | --- | --- |",
+        *rows,
+        "",
+    ])
 
 
 if __name__ == "__main__":

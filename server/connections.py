@@ -21,6 +21,7 @@ noticed by the kernel on idle pooled connections.
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
 from collections.abc import AsyncIterator, Sequence
@@ -30,7 +31,6 @@ from typing import Any
 
 import anyio
 import psycopg
-import redis.asyncio as aioredis
 import redis.exceptions as redis_errors
 from psycopg import sql
 from psycopg.rows import dict_row
@@ -38,6 +38,9 @@ from psycopg.rows import dict_row
 from server.config import Settings
 from server.errors import InvalidArgument, MeshError, NotFound, ServiceUnavailable, StatementTimeout
 from server.redaction import redact_dsn
+from server.redis_clients import build_clients
+from server.redis_routing import route
+from server.redis_settings import DEFAULT_INSTANCE
 
 log = logging.getLogger("mesh.connections")
 
@@ -64,7 +67,8 @@ class Connections:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self._idle: dict[str, list[psycopg.AsyncConnection[Any]]] = {}
-        self._redis: aioredis.Redis | None = None
+        self._redis_clients: dict[str, tuple[Any, Any]] = {}
+        self._default_instance = DEFAULT_INSTANCE
 
     # -- PostgreSQL -------------------------------------------------------------------
 
@@ -100,6 +104,7 @@ class Connections:
                 keepalives_idle=self.settings.limits.pg_keepalives_idle_s,
                 keepalives_interval=max(1, self.settings.limits.pg_keepalives_idle_s // 3),
                 keepalives_count=3,
+                prepare_threshold=None,
             )
         except psycopg.Error as exc:
             raise ServiceUnavailable(
@@ -209,26 +214,66 @@ class Connections:
             await conn.close()
 
     # -- Redis ------------------------------------------------------------------------
+    # Topologies, TLS and several instances: see server/redis_settings.py and
+    # server/redis_clients.py. ``instance=None`` means this object's default instance
+    # (``[redis]``, or the one a view from ``bound_to`` was made for).
 
-    def redis(self) -> aioredis.Redis:
-        """The shared Redis client (connects on first command)."""
-        if self._redis is None:
-            limits = self.settings.limits
-            self._redis = aioredis.Redis.from_url(
-                self.settings.redis.url,
-                decode_responses=False,
-                socket_connect_timeout=limits.connect_timeout_s,
-                socket_timeout=limits.redis_timeout_s,
-                retry_on_timeout=False,
-            )
-        return self._redis
+    def bound_to(self, instance: str) -> Connections:
+        """A view sharing these pools and clients whose ``redis()`` defaults to ``instance``.
 
-    def redis_label(self) -> str:
-        return f"Redis at {redact_dsn(self.settings.redis.url)}"
+        A remediation plan runs on the instance of its stream or queue: the planner and the
+        executor use such a view. Close the original, not the view.
+        """
+        view = copy.copy(self)
+        view._default_instance = self._redis_instance(instance)
+        return view
+
+    def _redis_instance(self, instance: str | None) -> str:
+        name = instance or self._default_instance
+        if name != DEFAULT_INSTANCE and name not in self.settings.redis.instances:
+            known = ", ".join(self.settings.redis.instance_names())
+            raise NotFound(f"unknown Redis instance '{name}': configured instances are {known}")
+        return name
+
+    def _redis_pair(self, instance: str | None) -> tuple[Any, Any]:
+        name = self._redis_instance(instance)
+        pair = self._redis_clients.get(name)
+        if pair is None:
+            pair = build_clients(self.settings.redis.instance(name), self.settings.limits)
+            self._redis_clients[name] = pair
+        return pair
+
+    def redis(self, instance: str | None = None) -> Any:
+        """The primary client of a Redis instance (connects on first command): writes and exact reads."""
+        return self._redis_pair(instance)[0]
+
+    def redis_reader(self, instance: str | None = None) -> Any:
+        """The client read tools use: a replica when ``read_from_replicas``, else the primary."""
+        return self._redis_pair(instance)[1]
+
+    def redis_instance_for_stream(self, stream: str) -> str:
+        """The instance a stream key lives on (``streams`` patterns; dead-letter keys follow their source)."""
+        return route(self.settings, stream, kind="streams")
+
+    def redis_instance_for_queue(self, queue: str) -> str:
+        """The instance a BullMQ queue lives on (``queues`` patterns)."""
+        return route(self.settings, queue, kind="queues")
+
+    def redis_label(self, instance: str | None = None) -> str:
+        name = instance or self._default_instance
+        cfg = self.settings.redis.instance(name) if name in self.settings.redis.instance_names() else None
+        what = "Redis" if name == DEFAULT_INSTANCE else f"Redis instance '{name}'"
+        if cfg is None:
+            return what
+        if cfg.mode == "sentinel":
+            return f"{what} (sentinel service '{cfg.service_name}' via {', '.join(cfg.sentinels)})"
+        where = redact_dsn(cfg.url)
+        return f"{what} at {where}" + (" (cluster)" if cfg.mode == "cluster" else "")
 
     @asynccontextmanager
-    async def redis_errors(self) -> AsyncIterator[None]:
+    async def redis_errors(self, instance: str | None = None) -> AsyncIterator[None]:
         """Translate Redis failures into ServiceUnavailable / MeshError with a clear message."""
+        label = self.redis_label(instance)
         try:
             yield
         except redis_errors.AuthenticationError as exc:
@@ -238,19 +283,26 @@ class Connections:
             else:
                 reason = f"authentication failed ({text})"
             raise ServiceUnavailable(
-                self.redis_label(), f"{reason}: put the password in [redis] url (redis://:PASSWORD@host:port/db)"
+                label, f"{reason}: put the password in [redis] url (redis://:PASSWORD@host:port/db)"
             ) from None
+        except redis_errors.CrossSlotTransactionError as exc:
+            raise MeshError(f"{label}: keys of one transaction are in different cluster slots ({_first_line(exc)})"
+                            ) from None
         except redis_errors.ResponseError as exc:
             text = _first_line(exc)
             if text.startswith("NOAUTH"):
                 raise ServiceUnavailable(
-                    self.redis_label(), "a password is required: put it in [redis] url (redis://:pw@host)"
+                    label, "a password is required: put it in [redis] url (redis://:pw@host)"
                 ) from None
             if text.startswith("WRONGTYPE"):
                 raise InvalidArgument(f"{text}: the key exists but is not of the expected type") from None
+            if text.startswith("CROSSSLOT"):
+                raise MeshError(f"{label}: a command touched keys of different cluster slots ({text})") from None
             raise MeshError(f"Redis refused a command: {text}") from None
         except (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError) as exc:
-            raise ServiceUnavailable(self.redis_label(), _first_line(exc)) from None
+            raise ServiceUnavailable(label, _first_line(exc)) from None
+        except redis_errors.RedisClusterException as exc:
+            raise ServiceUnavailable(label, f"cluster: {_first_line(exc)}") from None
 
     async def aclose(self) -> None:
         for conns in self._idle.values():
@@ -258,6 +310,7 @@ class Connections:
                 if not conn.closed:
                     await conn.close()
         self._idle.clear()
-        if self._redis is not None:
-            await self._redis.aclose()
-            self._redis = None
+        clients = {id(c): c for pair in self._redis_clients.values() for c in pair}
+        self._redis_clients.clear()
+        for client in clients.values():
+            await client.aclose()

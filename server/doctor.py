@@ -24,6 +24,7 @@ CAPABILITY_CHECKS: tuple[str, ...] = (
     "tools.streams.doctor",
     "server.audit_cli",
     "tools.trace_request.doctor",
+    "server.topology_doctor",
 )
 
 
@@ -68,14 +69,9 @@ async def core_checks(runtime: Runtime) -> list[Check]:
         except MeshError as exc:
             checks.append(Check(name=f"postgres:{name}", status="fail", detail=str(exc),
                                 fix="check the DSN in [services." + name + "] and that the server is up"))
-    conn = runtime.connections
-    try:
-        async with conn.redis_errors():
-            info = await conn.redis().info("server")
-        checks.append(Check(name="redis", status="ok", detail=f"Redis {info.get('redis_version')}"))
-    except MeshError as exc:
-        checks.append(Check(name="redis", status="fail", detail=str(exc),
-                            fix="check [redis] url and that Redis is up"))
+    from server.topology_doctor import redis_checks  # each instance, through its topology
+
+    checks.extend(await redis_checks(runtime))
     return checks
 
 

@@ -8,12 +8,12 @@ from typing import Any
 
 import psycopg
 import pytest
-import redis
 
 from server.config import Settings
 from server.embedded import free_port
 from server.runtime import Runtime
 from tests.helpers import REPO_ROOT
+from tests.streams.conftest import cluster_backend, redis_cluster  # noqa: F401  (the cluster param of r)
 from tools.outbox import health, query_outbox
 from tools.outbox.model import HealthReport, QueryOutboxResult, TraceReport
 from tools.outbox.schema_discovery import SchemaCatalog
@@ -51,9 +51,18 @@ def db(outbox_db: str) -> Iterator[psycopg.Connection]:
         yield conn
 
 
-@pytest.fixture
-def r(redis_client: redis.Redis) -> redis.Redis:
-    return redis_client
+@pytest.fixture(params=["machine", "cluster"])
+def r(request: pytest.FixtureRequest) -> Any:
+    """The Redis a trace test writes into: the machine's (scratch database) or the session's cluster.
+
+    ``outbox_settings`` points the tools at the same one (mode = "cluster" for the cluster).
+    """
+    if request.param == "cluster":
+        backend = request.getfixturevalue("cluster_backend")
+        request.node.mesh_redis = backend.redis_config
+        return backend.client
+    request.node.mesh_redis = {"url": request.getfixturevalue("redis_url")}
+    return request.getfixturevalue("redis_client")
 
 
 @pytest.fixture
@@ -87,12 +96,14 @@ class Tools:
 
 
 @pytest.fixture
-def outbox_settings(make_settings: Callable[..., Settings], outbox_db: str, redis_url: str) -> Callable[..., Settings]:
-    """Settings with service 'user' on the scratch outbox database and the scratch Redis."""
+def outbox_settings(
+    request: pytest.FixtureRequest, make_settings: Callable[..., Settings], outbox_db: str, redis_url: str
+) -> Callable[..., Settings]:
+    """Settings with service 'user' on the scratch outbox database and the scratch Redis (``r``'s, if used)."""
 
     def make(**overrides: Any) -> Settings:
         overrides.setdefault("services", {"user": {"postgres": outbox_db}})
-        overrides.setdefault("redis", {"url": redis_url})
+        overrides.setdefault("redis", getattr(request.node, "mesh_redis", None) or {"url": redis_url})
         return make_settings(**overrides)
 
     return make

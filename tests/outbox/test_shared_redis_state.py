@@ -19,8 +19,11 @@ CONV = Conventions()
 
 
 @pytest.fixture
-async def ar(redis_url):
-    client = aioredis.Redis.from_url(redis_url)
+async def ar(r, request):
+    """An async client of the same Redis as ``r`` (a RedisCluster client on the cluster)."""
+    cfg = request.node.mesh_redis
+    cls = aioredis.RedisCluster if cfg.get("mode") == "cluster" else aioredis.Redis
+    client = cls.from_url(cfg["url"])
     yield client
     await client.aclose()
 

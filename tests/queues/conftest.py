@@ -1,5 +1,5 @@
 """The queue tests share the stream tests' Redis fixtures (Redis 7 and 6.2, scratch databases)."""
 
-from tests.streams.conftest import backend, machine, redis62, settings_for
+from tests.streams.conftest import backend, cluster_backend, machine, redis62, redis_cluster, settings_for
 
-__all__ = ["backend", "machine", "redis62", "settings_for"]
+__all__ = ["backend", "cluster_backend", "machine", "redis62", "redis_cluster", "settings_for"]

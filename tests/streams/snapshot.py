@@ -46,7 +46,18 @@ def _content(client: redis.Redis, key: bytes, kind: bytes) -> Any:
     return None
 
 
-def snapshot(client: redis.Redis) -> dict[bytes, KeyState]:
+def snapshot(client: redis.Redis | redis.RedisCluster) -> dict[bytes, KeyState]:
+    """Every key of ``client``; for a cluster, every key of every primary (read node by node)."""
+    if isinstance(client, redis.RedisCluster):
+        out: dict[bytes, KeyState] = {}
+        for node in client.get_primaries():
+            with redis.Redis(host=node.host, port=node.port) as node_client:
+                out.update(_snapshot_node(node_client))
+        return out
+    return _snapshot_node(client)
+
+
+def _snapshot_node(client: redis.Redis) -> dict[bytes, KeyState]:
     out: dict[bytes, KeyState] = {}
     for key in client.scan_iter(count=1000):
         kind = client.type(key)

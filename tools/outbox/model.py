@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from server.redis_routing import RedisSource
 from tools.outbox.bull_state import BullJobState
 from tools.outbox.delivery import GroupDelivery, MessageDeadLetter
 from tools.streams.trim_evidence import TrimEvidence
@@ -229,6 +230,7 @@ class TraceReport(BaseModel):
     mermaid: str | None = Field(
         default=None, description="the hops walked as a Mermaid flowchart, the verdict's hop marked broken"
     )
+    redis_sources: list[RedisSource] = Field(default_factory=list, description="the Redis instances read")
 
     def summary_text(self) -> str:
         v = self.verdict
@@ -242,4 +244,5 @@ class TraceReport(BaseModel):
             lines.append(f"also: {other.code} — {other.sentence}")
         for problem in self.unavailable:
             lines.append(f"! {problem.service}: {problem.error}")
+        lines.extend(source.line() for source in self.redis_sources)
         return "\n".join(lines)

@@ -24,6 +24,8 @@ from typing import Any
 from server.config import Settings
 from server.connections import Connections
 from server.errors import InvalidArgument, MeshError, ServiceUnavailable
+from server.redis_routing import RedisSource, redis_source
+from server.redis_settings import DEFAULT_INSTANCE
 from tools.outbox import queries
 from tools.outbox.bull_liveness import queue_liveness
 from tools.outbox.bull_state import bull_job_state
@@ -69,6 +71,8 @@ class Tracer:
         self.unavailable: list[ServiceProblem] = []
         self.redis_ok = True
         self.offsets: dict[str, int] = {}
+        self.redis_down: set[str] = set()
+        self.redis_used: list[str] = []
 
     # -- SQL ------------------------------------------------------------------------------
 
@@ -139,23 +143,33 @@ class Tracer:
 
     # -- Redis ----------------------------------------------------------------------------
 
-    async def _redis(self, coro_fn: Any, *args: Any, **kwargs: Any) -> Any:
-        """Run a Redis step; when Redis is down, record it once and return None."""
-        if not self.redis_ok:
+    async def _redis(self, coro_fn: Any, instance: str, *args: Any, **kwargs: Any) -> Any:
+        """Run a Redis step on ``instance`` (its read client is the first argument).
+
+        When that instance is down, record it once and return None.
+        """
+        if instance in self.redis_down:
             return None
+        if instance not in self.redis_used:
+            self.redis_used.append(instance)
         try:
-            async with self.connections.redis_errors():
-                return await coro_fn(*args, **kwargs)
+            async with self.connections.redis_errors(instance):
+                return await coro_fn(self.connections.redis_reader(instance), *args, **kwargs)
         except ServiceUnavailable as exc:
             self.redis_ok = False
-            self.unavailable.append(ServiceProblem(service="redis", error=str(exc)))
+            self.redis_down.add(instance)
+            name = "redis" if instance == DEFAULT_INSTANCE else f"redis:{instance}"
+            self.unavailable.append(ServiceProblem(service=name, error=str(exc)))
             return None
+
+    def sources(self) -> list[RedisSource]:
+        return [redis_source(self.settings, i) for i in self.redis_used]
 
     def _redis_unknown(self, name: str, ref: str) -> Hop:
         return Hop(name=name, ref=ref, found=False, state="unknown", healthy=None,
                    detail="Redis is unavailable: this hop could not be observed")
 
-    async def clock_offset(self, service: str) -> int:
+    async def clock_offset(self, service: str, instance: str, key: str) -> int:
         """Redis ``TIME`` minus the database's ``now()`` in ms, measured once per call and service.
 
         The database is read between two Redis ``TIME`` calls and compared with their middle,
@@ -163,14 +177,14 @@ class Tracer:
         """
         if service in self.offsets:
             return self.offsets[service]
-        before = await self._redis(redis_now_ms, self.connections.redis())
+        before = await self._redis(redis_now_ms, instance, key)
         if before is None:
             return 0
         try:
             result = await self.connections.read(service, CLOCK_SQL, max_rows=1)
         except MeshError:
             return 0  # the row was read a moment ago; without the offset the window is just not shifted
-        after = await self._redis(redis_now_ms, self.connections.redis())
+        after = await self._redis(redis_now_ms, instance, key)
         if after is None:
             return 0
         self.offsets[service] = (before + after) // 2 - int(result.rows[0]["now_ms"])
@@ -216,15 +230,16 @@ class Tracer:
                                   f"event {row.id} is COMPLETED but has no target_services: it was pushed nowhere",
                                   "check the producer's target_services", hop_name)]
         around = [t for t in (found.times.created_ms, found.times.processed_ms, found.times.updated_ms) if t]
-        now_ms = await self._redis(redis_now_ms, self.connections.redis())
-        offset = await self.clock_offset(row.service) if now_ms is not None else 0
         findings: list[Verdict] = []
         for target in targets:
             stream = f"{self.settings.conventions.stream_prefix}{target}"
+            instance = self.connections.redis_instance_for_stream(stream)
+            now_ms = await self._redis(redis_now_ms, instance, stream)
             if now_ms is None:
                 hops.append(self._redis_unknown(f"{label}stream_entry", stream))
                 continue
-            result = await self._redis(stream_hops, self.connections.redis(), self.settings, stream, row.id,
+            offset = await self.clock_offset(row.service, instance, stream)
+            result = await self._redis(stream_hops, instance, self.settings, stream, row.id,
                                        around, now_ms, label, found.times.processed_ms or found.times.updated_ms,
                                        offset)
             if result is None:
@@ -254,7 +269,7 @@ class Tracer:
         return TraceReport(kind="event", id=event_id, service=hit.service, searched_services=self.searched(searched),
                            verdict=overall(findings, ok_sentence, hops), clock_offsets_ms=dict(self.offsets),
                            findings=ranked(findings), hops=hops,
-                           unavailable=self.unavailable)
+                           unavailable=self.unavailable, redis_sources=self.sources())
 
     def searched(self, services: list[str]) -> list[str]:
         """The services really searched: those that answered every step."""
@@ -335,14 +350,17 @@ class Tracer:
         if hit is not None and hit.job is not None:
             queue = hit.job.row.columns.get(conv.columns.target)
         if queue:
-            bull = await self._redis(bull_job_state, self.connections.redis(), conv, str(queue), job_id,
+            bull = await self._redis(bull_job_state, self.connections.redis_instance_for_queue(str(queue)), conv,
+                                     str(queue), job_id,
                                      list_scan_max=self.settings.limits.bull_list_scan_max,
                                      value_max_bytes=self.settings.limits.payload_max_bytes)
             overdue = bull.overdue_ms() if bull is not None else None
             if bull is not None and (bull.stalled or (overdue is not None
                                                       and overdue > self.settings.limits.delayed_overdue_ms)):
-                bull.liveness = await self._redis(queue_liveness, self.connections.redis(), conv, str(queue))
-        guard = await self._redis(get_key, self.connections.redis(), fill(conv.job_completed_key, job_id=job_id),
+                bull.liveness = await self._redis(queue_liveness, self.connections.redis_instance_for_queue(str(queue)),
+                                                  conv, str(queue))
+        guard_instance = self.connections.redis_instance_for_queue(str(queue)) if queue else DEFAULT_INSTANCE
+        guard = await self._redis(get_key, guard_instance, fill(conv.job_completed_key, job_id=job_id),
                                   self.settings.limits.payload_max_bytes)
         outcome_chains: list[tuple[Found, list[Hop], list[Verdict]]] = []
         for outcome in (hit.outcomes if hit else []):
@@ -368,4 +386,5 @@ class Tracer:
         return TraceReport(kind="job", id=job_id, service=hit.service if hit else service,
                            searched_services=self.searched(searched), verdict=overall(findings, ok_sentence, hops),
                            clock_offsets_ms=dict(self.offsets),
-                           findings=ranked(findings), hops=hops, unavailable=self.unavailable)
+                           findings=ranked(findings), hops=hops, unavailable=self.unavailable,
+                           redis_sources=self.sources())

@@ -30,6 +30,7 @@ from tools.outbox.delivery import GroupDelivery, message_delivery, stream_groups
 from tools.outbox.model import Hop, StreamEntryRef, Verdict
 from tools.outbox.verdicts import GROUP_PRIORITY, verdict
 from tools.streams.ids import StreamId
+from tools.streams.node_reads import server_time
 from tools.streams.trim_evidence import trim_evidence
 from tools.streams.values import capped, redis_time_ms, reply_or_raise, text
 
@@ -300,8 +301,9 @@ async def stream_hops(
     return hops, findings
 
 
-async def redis_now_ms(redis: Any) -> int:
-    return redis_time_ms(await redis.time())
+async def redis_now_ms(redis: Any, key: str) -> int:
+    """The clock of the server holding ``key`` (its primary on a cluster), in ms."""
+    return redis_time_ms(await server_time(redis, key))
 
 
 async def get_key(redis: Any, key: str, max_bytes: int) -> dict[str, Any]:

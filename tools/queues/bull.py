@@ -23,11 +23,13 @@ from pydantic import BaseModel, Field
 from server.config import Conventions, Settings
 from server.connections import Connections
 from server.errors import InvalidArgument, NotFound
+from server.redis_routing import RedisSource, redis_source
 from tools.outbox.bull_liveness import QueueLiveness
 from tools.outbox.bull_state import STATE_BY_STRUCTURE, BullJobState, bull_job_state
 from tools.queues.anomalies import QueueAnomaly, queue_anomalies
 from tools.streams.keys import bull_key, check_key_name, fill
-from tools.streams.values import as_int, capped, redis_time_ms, reply_or_raise, text
+from tools.streams.node_reads import queue_exists_each, server_time
+from tools.streams.values import as_int, capped, redis_time_ms, text
 
 MAX_FAILURES = 100
 
@@ -66,6 +68,8 @@ class QueueReport(BaseModel):
         default=None, description="workers of the queue (CLIENT LIST) and its stalled checker, when an anomaly needs it"
     )
 
+    redis_source: RedisSource | None = Field(default=None, description="the Redis instance this was read from")
+
     def summary_text(self) -> str:
         counts = ", ".join(f"{k} {v}" for k, v in self.counts.items())
         lines = [f"queue {self.queue}{' (paused)' if self.paused else ''}: {counts}"]
@@ -84,6 +88,8 @@ class QueueReport(BaseModel):
             ids = ", ".join(a.job_ids[:5]) + (" ..." if len(a.job_ids) > 5 else "")
             lines.append(f"  ! {a.code}: {a.message} [{ids}]")
         lines.extend(f"note: {n}" for n in self.notes)
+        if self.redis_source is not None:
+            lines.append(self.redis_source.line())
         return "\n".join(lines)
 
 
@@ -162,20 +168,20 @@ async def inspect_queue(
     # waiting jobs sit in wait, or in paused while the queue is paused (BullMQ versions that keep a paused list)
     waiting = [n for n in (_structure_for(conv, "waiting"), _structure_for(conv, "paused")) if n]
     failed = _structure_for(conv, "failed") if failures else None
-    redis = connections.redis()
-    async with connections.redis_errors():
+    instance = connections.redis_instance_for_queue(queue)
+    redis = connections.redis_reader(instance)
+    async with connections.redis_errors(instance):
+        now_ms = redis_time_ms(await server_time(redis, bull_key(conv, queue, "meta")))
         pipe = redis.pipeline(transaction=False)
         queue_count_commands(pipe, conv, queue)
-        pipe.exists(bull_key(conv, queue, "meta"), bull_key(conv, queue, "id"))
-        pipe.time()
+        queue_exists_each(pipe, [bull_key(conv, queue, "meta"), bull_key(conv, queue, "id")])
         for name in waiting:
             pipe.lindex(bull_key(conv, queue, name), -1)
         if failed:
             pipe.zrevrange(bull_key(conv, queue, failed), 0, failures - 1)
         replies = iter(await pipe.execute(raise_on_error=False))
         counts, paused = read_counts(conv, [next(replies) for _ in range(len(state_structures(conv)) + 1)])
-        markers = next(replies)
-        now_ms = redis_time_ms(reply_or_raise(next(replies)))
+        markers = sum(_int_or_zero(next(replies)) for _ in range(2))
         tails = [(name, _text_or_none(next(replies))) for name in waiting]
         failed_ids = [text(i) or "" for i in _list_or_empty(next(replies))] if failed else []
         if not any(counts.values()) and not paused and not _int_or_zero(markers):
@@ -193,6 +199,7 @@ async def inspect_queue(
         oldest = min(candidates, key=lambda c: c[1].timestamp_ms if c[1].timestamp_ms is not None else now_ms,
                      default=None)
         report = QueueReport(
+            redis_source=redis_source(settings, instance),
             queue=queue, prefix=conv.bullmq_prefix, counts=counts, paused=paused,
             oldest_waiting=oldest[1] if oldest else None,
             oldest_waiting_in=oldest[0] if oldest else None,

@@ -125,6 +125,7 @@ async def apply_plan(
     plan, approver, gate = _admit(settings, plan_id, token, dry_run, audit)
     warning = (("the server was started with --allow-unprotected-approvers and the trust check fails: "
                 + "; ".join(gate.problems)) if gate.problems else None)
+    connections = connections.bound_to(plan.redis_instance)  # every Redis step runs on the plan's instance
     backups = BackupFile(backup_path(settings, plan_id), plan_id, plan.plan_sha256)
     results: dict[int, StepResult] = {}
     check_ctx = CheckContext(settings, connections, results)

@@ -210,6 +210,7 @@ class Plan(_M):
     approval_mode: Literal["local", "signature"]
     approval_note: str
     approve_command: str
+    redis_instance: str = Field(default="default", description="the Redis instance every Redis step runs on")
     plan_sha256: str = ""
 
     def content_hash(self) -> str:

@@ -26,8 +26,9 @@ from server.audit import audit_log
 from server.config import Settings
 from server.connections import Connections
 from server.errors import InvalidArgument, NotFound
+from server.redis_settings import DEFAULT_INSTANCE
 from server.trust import gate_status
-from tools.remediation import store
+from tools.remediation import slots, store
 from tools.remediation.model import SYMPTOMS, BlastRadius, Check, Operation, Plan, Step
 from tools.remediation.operations import render, render_params
 from tools.streams.keys import check_key_name
@@ -213,12 +214,25 @@ async def _build(builder: PlanBuilder, connections: Connections, request: Reques
     await builders[request.symptom](builder, connections, request)
 
 
+def plan_instance(connections: Connections, request: Request) -> str:
+    """The Redis instance a plan reads and changes: its stream's, else its queue's, else the default."""
+    if request.stream:
+        return connections.redis_instance_for_stream(request.stream)
+    if request.queue:
+        return connections.redis_instance_for_queue(request.queue)
+    return DEFAULT_INSTANCE
+
+
 async def propose(settings: Settings, connections: Connections, request: Request) -> Plan:
     """Build, seal, save and audit a plan for ``request``; ``NotFound`` when there is nothing to do."""
     request = validate_request(settings, request)
     builder = PlanBuilder(settings)
+    instance = plan_instance(connections, request)
+    connections = connections.bound_to(instance)
     async with connections.redis_errors():
         await _build(builder, connections, request)
+    if settings.redis.instance(instance).mode == "cluster":
+        slots.review(builder.steps, builder.notes)
     if not builder.steps:
         extra = "; ".join(builder.warnings + builder.notes)
         raise NotFound(builder.nothing_to_do + (f" ({extra})" if extra else ""))
@@ -246,6 +260,7 @@ async def propose(settings: Settings, connections: Connections, request: Request
         approval_mode=settings.approval.mode,
         approval_note=approval_note(settings),
         approve_command=approve_command(settings, plan_id),
+        redis_instance=instance,
     ).sealed()
     store.save_plan(settings, plan)
     audit_log(settings).record(

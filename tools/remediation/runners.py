@@ -21,6 +21,7 @@ from server.audit import AuditLog
 from server.config import Settings
 from server.connections import Connections
 from server.errors import MeshError
+from server.redis_clients import is_cluster
 from tools.remediation import redis_reads as rr
 from tools.remediation.backups import BackupFile
 from tools.remediation.model import (
@@ -45,6 +46,7 @@ from tools.remediation.operations import (
     sql_update_statement,
 )
 from tools.remediation.replays import replay_state
+from tools.remediation.slots import slot_groups
 
 CONFIRM_POLL_S = 0.25
 
@@ -130,32 +132,43 @@ def _planned_digests(step: Step, kind: str, key_arg: str) -> dict[str, str]:
 
 
 async def _del(ctx: RunContext, step: Step, op: DelOp) -> StepOutcome:
-    """Back up, then DEL the keys in one MULTI/EXEC under WATCH.
+    """Back up, then DEL the keys in one MULTI/EXEC under WATCH (one per slot on a cluster).
 
     The snapshots are taken after WATCH: if any key changes between its backup and the
-    DEL (a consumer re-took a lock, a retry counter moved), EXEC aborts and nothing is
-    deleted, so what is deleted is exactly what was backed up. A key whose value differs
-    from the approved digest is not deleted either.
+    DEL (a consumer re-took a lock, a retry counter moved), EXEC aborts and nothing of
+    that transaction is deleted, so what is deleted is exactly what was backed up. A key
+    whose value differs from the approved digest is not deleted either. On a Redis
+    Cluster a transaction holds one slot's keys, so the keys are grouped by slot and each
+    group gets its own WATCH / backup / read-back / MULTI / EXEC (see
+    :mod:`tools.remediation.slots`); a drift stops the step at that slot and says which
+    keys earlier slots already deleted.
     """
     redis = ctx.connections.redis()
     planned = _planned_digests(step, "key_unchanged", "key")
-    async with redis.pipeline(transaction=True) as pipe:
-        await pipe.watch(*op.keys)
-        records = []
-        for key in op.keys:
-            snap = await rr.key_snapshot(pipe, key)
-            if snap is not None and key in planned and snap.digest != planned[key]:
-                raise Drift(f"key {key} changed since the plan was approved; nothing was deleted")
-            records.append(("key", key, snap.model_dump() if snap else {"key": key, "missing": True}))
-        count = ctx.backups.write(step.number, records)
-        pipe.multi()
-        pipe.delete(*op.keys)
-        try:
-            (deleted,) = await pipe.execute()
-        except redis_exceptions.WatchError:
-            raise Drift("a key changed between its backup and the DEL; nothing was deleted") from None
-    deleted = int(deleted)
-    return StepOutcome(f"deleted {deleted} key(s) ({len(op.keys) - deleted} already gone)", op.keys,
+    groups = slot_groups(op.keys) if is_cluster(redis) else [list(op.keys)]
+    deleted, count, done_keys = 0, 0, []
+    for keys in groups:
+        done = f" (already deleted, other slots: {', '.join(done_keys)})" if done_keys else ""
+        nothing = "nothing of this slot was deleted" if done_keys else "nothing was deleted"
+        async with redis.pipeline(transaction=True) as pipe:
+            await pipe.watch(*keys)
+            records = []
+            for key in keys:
+                snap = await rr.key_snapshot(pipe, key)
+                if snap is not None and key in planned and snap.digest != planned[key]:
+                    raise Drift(f"key {key} changed since the plan was approved; {nothing}{done}")
+                records.append(("key", key, snap.model_dump() if snap else {"key": key, "missing": True}))
+            count += ctx.backups.write(step.number, records)
+            pipe.multi()
+            pipe.delete(*keys)
+            try:
+                (removed,) = await pipe.execute()
+            except redis_exceptions.WatchError:
+                raise Drift(f"a key changed between its backup and the DEL; {nothing}{done}") from None
+        deleted += int(removed)
+        done_keys += keys
+    slots_note = f" in {len(groups)} cluster slot transactions" if len(groups) > 1 else ""
+    return StepOutcome(f"deleted {deleted} key(s) ({len(op.keys) - deleted} already gone){slots_note}", op.keys,
                        {"deleted": deleted}, count)
 
 

@@ -23,6 +23,7 @@ from pydantic import BaseModel, Field
 from server.config import Conventions, Settings
 from server.connections import Connections
 from server.errors import InvalidArgument, NotFound
+from server.redis_routing import RedisSource, instances_holding, redis_source
 from tools.streams.cursor import decode_cursor, encode_cursor, fingerprint
 from tools.streams.dlq_joins import GroupBookkeeping, OriginalState, join_dead_letters
 from tools.streams.ids import StreamId, parse_id_argument
@@ -152,6 +153,8 @@ class DeadLetterPage(BaseModel):
     examined: int = Field(description="dead-letter entries read to fill this page (filters skip some)")
     next_cursor: str | None = Field(description="pass it back for the next page; None when nothing is left")
 
+    redis_source: RedisSource | None = Field(default=None, description="the Redis instance this was read from")
+
     def summary_text(self) -> str:
         where = self.stream or f"{len(self.dlq_streams)} dead-letter stream(s)"
         lines = [f"{len(self.entries)} dead letter(s) from {where} on this page ({self.examined} read)"]
@@ -170,6 +173,8 @@ class DeadLetterPage(BaseModel):
                 f"{f' attempts {max(attempts)}' if attempts else ''}{where_now}; error: {err}"
             )
         lines.append("more: pass next_cursor" if self.next_cursor else "no more")
+        if self.redis_source is not None:
+            lines.append(self.redis_source.line())
         return "\n".join(lines)
 
 
@@ -197,14 +202,27 @@ async def list_dead_letters(
     after = parse_id_argument(str(position["a"]), "cursor position") if position.get("a") else None
     start_key = str(position.get("k", ""))
 
-    redis = connections.redis()
-    async with connections.redis_errors():
+    instance = _dlq_instance(connections, settings, stream)
+    redis = connections.redis_reader(instance)
+    async with connections.redis_errors(instance):
         dlqs, complete = await _dead_letter_streams(redis, settings, stream)
         page, examined, resume = await _fill_page(redis, settings, dlqs, start_key, after, count, type, contains)
         await join_dead_letters(redis, settings, page)
     next_cursor = encode_cursor({"k": resume[0], "a": resume[1]}, query) if resume else None
-    return DeadLetterPage(stream=stream, dlq_streams=dlqs, scan_complete=complete, type=type, contains=contains,
-                          entries=page, examined=examined, next_cursor=next_cursor)
+    return DeadLetterPage(redis_source=redis_source(settings, instance), stream=stream, dlq_streams=dlqs,
+                          scan_complete=complete, type=type, contains=contains, entries=page, examined=examined,
+                          next_cursor=next_cursor)
+
+
+def _dlq_instance(connections: Connections, settings: Settings, stream: str | None) -> str:
+    """The instance of ``stream``'s dead letters; without a stream, the only instance holding streams."""
+    if stream is not None:
+        return connections.redis_instance_for_stream(stream)
+    holders = instances_holding(settings, "streams")
+    if len(holders) > 1:
+        raise InvalidArgument("dead letters may live on several Redis instances (" + ", ".join(holders) + "): "
+                              "pass stream=... (list_streams shows each dead-letter stream with its instance)")
+    return holders[0]
 
 
 async def _dead_letter_streams(redis: Any, settings: Settings, stream: str | None) -> tuple[list[str], bool]:

@@ -37,6 +37,7 @@ from tools.streams.keys import (
     retry_last_error_key,
     retry_queue_key,
 )
+from tools.streams.node_reads import queue_exists_each, queue_get_each
 from tools.streams.values import as_int, capped, text
 
 if TYPE_CHECKING:
@@ -104,11 +105,13 @@ async def join_dead_letters(redis: Any, settings: Settings, letters: list[DeadLe
             ranges.append(((source, group), ids, bound))
     for (_, group), batch in members.items():
         mids = [d.message_id or "" for d in batch]
-        pipe.mget([retry_attempt_key(conv, group, m) for m in mids])
-        pipe.mget([idempotency_key(conv, group, m) for m in mids])
+        # one command per key (not MGET / multi-key EXISTS): on a cluster the keys live in different slots
+        queue_get_each(pipe, [retry_attempt_key(conv, group, m) for m in mids])
+        queue_get_each(pipe, [idempotency_key(conv, group, m) for m in mids])
         pipe.zmscore(retry_queue_key(conv, group), mids)
         # base and lastError keys are only counted here (their values can be long): round 3 reads them per pair
-        pipe.exists(*[retry_key(conv, group, m) for m in mids], *[retry_last_error_key(conv, group, m) for m in mids])
+        queue_exists_each(pipe, [retry_key(conv, group, m) for m in mids]
+                          + [retry_last_error_key(conv, group, m) for m in mids])
     answers = iter(await pipe.execute(raise_on_error=False))
 
     in_stream = {id(d): bool(_value(next(answers))) for d in located}
@@ -127,10 +130,10 @@ async def join_dead_letters(redis: Any, settings: Settings, letters: list[DeadLe
 
     pairs_found: list[_Pair] = []
     for (_, group), batch in members.items():
-        attempts = _value(next(answers)) or [None] * len(batch)
-        locks = _value(next(answers)) or [None] * len(batch)
+        attempts = [_value(next(answers)) for _ in batch]
+        locks = [_value(next(answers)) for _ in batch]
         scores = _value(next(answers)) or [None] * len(batch)
-        any_unread = bool(_value(next(answers)))
+        any_unread = any([bool(_value(next(answers))) for _ in range(2 * len(batch))])  # consume every reply
         for letter, attempt, lock, score in zip(batch, attempts, locks, scores, strict=True):
             if any_unread or attempt is not None or lock is not None or score is not None:
                 pairs_found.append(_Pair(letter, group, attempt, score))

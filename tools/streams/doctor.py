@@ -18,6 +18,8 @@ import redis.asyncio as aioredis
 
 from server.doctor import Check
 from server.errors import MeshError
+from server.redis_clients import single_server_client
+from server.redis_settings import DEFAULT_INSTANCE
 from server.runtime import Runtime
 from tools.streams.server_features import MIN_SUPPORTED, server_from_info
 from tools.streams.values import as_int, text
@@ -31,33 +33,34 @@ USED_COMMANDS = (
 checks that the tools send nothing else."""
 
 
-def _raw_client(runtime: Runtime) -> aioredis.Redis:
-    """A short-lived client whose COMMAND replies are left raw (redis-py's parser rejects unknown commands)."""
-    limits = runtime.settings.limits
-    client = aioredis.Redis.from_url(
-        runtime.settings.redis.url,
-        decode_responses=False,
-        socket_connect_timeout=limits.connect_timeout_s,
-        socket_timeout=limits.redis_timeout_s,
-    )
-    client.set_response_callback("COMMAND", lambda response, **_: response)
-    return client
-
-
 async def checks(runtime: Runtime) -> list[Check]:
+    """The checks of each Redis instance (on a cluster: of the node its url names)."""
+    out: list[Check] = []
+    for instance in runtime.settings.redis.instance_names():
+        out += await _instance_checks(runtime, instance)
+    return out
+
+
+async def _instance_checks(runtime: Runtime, instance: str) -> list[Check]:
     conn = runtime.connections
-    client = _raw_client(runtime)
+    suffix = "" if instance == DEFAULT_INSTANCE else f"[{instance}]"
+    client: aioredis.Redis | None = None
     try:
-        async with conn.redis_errors():
+        async with conn.redis_errors(instance):
+            # a plain client of one primary whose COMMAND replies stay raw (redis-py's parser rejects unknown ones)
+            client, _ = await single_server_client(runtime.settings.redis.instance(instance), runtime.settings.limits)
+            client.set_response_callback("COMMAND", lambda response, **_: response)
             info: dict[str, Any] = await client.info("server")
             memory: dict[str, Any] = await client.info("memory")
             commands = await client.execute_command("COMMAND", "INFO", *USED_COMMANDS)
     except MeshError as exc:
-        return [Check(name="redis-streams", status="warn", detail=f"skipped: {exc}",
+        return [Check(name=f"redis-streams{suffix}", status="warn", detail=f"skipped: {exc}",
                       fix="see the redis check above")]
     finally:
-        await client.aclose()
-    return [_version_check(info), _commands_check(commands), _memory_check(memory)]
+        if client is not None:
+            await client.aclose()
+    found = [_version_check(info), _commands_check(commands), _memory_check(memory)]
+    return [c.model_copy(update={"name": c.name + suffix}) for c in found]
 
 
 def _version_check(info: dict[str, Any]) -> Check:

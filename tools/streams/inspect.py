@@ -30,6 +30,8 @@ from typing import Any
 
 from server.config import Settings
 from server.connections import Connections
+from server.redis_clients import is_cluster
+from server.redis_routing import redis_source
 from tools.streams import anomalies as rules
 from tools.streams.anomalies import Anomaly
 from tools.streams.ids import StreamId, try_parse
@@ -44,6 +46,7 @@ from tools.streams.inspect_models import (
     Thresholds,
 )
 from tools.streams.keys import check_key_name, dlq_key, idempotency_key, is_bull_events, is_dlq, retry_queue_key
+from tools.streams.node_reads import queue_get_each, server_facts, server_time
 from tools.streams.server_features import RedisServer, require_stream, server_from_info
 from tools.streams.trim_evidence import trim_evidence
 from tools.streams.values import as_int, redis_time_ms, reply_or_raise, text
@@ -75,15 +78,15 @@ async def inspect_stream(connections: Connections, settings: Settings, stream: s
     conv, limits = settings.conventions, settings.limits
     cap = limits.max_count
     dlq = None if is_dlq(conv, stream) or is_bull_events(conv, stream) else dlq_key(conv, stream)
-    redis = connections.redis()
-    async with connections.redis_errors():
+    instance = connections.redis_instance_for_stream(stream)
+    redis = connections.redis_reader(instance)
+    async with connections.redis_errors(instance):
         pipe = redis.pipeline(transaction=False)
         pipe.type(stream)
         pipe.type(dlq or stream)
-        pipe.info("server")
-        pipe.time()
-        stream_type, dlq_type, info, now_reply = await pipe.execute()
+        stream_type, dlq_type = await pipe.execute()
         require_stream(stream, stream_type)
+        info, now_reply = await server_facts(redis, stream)
         server = server_from_info(info)
         now = redis_time_ms(now_reply)
 
@@ -113,6 +116,7 @@ async def inspect_stream(connections: Connections, settings: Settings, stream: s
         await _round_four(redis, settings, stream, probes, sinfo)
 
     report = StreamReport(
+        redis_source=redis_source(settings, instance),
         stream=stream,
         redis_version=server.version,
         length=length,
@@ -169,8 +173,13 @@ async def _probe_groups(
     last_generated = try_parse(sinfo.get("last-generated-id"))
     idle_floor = min(conv.claim_interval_ms, limits.dead_consumer_idle_ms)
 
+    # idle times below are measured now, not at round 1's TIME: in the same pipeline on one server, just
+    # before it on a cluster (a cluster pipeline refuses TIME)
+    clustered = is_cluster(redis)
+    now_reply = await server_time(redis, stream) if clustered else None
     pipe = redis.pipeline(transaction=False)
-    pipe.time()  # idle times below are measured now, not at round 1's TIME
+    if not clustered:
+        pipe.time()
     plans = []
     for ginfo in raw_groups:
         name = text(ginfo["name"]) or ""
@@ -195,7 +204,7 @@ async def _probe_groups(
         plans.append((ginfo, name, consumers, list_consumers, first_id is None or before_first is not None,
                       lag, source, read_oldest))
     replies = iter(await pipe.execute(raise_on_error=False))
-    read_at = redis_time_ms(reply_or_raise(next(replies)))
+    read_at = redis_time_ms(now_reply if clustered else reply_or_raise(next(replies)))
 
     probes = []
     for ginfo, name, consumers, list_consumers, probe_trimmed, lag, source, read_oldest in plans:
@@ -295,13 +304,13 @@ async def _round_four(
         return
     pipe = redis.pipeline(transaction=False)
     for probe, ids in wanted:
-        pipe.mget([idempotency_key(conv, probe.info.name, mid) for mid in ids])
+        queue_get_each(pipe, [idempotency_key(conv, probe.info.name, mid) for mid in ids])
     for probe in counting:
         pipe.xrange(stream, probe.count_from, "+", count=sample + 1)
     replies = iter(await pipe.execute())
     found: list[tuple[_GroupProbe, str]] = []
     for probe, ids in wanted:
-        found.extend((probe, mid) for mid, value in zip(ids, next(replies), strict=True) if value is not None)
+        found.extend((probe, mid) for mid in ids if next(replies) is not None)
     for probe in counting:
         entries = next(replies)
         if len(entries) <= sample:

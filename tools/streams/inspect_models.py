@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from server.redis_routing import RedisSource
 from tools.streams.anomalies import Anomaly
 
 LagSource = Literal["reported", "derived", "counted", "estimated"]
@@ -90,6 +91,8 @@ class StreamReport(BaseModel):
     anomalies: list[Anomaly]
     thresholds: Thresholds
 
+    redis_source: RedisSource | None = Field(default=None, description="the Redis instance this was read from")
+
     def summary_text(self) -> str:
         lines = [
             f"{self.stream}: {self.length} entries (first {self.first_id or '-'}, last {self.last_id or '-'}), "
@@ -109,4 +112,6 @@ class StreamReport(BaseModel):
             lines.extend(f"  [{a.code}] {a.message}" for a in self.anomalies)
         else:
             lines.append("no anomaly")
+        if self.redis_source is not None:
+            lines.append(self.redis_source.line())
         return "\n".join(lines)

@@ -19,9 +19,11 @@ from pydantic import BaseModel, Field
 from server.config import Settings
 from server.connections import Connections
 from server.errors import InvalidArgument, MeshError, NotFound
+from server.redis_routing import RedisSource, redis_source
 from tools.streams.cursor import decode_cursor, encode_cursor, fingerprint
 from tools.streams.ids import StreamId, parse_id_argument, try_parse
 from tools.streams.keys import check_key_name
+from tools.streams.node_reads import server_facts
 from tools.streams.server_features import require_stream, server_from_info
 from tools.streams.trim_evidence import trim_evidence
 from tools.streams.values import capped_fields, reply_or_raise, text
@@ -57,6 +59,8 @@ class PendingPage(BaseModel):
     entries: list[PendingEntry]
     next_cursor: str | None = Field(description="pass it back to get the next page; None on the last page")
 
+    redis_source: RedisSource | None = Field(default=None, description="the Redis instance this was read from")
+
     def summary_text(self) -> str:
         who = f" of consumer {self.consumer}" if self.consumer else ""
         idle = f" idle >= {self.min_idle_ms} ms" if self.min_idle_ms else ""
@@ -71,6 +75,8 @@ class PendingPage(BaseModel):
         if len(self.entries) > 20:
             lines.append(f"  ... {len(self.entries) - 20} more in the structured content")
         lines.append("more: pass next_cursor" if self.next_cursor else "last page")
+        if self.redis_source is not None:
+            lines.append(self.redis_source.line())
         return "\n".join(lines)
 
 
@@ -102,17 +108,18 @@ async def list_pending(
         after = parse_id_argument(str(position.get("after", "")), "cursor position")
         start = str(after.successor())
 
-    redis = connections.redis()
-    async with connections.redis_errors():
+    instance = connections.redis_instance_for_stream(stream)
+    redis = connections.redis_reader(instance)
+    async with connections.redis_errors(instance):
         pipe = redis.pipeline(transaction=False)
         pipe.type(stream)
-        pipe.info("server")
         pipe.xinfo_groups(stream)
         pipe.xrange(stream, "-", "+", count=1)
         pipe.xinfo_stream(stream)
-        key_type, info, groups_reply, first_reply, sinfo_reply = await pipe.execute(raise_on_error=False)
+        key_type, groups_reply, first_reply, sinfo_reply = await pipe.execute(raise_on_error=False)
         require_stream(stream, reply_or_raise(key_type))
-        server = server_from_info(reply_or_raise(info))
+        info, _ = await server_facts(redis, stream)
+        server = server_from_info(info)
         groups = {text(g["name"]) or "": g for g in reply_or_raise(groups_reply)}
         if group not in groups:
             names = ", ".join(sorted(groups)[:20]) or "none"
@@ -149,6 +156,7 @@ async def list_pending(
                for row, msg in zip(page, messages, strict=True)]
     next_cursor = encode_cursor({"after": entries[-1].id}, query) if more and entries else None
     return PendingPage(
+        redis_source=redis_source(settings, instance),
         stream=stream,
         group=group,
         consumer=consumer,
