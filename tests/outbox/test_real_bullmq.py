@@ -86,6 +86,14 @@ class Bull:
 
 
 @pytest.fixture
+def r(request: pytest.FixtureRequest, redis_url: str):
+    """Standalone Redis only: the Node driver talks to one server (BullMQ on a cluster needs hash-tag
+    prefixes, which the cluster tests of tests/topologies cover)."""
+    request.node.mesh_redis = {"url": redis_url}
+    return request.getfixturevalue("redis_client")
+
+
+@pytest.fixture
 def bull(redis_url: str) -> Iterator[Bull]:
     b = Bull(redis_url)
     yield b

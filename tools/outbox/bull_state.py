@@ -34,6 +34,7 @@ from pydantic import BaseModel, Field
 from server.config import Conventions
 from tools.outbox.bull_liveness import QueueLiveness
 from tools.streams.keys import bull_key
+from tools.streams.node_reads import server_time
 from tools.streams.values import as_int, capped, redis_time_ms, text
 
 STATE_BY_STRUCTURE = {
@@ -175,12 +176,12 @@ async def bull_job_state(
     found: list[str] = []
     state: str | None = None
     delayed_until: int | None = None
+    now_reply = await server_time(redis, key)  # not pipelined: a cluster routes TIME to the key's node
     pipe = redis.pipeline(transaction=False)
-    pipe.time()
     pipe.pttl(bull_key(conventions, queue, f"{job_id}:{conventions.bullmq_lock_suffix}"))
     for name in conventions.bullmq_state_sorted_sets:
         pipe.zscore(bull_key(conventions, queue, name), job_id)
-    now_reply, lock_ttl, *scores = await pipe.execute()
+    lock_ttl, *scores = await pipe.execute()
     now_ms = redis_time_ms(now_reply)
     for name, score in zip(conventions.bullmq_state_sorted_sets, scores, strict=True):
         if score is None:
