@@ -142,6 +142,7 @@ def test_the_approval_mode_is_described_honestly(tmp_path: Path) -> None:
     public = create_approver_key(tmp_path / "alice.key", "alice", "correct horse battery", scrypt_n=2**10)
     signature = load_settings(environ={}, overrides={
         "state_dir": str(tmp_path / "state"), "approval": {"mode": "signature", "approvers": {"alice": public}}})
-    assert describe_mode(signature) == (
-        "signature mode: tokens are Ed25519 signatures by one of 1 listed approver key(s), made with a passphrase "
-        "the agent never sees; this gate holds as long as the agent cannot edit the server's configuration or code.")
+    described = describe_mode(signature)
+    assert described.startswith("signature mode: tokens are Ed25519 signatures by one of 1 approver key(s)")
+    assert "a passphrase the agent never sees" in described
+    assert "as long as the agent cannot change the trust file or the server's code" in described

@@ -72,7 +72,8 @@ async def test_apply_never_reads_a_plan_outside_the_plans_folder(tmp_path: Path,
             await apply_plan(settings, connections, "p-20261130-021033-ffffffff", "token")
     finally:
         await connections.aclose()
-    assert sorted(p.name for p in plans.parent.iterdir() if p.is_file()) == ["audit.log", "evil.json"]
+    files = sorted(p.name for p in plans.parent.iterdir() if p.is_file() and not p.name.endswith(".lock"))
+    assert files == ["audit.log", "evil.json"]  # (the audit log's .lock file is the portable file lock)
     assert sorted(p.name for p in plans.iterdir()) == [f"{GOOD}.json"]  # no .applied marker anywhere
 
 
