@@ -32,7 +32,9 @@ def test_the_chain_starts_at_genesis_and_links_exact_line_bytes(tmp_path: Path) 
     assert first["prev"] == GENESIS == "0" * 64
     lines = _lines(log.path)
     assert second["prev"] == hashlib.sha256(lines[0]).hexdigest()
-    assert [json.loads(x) for x in lines] == [first, second] == log.read()
+    written = [{k: v for k, v in e.items() if k != "head"} for e in (first, second)]  # head: returned, not stored
+    assert [json.loads(x) for x in lines] == written == log.read()
+    assert second["head"] == f"2:{hashlib.sha256(lines[1]).hexdigest()}"
     assert log.verify_chain() == (True, "2 records")
     mode = stat.S_IMODE(log.path.stat().st_mode)
     assert mode == 0o600 and stat.S_IMODE(log.path.parent.stat().st_mode) == 0o700
@@ -130,7 +132,8 @@ def test_a_record_is_one_compact_utf8_line_with_the_documented_fields(tmp_path: 
     entry = log.record("step", plan_id=PLAN, plan_sha256="ab" * 32, approver="alice", step=3, action="xdel_dlq",
                        result="done", detail="déjà vu ✓", where=Path("/var/x"))
     assert list(entry) == ["time", "event", "plan_id", "plan_sha256", "approver", "step", "action", "result",
-                           "detail", "where", "prev"]
+                           "detail", "where", "seq", "prev", "head"]
+    entry = {k: v for k, v in entry.items() if k != "head"}  # the chain head is returned, not written
     assert entry["time"].endswith("+00:00")  # UTC, with its offset
     assert (entry["event"], entry["plan_id"], entry["plan_sha256"], entry["action"], entry["result"]) == (
         "step", PLAN, "ab" * 32, "xdel_dlq", "done")
