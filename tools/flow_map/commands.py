@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+from typing import TYPE_CHECKING
 
 from server.cli_support import add_common_flags, print_json, settings_from_args
 from server.errors import NotFound
-from server.runtime import Runtime
-from tools.flow_map.model import FlowMap
-from tools.flow_map.service import flow_map
-from tools.mesh_index.commands import ProgressBar
-from tools.mesh_index.service import service_for_settings
+
+if TYPE_CHECKING:  # the heavy modules load when the command runs, so `mesh-mcp --help` stays fast
+    from tools.flow_map.model import FlowMap
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -45,6 +44,11 @@ def comments(result: FlowMap) -> list[str]:
 
 
 def cmd_map(args: argparse.Namespace) -> int:
+    from server.runtime import Runtime
+    from tools.flow_map.service import flow_map
+    from tools.mesh_index.commands import ProgressBar
+    from tools.mesh_index.service import service_for_settings
+
     settings = settings_from_args(args)
     if settings.workspace is None:
         raise NotFound("no workspace: pass --workspace DIR (a folder of repositories) or set workspace in mesh.toml")
