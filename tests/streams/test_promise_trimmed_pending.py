@@ -48,6 +48,11 @@ async def test_pending_entries_older_than_the_first_entry_are_trimmed(backend: B
     r.xreadgroup(GROUP, "c1", {STREAM: ">"})
     r.xtrim(STREAM, maxlen=3, approximate=False)  # ids[0] and ids[1] were trimmed away, still pending
     report = await _report(settings_for(backend, limits={"dead_consumer_idle_ms": 3_600_000}))
+    if backend.version.startswith("6."):
+        # Redis 6.2 keeps no entries-added counter: an XTRIM below the configured MAXLEN is no proof
+        assert _trimmed(report) == []
+        assert [a for a in report["anomalies"] if a["code"] == "missing_pending"]
+        return
     (found,) = _trimmed(report)
     assert found["group"] == GROUP and found["evidence"]["count"] == 2
     assert found["evidence"]["first_entry_id"] == ids[2]
