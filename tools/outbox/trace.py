@@ -344,6 +344,11 @@ class Tracer:
             hit = next((r for r in results if r.outcomes), None)
         else:
             await self._outcomes(hit, job_id)
+        return await self.finish_job(hit, job_id, service, searched)
+
+    async def finish_job(self, hit: ServiceRows | None, job_id: str, service: str | None, searched: list[str]
+                         ) -> TraceReport:
+        """The Redis hops and the verdict of a job whose SQL rows (job, audit, outcomes) are in ``hit``."""
         conv = self.settings.conventions
         bull = None
         queue = None

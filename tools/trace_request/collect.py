@@ -22,6 +22,7 @@ from tools.trace_request.context import parse_traceparent, uuid_trace_id
 from tools.trace_request.indexes import unindexed
 from tools.trace_request.inputs import RequestInput
 from tools.trace_request.model import LookupNote
+from tools.trace_request.reads import RequestReads
 
 EXPAND_ROUNDS = 3
 MAX_ROWS_TOTAL = 200
@@ -41,6 +42,14 @@ class Hit:
 
 
 @dataclass
+class Planned:
+    schema: TableSchema
+    query: lookups.Query
+    link: str
+    heuristic: bool = False
+
+
+@dataclass
 class Collected:
     hits: dict[str, Hit] = field(default_factory=dict)
     tables: dict[str, dict[str, TableSchema]] = field(default_factory=dict)
@@ -52,11 +61,14 @@ class Collected:
 
 
 class Collector:
-    def __init__(self, connections: Connections, settings: Settings, catalog: SchemaCatalog) -> None:
+    def __init__(self, connections: Connections, settings: Settings, catalog: SchemaCatalog,
+                 reads: RequestReads | None = None) -> None:
+        self.reads = reads if reads is not None else RequestReads(connections)
         self.connections = connections
+        self.cap = settings.limits.payload_max_bytes
         self.settings = settings
         self.catalog = catalog
-        self.tracer = Tracer(connections, settings, catalog)
+        self.tracer = Tracer(self.reads, settings, catalog)  # type: ignore[arg-type]  # reads stands in
         self.limit = min(settings.limits.max_rows, 100)
         self.out = Collected()
         self._noted: set[tuple[str, str, str]] = set()
@@ -87,30 +99,40 @@ class Collector:
         target = self.out.skipped if kind == "skipped" else self.out.unindexed
         target.append(LookupNote(service=service, lookup=f"{schema.name}.{col}", note=note))
 
-    async def _run(self, service: str, schema: TableSchema, role: str, query: lookups.Query | None, link: str,
-                   heuristic: bool = False) -> list[Hit]:
+    def _plan(self, service: str, schema: TableSchema, role: str, query: lookups.Query | None, link: str,
+              heuristic: bool = False) -> Planned | None:
+        """The lookup of ``role`` in ``schema`` ready to run, or None (table or column missing: named)."""
         if not schema.exists:
-            return []
+            return None
         if query is None:
             self._note("skipped", service, schema, role, f"{schema.name} has no {getattr(schema.names, role)} "
                                                          "column in this service: not searched there")
-            return []
+            return None
         missing = unindexed(schema, role)
         if missing is not None:
             self._note("unindexed", service, schema, role, f"ran without an index ({missing.ddl})")
-        text, params = query
-        result = await self.connections.read(service, text, params, max_rows=self.limit)
-        if result.truncated or len(result.rows) >= self.limit:
-            self.out.truncated = True
-        return [Hit(service, schema.kind, self.tracer._found(service, schema, raw), link, heuristic)
-                for raw in result.rows]
+        return Planned(schema, query, link, heuristic)
+
+    async def _run_all(self, service: str, planned: list[Planned | None]) -> list[Hit]:
+        """Every planned lookup of ``service`` in one round trip."""
+        todo = [p for p in planned if p is not None]
+        results = await self.reads.read_many(service, [(p.query[0], p.query[1], self.limit) for p in todo])
+        hits: list[Hit] = []
+        for p, result in zip(todo, results, strict=True):
+            if result.truncated or len(result.rows) >= self.limit:
+                self.out.truncated = True
+            hits += [Hit(service, p.schema.kind, self.tracer._found(service, p.schema, raw), p.link, p.heuristic)
+                     for raw in result.rows]
+        return hits
 
     async def _each(self, services: list[str], step: Any) -> list[Hit]:
         hits: list[Hit] = []
 
+        down = {p.service for p in self.out.unavailable}
+
         async def one(service: str) -> None:
-            if service not in self.out.tables:
-                return
+            if service not in self.out.tables or service in down:
+                return  # not read again once it failed: the call stays within one deadline per service
             hits.extend(await step(service, self.out.tables[service]))
 
         problems = await each_service(services, one, named=False)
@@ -133,65 +155,67 @@ class Collector:
 
         self._down(await each_service(services, one, named=False))
 
-    async def by_correlation(self, services: list[str], values: list[str]) -> list[Hit]:
-        cap = self.settings.limits.payload_max_bytes
+    def _plan_correlation(self, service: str, tables: dict[str, TableSchema], values: list[str]
+                          ) -> list[Planned | None]:
+        schema = tables["event_queue"]
+        q = lookups.by_column(schema, "correlation_id", values, self.cap, self.limit)
+        if q is None and schema.has("correlation_id"):
+            return []  # no value fits the column's type
+        return [self._plan(service, schema, "correlation_id", q, "correlation_id")]
+
+    def _plan_trace(self, service: str, tables: dict[str, TableSchema], trace_ids: list[str],
+                    searching_input: bool) -> list[Planned | None]:
+        out: list[Planned | None] = []
+        for kind in ("jobs_outbox", "event_queue"):
+            schema = tables[kind]
+            out.append(self._plan(service, schema, "traceparent",
+                                  lookups.by_traceparent(schema, trace_ids, self.cap, self.limit), "trace_id"))
+            # the old uuid "traceId" is searched for the trace asked for, and in tables that have no
+            # traceparent (older schemas); ids found in traceparents are not looked up there again
+            if schema.has("trace_id") and (searching_input or not schema.has("traceparent")):
+                out.append(self._plan(service, schema, "trace_id",
+                                      lookups.by_trace_uuid(schema, trace_ids, self.cap, self.limit), "trace_id"))
+        return out
+
+    async def level(self, services: list[str], corr: list[str], traces: list[str], *,
+                    searching_input: bool = False) -> list[Hit]:
+        """One level of the search: the correlation and trace lookups of every service, one round trip each."""
 
         async def step(service: str, tables: dict[str, TableSchema]) -> list[Hit]:
-            schema = tables["event_queue"]
-            q = lookups.by_column(schema, "correlation_id", values, cap, self.limit)
-            if q is None and schema.has("correlation_id"):
-                return []  # no value fits the column's type
-            return await self._run(service, schema, "correlation_id", q, "correlation_id")
-
-        return await self._each(services, step)
-
-    async def by_trace(self, services: list[str], trace_ids: list[str], *, searching_input: bool = False) -> list[Hit]:
-        cap = self.settings.limits.payload_max_bytes
-
-        async def step(service: str, tables: dict[str, TableSchema]) -> list[Hit]:
-            hits: list[Hit] = []
-            for kind in ("jobs_outbox", "event_queue"):
-                schema = tables[kind]
-                hits += await self._run(service, schema, "traceparent",
-                                        lookups.by_traceparent(schema, trace_ids, cap, self.limit), "trace_id")
-                # the old uuid "traceId" is searched for the trace asked for, and in tables that have no
-                # traceparent (older schemas); ids found in traceparents are not looked up there again
-                if schema.has("trace_id") and (searching_input or not schema.has("traceparent")):
-                    hits += await self._run(service, schema, "trace_id",
-                                            lookups.by_trace_uuid(schema, trace_ids, cap, self.limit), "trace_id")
-            return hits
+            planned: list[Planned | None] = []
+            if corr:
+                planned += self._plan_correlation(service, tables, corr)
+            if traces:
+                planned += self._plan_trace(service, tables, traces, searching_input)
+            return await self._run_all(service, planned)
 
         return await self._each(services, step)
 
     async def by_entity(self, services: list[str], value: str, since_s: float) -> list[Hit]:
-        cap = self.settings.limits.payload_max_bytes
-
         async def step(service: str, tables: dict[str, TableSchema]) -> list[Hit]:
-            hits: list[Hit] = []
-            for kind in ("jobs_outbox", "event_queue"):
-                schema = tables[kind]
-                hits += await self._run(service, schema, "payload",
-                                        lookups.by_payload(schema, value, since_s, cap, self.limit), "entity_id",
-                                        heuristic=True)
-            return hits
+            return await self._run_all(service, [
+                self._plan(service, tables[kind], "payload",
+                           lookups.by_payload(tables[kind], value, since_s, self.cap, self.limit), "entity_id",
+                           heuristic=True)
+                for kind in ("jobs_outbox", "event_queue")])
 
         return await self._each(services, step)
 
     async def by_start(self, inp: RequestInput) -> list[Hit]:
         assert inp.start is not None
         start = inp.start
-        cap = self.settings.limits.payload_max_bytes
 
         async def step(service: str, tables: dict[str, TableSchema]) -> list[Hit]:
             if service != start.service:
                 return []
             schema = tables[start.table]
-            hits = await self._run(service, schema, "id", lookups.by_column(schema, "id", [start.id], cap, 1),
-                                   "start")
+            hits = await self._run_all(service, [self._plan(
+                service, schema, "id", lookups.by_column(schema, "id", [start.id], self.cap, 1), "start")])
             if start.table == "job_audit":
                 job_ids = [str(h.found.row.columns.get(schema.names.job_id)) for h in hits]
                 jobs = tables["jobs_outbox"]
-                hits = await self._run(service, jobs, "id", lookups.by_column(jobs, "id", job_ids, cap, 1), "start")
+                hits = await self._run_all(service, [self._plan(
+                    service, jobs, "id", lookups.by_column(jobs, "id", job_ids, self.cap, 1), "start")])
             return hits
 
         return await self._each([start.service], step)
@@ -220,9 +244,9 @@ class Collector:
         services = inp.services
         await self.schemas(services)
         if inp.way == "correlation_id":
-            seed = await self.by_correlation(services, [inp.value])
+            seed = await self.level(services, [inp.value], [])
         elif inp.way == "trace_id":
-            seed = await self.by_trace(services, [inp.value], searching_input=True)
+            seed = await self.level(services, [], [inp.value], searching_input=True)
         elif inp.way == "entity_id":
             seed = await self.by_entity(services, inp.value, inp.since_s)
         else:
@@ -237,11 +261,7 @@ class Collector:
                 traces = set()
             if not corr and not traces:
                 break
-            added = 0
-            if corr:
-                added += self._add(await self.by_correlation(services, sorted(corr)[:100]), inp)
-            if traces:
-                added += self._add(await self.by_trace(services, sorted(traces)[:100]), inp)
+            added = self._add(await self.level(services, sorted(corr)[:100], sorted(traces)[:100]), inp)
             done_corr |= corr
             done_trace |= traces
             if not added:

@@ -84,3 +84,43 @@ def by_payload(schema: TableSchema, value: str, since_s: float, cap_bytes: int, 
     ).format(created=sql.Identifier(created), payload=sql.Identifier(payload), vars=variables)
     params: list[Any] = [since_s, path, value] + ([value] if numeric else [])
     return _wrap(schema, where, params, cap_bytes, limit)
+
+
+OUTCOME_KEYS = "mesh_outcome_keys"
+"""Extra column of :func:`outcomes_of_jobs`: the values of the payload's job id keys, in key order."""
+
+
+def outcomes_of_jobs(schema: TableSchema, id_keys: list[str], types: list[str], job_ids: list[str], cap_bytes: int,
+                     limit: int) -> Query | None:
+    """Job-outcome rows of event_queue of several jobs at once: type among ``types`` and a payload id key
+    among ``job_ids``. Each key ``k`` is matched as ``payload ? k AND payload->>k = ANY(ids)``: the
+    partial expression index of :mod:`tools.outbox.indexes` (``(payload->>k) WHERE payload ? k``) serves it."""
+    payload, type_col = schema.col("payload"), schema.col("type")
+    if not payload or not type_col or not id_keys or not types or not job_ids:
+        return None
+    p = sql.Identifier(payload)
+    matches = sql.SQL(" OR ").join(sql.SQL("({p} ? {k} AND {p}->>{k} = ANY(%s))").format(p=p, k=sql.Literal(k))
+                                   for k in id_keys)
+    keys = sql.SQL(", ").join(sql.SQL("{p}->>{k}").format(p=p, k=sql.Literal(k)) for k in id_keys)
+    created = sql.Identifier(schema.col("created_at") or "created_at")
+    query = sql.SQL(
+        "WITH hits AS MATERIALIZED (SELECT * FROM {table} WHERE {type} = ANY(%s) AND ({matches}) LIMIT %s) "
+        "SELECT {cols}, jsonb_build_array({keys}) AS {extra} FROM hits ORDER BY {created} ASC"
+    ).format(table=sql.Identifier(schema.name), type=sql.Identifier(type_col), matches=matches,
+             cols=select_list(schema, cap_bytes), keys=keys, extra=sql.Identifier(OUTCOME_KEYS), created=created)
+    return query, [list(types), *([list(job_ids)] * len(id_keys)), limit]
+
+
+def rows_of_jobs(schema: TableSchema, job_ids: list[str], cap_bytes: int, limit: int) -> Query | None:
+    """job_audit rows of several jobs (newest first)."""
+    col = schema.col("job_id")
+    typed = _typed(schema, "job_id", job_ids) if col else []
+    if not schema.exists or not col or not typed:
+        return None
+    created = sql.Identifier(schema.col("created_at") or "created_at")
+    query = sql.SQL(
+        "WITH hits AS MATERIALIZED (SELECT * FROM {table} WHERE {col} = ANY(%s) LIMIT %s) "
+        "SELECT {cols} FROM hits ORDER BY {created} DESC"
+    ).format(table=sql.Identifier(schema.name), col=sql.Identifier(col), cols=select_list(schema, cap_bytes),
+             created=created)
+    return query, [typed, limit]

@@ -38,6 +38,24 @@ class RequestItem(BaseModel):
     broken: bool = False
 
 
+class WsMessage(BaseModel):
+    """A websocket message the static index says the consumer of an item sends: static evidence, never seen
+    at run time (a websocket send leaves no row nor stream entry)."""
+
+    parent: str = Field(description="key of the event item whose consumer sends it")
+    value: str = Field(description="websocket type")
+    name: str | None = Field(default=None, description="qualified name at its declaration")
+    consumer: str = Field(description="post-processor class (and the class it sends through)")
+    group: str | None = Field(default=None, description="consumer group of the post-processor")
+    stream: str
+    group_state: str | None = Field(default=None, description="delivery of the event to that group as observed "
+                                                                 "(None: the group was not observed)")
+    site: str = Field(description="file:line of the send")
+    confidence: Literal["exact", "heuristic"]
+    evidence: Literal["static"] = "static"
+    runtime_seen: Literal[False] = False
+
+
 class LookupNote(BaseModel):
     service: str
     lookup: str = Field(description="table.column searched")
@@ -58,6 +76,10 @@ class RequestReport(BaseModel):
     truncated: bool = Field(default=False, description="the row cap stopped the search: more rows may exist")
     unavailable: list[ServiceProblem] = Field(default_factory=list)
     mermaid: str = ""
+    ws_messages: list[WsMessage] = Field(default_factory=list, description="websocket messages the final consumers "
+                                         "send, from the static index (evidence: static, not seen at run time)")
+    ws_note: str | None = Field(default=None, description="why websocket messages were not joined, when they were not")
+    sql_round_trips: int = Field(default=0, description="SQL round trips of the call (lookups of a level go together)")
 
     def summary_text(self) -> str:
         v = self.verdict
@@ -67,6 +89,12 @@ class RequestReport(BaseModel):
             mark = "XX" if item.broken else "ok"
             lines.append(f"  [{mark}] {item.key} {item.type} {item.status} ({item.link}"
                          + (f" of {item.parent}" if item.parent else "") + f"): {item.verdict.code}")
+        for ws in self.ws_messages:
+            lines.append(f"  [ws] {ws.value} sent by {ws.consumer} (group {ws.group or '?'}, {ws.stream}) at {ws.site} "
+                         f"after {ws.parent}: static evidence ({ws.confidence}), not seen at run time"
+                         + (f"; the event is {ws.group_state} in that group" if ws.group_state else ""))
+        if self.ws_note:
+            lines.append(f"websocket messages: {self.ws_note}")
         for f in self.trace_context:
             lines.append(f"trace_context_broken: {f.item}: {f.sentence}")
         for note in self.skipped:

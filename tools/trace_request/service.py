@@ -9,15 +9,25 @@ the purge window (COMPLETED rows older than the retention are deleted).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+import anyio
+
 from server.config import Settings
 from server.connections import Connections
+from server.errors import MeshError
 from tools.outbox.model import Verdict
 from tools.outbox.schema_discovery import TABLE_KINDS, SchemaCatalog
 from tools.outbox.verdicts import overall, verdict
 from tools.trace_request import inputs, mermaid
 from tools.trace_request.collect import Collector
-from tools.trace_request.model import RequestReport
+from tools.trace_request.model import RequestItem, RequestReport, WsMessage
+from tools.trace_request.reads import RequestReads
 from tools.trace_request.tree import build_items, context_findings
+from tools.trace_request.ws import ws_messages
+
+if TYPE_CHECKING:
+    from tools.mesh_index.service import IndexService
 
 
 def validate(settings: Settings, **kwargs: object) -> inputs.RequestInput:
@@ -29,12 +39,16 @@ async def trace_request(
     connections: Connections, settings: Settings, catalog: SchemaCatalog, *,
     correlation_id: str | None = None, trace_id: str | None = None, entity_id: str | None = None,
     start: str | None = None, since_s: float = 86400, services: list[str] | None = None,
+    index: IndexService | None = None,
 ) -> RequestReport:
+    """``index``: the static index of the workspace, for the websocket messages the consumers send
+    (None: not joined, and ``ws_note`` says so)."""
     inp = validate(settings, correlation_id=correlation_id, trace_id=trace_id, entity_id=entity_id, start=start,
                    since_s=since_s, services=services)
-    collector = Collector(connections, settings, catalog)
-    collected = await collector.collect(inp)
-    items, per_item = await build_items(collector)
+    async with RequestReads(connections) as reads:
+        collector = Collector(connections, settings, catalog, reads)
+        collected = await collector.collect(inp)
+        items, per_item = await build_items(collector)
     down = [p.service for p in collected.unavailable]
     searched = [s for s in inp.services if s not in down]
     inconclusive = bool(down)
@@ -49,11 +63,13 @@ async def trace_request(
         v = overall(findings, f"every row of the request ({len(items)}) completed its chain")
         if inconclusive:
             v = v.model_copy(update={"sentence": v.sentence + f" (inconclusive: not searched: {', '.join(down)})"})
+    ws, ws_note = await _ws(index, items, collector, settings)
     return RequestReport(
         way=inp.way, value=inp.value, searched_services=searched, verdict=v, inconclusive=inconclusive,
         items=items, trace_context=context_findings(items, collector), left_out=collected.left_out,
         skipped=collected.skipped, unindexed=collected.unindexed, truncated=collected.truncated,
-        unavailable=collected.unavailable, mermaid=mermaid.render(items),
+        unavailable=collected.unavailable, mermaid=mermaid.render(items, ws), sql_round_trips=reads.round_trips,
+        ws_messages=ws, ws_note=ws_note,
     )
 
 
@@ -66,3 +82,28 @@ def _not_found(inp: inputs.RequestInput, settings: Settings, searched: list[str]
     if down:
         sentence += f" (inconclusive: not searched: {', '.join(down)})"
     return verdict("not_found", "warning", sentence)
+
+
+async def _ws(index: IndexService | None, items: list[RequestItem], collector: Collector, settings: Settings
+              ) -> tuple[list[WsMessage], str | None]:
+    """The websocket messages of the tree's consumers (static index), or why there are none."""
+    if index is None:
+        return [], ("not joined: no workspace is configured (--workspace DIR or workspace = \"...\" in mesh.toml), "
+                    "so the static index cannot say which websocket messages the consumers send")
+    if not any(i.table == "event_queue" for i in items):
+        return [], None
+    from tools.flow_map.service import engine_for  # the index's modules load only when a workspace is used
+
+    try:
+        engine = await anyio.to_thread.run_sync(engine_for, index)
+    except MeshError as exc:
+        return [], f"not joined: the static index could not be read ({exc})"
+    col = settings.conventions.columns.target_services
+    targets: dict[str, list[str]] = {}
+    for item in items:
+        hit = collector.out.hits.get(item.key)
+        value = hit.found.row.columns.get(col) if hit else None
+        targets[item.key] = [str(t) for t in value] if isinstance(value, list) else []
+    found = ws_messages(engine, items, settings.conventions.stream_prefix, targets)
+    return found, None if found else ("the static index names no websocket message sent by the consumers of "
+                                      "these events")

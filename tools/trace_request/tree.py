@@ -17,33 +17,39 @@ from tools.outbox.trace import Tracer
 from tools.outbox.verdicts import overall
 from tools.trace_request.collect import Collector, Hit
 from tools.trace_request.context import context_problem, parse_traceparent
+from tools.trace_request.jobs import trace_jobs
 from tools.trace_request.model import ContextFinding, RequestItem
 
 
 async def build_items(collector: Collector) -> tuple[list[RequestItem], list[list[Verdict]]]:
-    """Items in creation order and, per item, its findings in chain order."""
+    """Items in creation order and, per item, its findings in chain order (one tracer for the whole
+    request: the clock offset of each service is measured once; its SQL runs in the call's transaction)."""
     settings = collector.settings
     names = settings.conventions.columns
     hits = sorted(collector.out.hits.values(), key=lambda h: (h.found.times.created_ms or 0, h.key))
+    tracer = Tracer(collector.reads, settings, collector.catalog)  # type: ignore[arg-type]  # reads stands in
     outcome_ids: set[str] = set()
     built: list[tuple[Hit, RequestItem, list[Verdict]]] = []
-    jobs = [h for h in hits if h.kind == "jobs_outbox"]
-    for hit in jobs:
-        tracer = Tracer(collector.connections, settings, collector.catalog)
-        try:
-            report = await tracer.trace_job(hit.service, hit.found.row.id)
-        except MeshError as exc:  # e.g. a statement timeout: the service is named, the others answer
-            collector._down([ServiceProblem(service=hit.service, error=str(exc))])
-            continue
-        collector._down(report.unavailable)
-        for hop in report.hops:
-            if hop.row is not None and hop.row.table == "event_queue":
-                outcome_ids.add(f"{hop.row.service}:event_queue:{hop.row.id}")
-        built.append((hit, _item(hit, "code", report.verdict, report.hops, names), list(report.findings)))
+    by_service: dict[str, list[Hit]] = {}
+    for hit in hits:
+        if hit.kind == "jobs_outbox":
+            by_service.setdefault(hit.service, []).append(hit)
+    for service, jobs in by_service.items():
+        reports, problems = await trace_jobs(collector.reads, tracer, service, collector.out.tables[service],
+                                             [h.found for h in jobs])
+        collector._down(problems)
+        for hit in jobs:
+            report = reports.get(hit.found.row.id)
+            if report is None:
+                continue
+            for hop in report.hops:
+                if hop.row is not None and hop.row.table == "event_queue":
+                    outcome_ids.add(f"{hop.row.service}:event_queue:{hop.row.id}")
+            built.append((hit, _item(hit, "code", report.verdict, report.hops, names), list(report.findings)))
+    collector._down(tracer.unavailable)
     for hit in hits:
         if hit.kind != "event_queue" or hit.key in outcome_ids:
             continue
-        tracer = Tracer(collector.connections, settings, collector.catalog)
         row = hit.found.row
         success, failure = tracer.outcome_types(hit.service, [row.columns.get(names.emitter)])
         written_by = "trigger" if row.type in {*success, *failure} else "code"
