@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import re
+import time
+import uuid
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
 from server.embedded import free_port
 from server.errors import InvalidArgument
+from server.runtime import Runtime
+from tests.outbox.conftest import apply_schema
+from tests.tcp_proxy import FreezingProxy
 from tests.trace_request import saga as sg
+from tools.outbox.mcp_tools import catalog_of
+from tools.trace_request.service import trace_request
 
 pytestmark = pytest.mark.anyio
 
@@ -168,3 +176,52 @@ async def test_bad_input_is_refused(make_settings, run, kwargs, message) -> None
     with pytest.raises(InvalidArgument) as err:
         await run(settings, **kwargs)
     assert message in str(err.value)
+
+
+async def test_stalled_service_is_named_within_the_deadline(dbs, redis_client, saga_settings, run, make_pg_db
+                                                            ) -> None:
+    s = sg.build(dbs["event"][1], dbs["notification"][1], redis_client)
+    ranking = make_pg_db()
+    apply_schema(ranking)
+    target = urlsplit(ranking)
+    proxy = FreezingProxy(target.hostname or "127.0.0.1", target.port or 5432)
+    try:
+        user = target.netloc.rpartition("@")[0]
+        services = {name: {"postgres": url} for name, (url, _) in dbs.items()}
+        services["ranking"] = {"postgres": urlunsplit(target._replace(netloc=f"{user}@127.0.0.1:{proxy.port}"))}
+        settings = saga_settings(services=services, limits={"statement_timeout_ms": 400,
+                                                            "sql_deadline_margin_ms": 600, "connect_timeout_s": 1})
+        runtime = Runtime(settings)
+        try:
+            warm = await trace_request(runtime.connections, settings, catalog_of(runtime), correlation_id=s.correlation)
+            assert warm.unavailable == [] and len(warm.items) == 3  # ranking answered: its connection is pooled
+            proxy.freeze()  # its peer stops answering mid-session (statement_timeout cannot help)
+            started = time.monotonic()
+            report = await trace_request(runtime.connections, settings, catalog_of(runtime),
+                                         correlation_id=s.correlation)
+            elapsed = time.monotonic() - started
+        finally:
+            proxy.thaw()
+            await runtime.aclose()
+    finally:
+        proxy.close()
+    assert elapsed < 1.0 + 2.5, elapsed  # one deadline (400 + 600 ms), not one per lookup
+    assert [p.service for p in report.unavailable] == ["ranking"]
+    assert "deadline of 1000 ms" in report.unavailable[0].error
+    assert report.inconclusive and "ranking" in report.verdict.sentence
+    assert len(report.items) == 3 and report.verdict.code == "in_pel"  # the other services still answered
+
+
+async def test_old_trace_id_column_found_where_traceparent_is_missing(dbs, redis_client, saga_settings, run
+                                                                      ) -> None:
+    s = sg.build(dbs["event"][1], dbs["notification"][1], redis_client)
+    social = dbs["social"][1]  # the older schema: no traceparent, the trace in the old uuid "traceId"
+    job = sg.sim.insert_job(social, type="social.share", target="social-queue", emitter="ms-social", age_s=585)
+    social.execute('UPDATE jobs_outbox SET "traceId" = %s WHERE id = %s', (str(uuid.UUID(hex=s.trace)), job))
+    stranger = sg.sim.insert_job(social, type="social.share", target="social-queue", emitter="ms-social", age_s=584)
+    social.execute('UPDATE jobs_outbox SET "traceId" = %s WHERE id = %s', (str(uuid.uuid4()), stranger))
+    for way in ({"trace_id": s.trace}, {"correlation_id": s.correlation}):
+        report = await run(saga_settings(), **way)
+        assert f"social:jobs_outbox:{job}" in keys(report), way
+        assert all(stranger not in k for k in keys(report))
+        assert ("social", "jobs_outbox.traceparent") in {(n.service, n.lookup) for n in report.skipped}

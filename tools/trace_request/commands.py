@@ -30,6 +30,7 @@ def cmd_trace_request(args: argparse.Namespace) -> int:
 
     from server.runtime import Runtime
     from tools.outbox.mcp_tools import catalog_of
+    from tools.trace_request.mcp_tools import index_of
     from tools.trace_request.service import trace_request
 
     settings = settings_from_args(args)
@@ -40,7 +41,7 @@ def cmd_trace_request(args: argparse.Namespace) -> int:
             return await trace_request(
                 runtime.connections, settings, catalog_of(runtime), correlation_id=args.correlation_id,
                 trace_id=args.trace_id, entity_id=args.entity_id, start=args.start, since_s=args.since_s,
-                services=args.services,
+                services=args.services, index=index_of(runtime),
             )
         finally:
             await runtime.aclose()

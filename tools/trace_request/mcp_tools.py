@@ -1,6 +1,6 @@
 """MCP adapter of ``trace_request`` (read only)."""
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult
@@ -12,6 +12,18 @@ from tools.outbox.mcp_tools import catalog_of
 from tools.trace_request.inputs import MAX_SINCE_S
 from tools.trace_request.model import RequestReport
 from tools.trace_request.service import trace_request as trace_request_lib
+
+if TYPE_CHECKING:
+    from tools.mesh_index.service import IndexService
+
+
+def index_of(runtime: Runtime) -> "IndexService | None":
+    """The runtime's static index when a workspace is configured (for the websocket messages), else None."""
+    if runtime.settings.workspace is None:
+        return None
+    from tools.mesh_index.service import get_index_service  # loaded only when a workspace is used
+
+    return get_index_service(runtime)
 
 
 def register(server: MCPServer, runtime: Runtime) -> None:
@@ -50,10 +62,12 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         per-group delivery). verdict = first broken link of the whole tree (trace verdict codes);
         `inconclusive` with `unavailable` when a service could not be searched; `trace_context` lists
         trace_context_broken rows; `skipped` / `unindexed` say which lookups lacked a column or an index;
-        `mermaid` draws the tree.
+        `ws_messages`: the websocket messages the final consumers send, from the static index (evidence
+        static, never seen at run time; needs a workspace, else `ws_note` says why); `mermaid` draws the tree.
         """
         report = await trace_request_lib(
             runtime.connections, runtime.settings, catalog_of(runtime), correlation_id=correlation_id,
             trace_id=trace_id, entity_id=entity_id, start=start, since_s=since_s, services=services,
+            index=index_of(runtime),
         )
         return tool_result(report, report.summary_text())
