@@ -1,5 +1,8 @@
 """Find the rows of one request in every service: seed lookups, then expansion by the
-correlation ids and trace ids of what was found (a bounded number of rounds).
+correlation ids and trace ids of what was found (a bounded number of rounds). Each level (the
+seed, then each round) sends the lookups of a service together, one round trip per service
+(:meth:`tools.trace_request.reads.RequestReads.read_many`), values bound as arrays; a service
+that failed is not read again in the call.
 
 With ``trace_id`` as the way in, rows reached through a shared correlation id but carrying
 another trace are left out (and listed): the caller asked for one trace. With the other
