@@ -177,16 +177,23 @@ async def test_missing_stream_and_wrong_type(machine: Backend, settings_for: Cal
 
 
 async def test_dead_consumer_idle_is_ambiguous_only_on_a_quiet_stream_before_redis_7_2(
-    machine: Backend, settings_for: Callable[..., Settings]
+    backend: Backend, settings_for: Callable[..., Settings]
 ) -> None:
-    client = machine.client
+    """No margin raced by load: the entries' ids are a minute before / after the consumer's last read
+    (explicit XADD ids on the Redis clock), and the only sleep ages idle past a threshold (a slower machine
+    only ages it more). On a cluster the consumers' read time is an upper bound (TIME after XINFO CONSUMERS),
+    so the quiet stream stays quiet however long the round trips take."""
+    client = backend.client
     for stream in ("stream:quiet", "stream:busy"):
-        client.xadd(stream, {"n": "0"})
+        seconds, micros = _redis_time(client, backend, stream)
+        client.xadd(stream, {"n": "0"}, id=f"{seconds * 1000 + micros // 1000 - 60_000}-0")  # a minute ago
         client.xgroup_create(stream, "g", id="0")
         client.xreadgroup("g", "gone", {stream: ">"})
     time.sleep(1.1)
-    client.xadd("stream:busy", {"n": "1"})  # arrived after gone's last read: a live consumer would have read it
-    settings = settings_for(machine, limits={"dead_consumer_idle_ms": 1000})
+    seconds, micros = _redis_time(client, backend, "stream:busy")
+    # arrived after gone's last read (its id a minute ahead): a live consumer would have read it
+    client.xadd("stream:busy", {"n": "1"}, id=f"{seconds * 1000 + micros // 1000 + 60_000}-0")
+    settings = settings_for(backend, limits={"dead_consumer_idle_ms": 1000})
     conns = Connections(settings)
     try:
         quiet = await inspect_stream(conns, settings, "stream:quiet")
@@ -199,6 +206,13 @@ async def test_dead_consumer_idle_is_ambiguous_only_on_a_quiet_stream_before_red
     assert q.evidence["idle_ambiguous"] is not reports_inactive
     assert ("confirm the consumer's process is gone" in q.message) is not reports_inactive
     assert b.evidence["idle_ambiguous"] is False and "confirm" not in b.message
+
+
+def _redis_time(client: Any, backend: Backend, key: str) -> tuple[int, int]:
+    """TIME of the server holding ``key``."""
+    if backend.mode == "cluster":
+        return client.time(target_nodes=client.get_node_from_key(key))
+    return client.time()
 
 
 async def test_pending_whose_message_is_gone_is_trimmed_only_with_proof(

@@ -6,7 +6,8 @@ Five pipelined round trips at most, read commands only, each bounded:
    (ages are computed on the Redis clock, not ours);
 2. ``XINFO STREAM`` (never ``FULL``), ``XINFO GROUPS``, ``XLEN`` and the newest entry of
    the dead-letter stream;
-3. ``TIME`` again (when the consumers' idle times are measured), then per group (at
+3. ``TIME`` again (when the consumers' idle times are measured: in the same pipeline on one
+   server, right after it on a cluster, whose pipelines refuse ``TIME``), then per group (at
    most ``[limits] max_count`` groups): ``XINFO CONSUMERS`` (skipped above
    ``max_count`` consumers), the ``XPENDING`` summary, the oldest pending entry, and, with
    ``S = [limits] stream_sample``: the pending ids older than the first entry (at most
@@ -64,7 +65,8 @@ class _GroupProbe:
     count_from: str | None = None
     """Oldest undelivered id when the lag must still be counted (round 4)."""
     consumers_read_at_ms: int = 0
-    """Redis time of round 3, when XINFO CONSUMERS measured the consumers' idle times."""
+    """Redis time of round 3, when XINFO CONSUMERS measured the consumers' idle times (on a cluster: read
+    just after them, an upper bound)."""
 
 
 def _age(now_ms: int, entry_id: str | None) -> int | None:
@@ -173,10 +175,12 @@ async def _probe_groups(
     last_generated = try_parse(sinfo.get("last-generated-id"))
     idle_floor = min(conv.claim_interval_ms, limits.dead_consumer_idle_ms)
 
-    # idle times below are measured now, not at round 1's TIME: in the same pipeline on one server, just
-    # before it on a cluster (a cluster pipeline refuses TIME)
+    # idle times below are measured now, not at round 1's TIME: in the same pipeline on one server (exact),
+    # right after it on a cluster (a cluster pipeline refuses TIME). After, not before: the instant a
+    # consumer was last seen (this TIME minus its idle) is then never earlier than the true one, so a load
+    # delay between the two round trips can only make a quiet stream look quiet (idle_ambiguous, the
+    # cautious answer), never make a dead consumer's verdict look surer than the evidence.
     clustered = is_cluster(redis)
-    now_reply = await server_time(redis, stream) if clustered else None
     pipe = redis.pipeline(transaction=False)
     if not clustered:
         pipe.time()
@@ -204,7 +208,7 @@ async def _probe_groups(
         plans.append((ginfo, name, consumers, list_consumers, first_id is None or before_first is not None,
                       lag, source, read_oldest))
     replies = iter(await pipe.execute(raise_on_error=False))
-    read_at = redis_time_ms(now_reply if clustered else reply_or_raise(next(replies)))
+    read_at = redis_time_ms(await server_time(redis, stream) if clustered else reply_or_raise(next(replies)))
 
     probes = []
     for ginfo, name, consumers, list_consumers, probe_trimmed, lag, source, read_oldest in plans:
