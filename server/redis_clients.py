@@ -3,7 +3,10 @@
 - standalone: ``Redis.from_url``;
 - cluster: ``RedisCluster.from_url`` (any node; the others are discovered). Per-key
   commands go to the key's slot; a non-transactional pipeline is split per node by
-  redis-py; a WATCH/MULTI transaction must keep its keys in one slot;
+  redis-py; a WATCH/MULTI transaction must keep its keys in one slot (redis-py >= 6.2:
+  async cluster transactions, ``CrossSlotTransactionError``). With ``read_from_replicas``
+  the read client is a :class:`ReplicaReadCluster` (key reads and discovery SCANs on a
+  replica of each shard);
 - sentinel: ``Sentinel(...).master_for(service_name)`` (or ``slave_for`` for the read
   client when ``read_from_replicas``).
 
@@ -22,6 +25,8 @@ import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.sentinel import Sentinel
 from redis.backoff import NoBackoff
+from redis.cluster import LoadBalancingStrategy
+from redis.commands import READ_COMMANDS
 from redis.retry import Retry
 
 from server.config import Limits
@@ -88,10 +93,9 @@ def build_clients(cfg: RedisConnectionSettings, limits: Limits) -> tuple[Any, An
         primary = RedisCluster.from_url(cfg.url, **common)
         if not cfg.read_from_replicas:
             return primary, primary
-        from redis.cluster import LoadBalancingStrategy
-
-        reader = RedisCluster.from_url(cfg.url, load_balancing_strategy=LoadBalancingStrategy.REPLICAS_ONLY,
-                                       **common)
+        # the strategy makes redis-py send READONLY on each connection; the routing is ReplicaReadCluster's
+        strategy = LoadBalancingStrategy.ROUND_ROBIN_REPLICAS
+        reader = ReplicaReadCluster.from_url(cfg.url, load_balancing_strategy=strategy, **common)
         return primary, reader
     if cfg.mode == "sentinel":
         sentinel = _sentinel(cfg, limits)
@@ -102,16 +106,61 @@ def build_clients(cfg: RedisConnectionSettings, limits: Limits) -> tuple[Any, An
     return client, client
 
 
+_REPLICA_READS = frozenset(READ_COMMANDS | {"XINFO"})
+"""Key commands a replica reader sends to a replica: redis-py's read commands, plus XINFO, which redis-py
+leaves on the primary (a report would otherwise mix the primary's XINFO with a replica's XPENDING)."""
+
+
+class ReplicaReadCluster(RedisCluster):
+    """The read client of a cluster with ``read_from_replicas``: every key read goes to the first replica
+    of the key's shard (one node per shard, so every read of one report sees the same replica, TIME
+    included: see :func:`replica_of`); to its primary only when the shard has no replica."""
+
+    async def get_nodes_from_slot(self, command: str, *args: Any) -> list[Any]:
+        if command.split(" ", 1)[0].upper() not in _REPLICA_READS:
+            return await super().get_nodes_from_slot(command, *args)
+        return [_shard_reader(self.nodes_manager.slots_cache[await self._determine_slot(command, *args)])]
+
+    async def _execute_pipeline_by_slot(self, command: str, slots_to_args: Any) -> list[Any]:
+        """Multi-key reads split per slot (``exists(k1, k2)``, ``mget_nonatomic``): on each slot's replica too."""
+        if command.upper() not in _REPLICA_READS:
+            return await super()._execute_pipeline_by_slot(command, slots_to_args)
+        if self._initialize:
+            await self.initialize()
+        pipe = self.pipeline()
+        for slot, slot_args in slots_to_args.items():
+            node = _shard_reader(self.nodes_manager.slots_cache[slot])
+            pipe.execute_command(command, *slot_args, target_nodes=[node])
+        return await pipe.execute()
+
+
+def _shard_reader(nodes: list[Any]) -> Any:
+    return nodes[1] if len(nodes) > 1 else nodes[0]
+
+
+def replica_of(client: Any, key: str | bytes) -> Any:
+    """The node a :class:`ReplicaReadCluster` reads ``key`` from (None for any other client)."""
+    if not isinstance(client, ReplicaReadCluster):
+        return None
+    return _shard_reader(client.nodes_manager.slots_cache[client.keyslot(key)])
+
+
 def is_cluster(client: Any) -> bool:
     return isinstance(client, RedisCluster)
 
 
 async def scan_targets(client: Any) -> list[tuple[str, Any]]:
-    """``[(node name, target)]`` a discovery SCANs: every primary of a cluster, else the client itself."""
+    """``[(node name, target)]`` a discovery SCANs: every primary of a cluster (a replica of each shard
+    for a replica reader), else the client itself."""
     if not is_cluster(client):
         return [("", None)]
     if client._initialize:  # first command not sent yet: learn the topology
         await client.initialize()
+    if isinstance(client, ReplicaReadCluster):
+        shards: dict[str, Any] = {}
+        for nodes in client.nodes_manager.slots_cache.values():
+            shards.setdefault(nodes[0].name, _shard_reader(nodes))
+        return [(node.name, node) for node in sorted(shards.values(), key=lambda n: n.name)]
     return [(node.name, node) for node in sorted(client.get_primaries(), key=lambda n: n.name)]
 
 

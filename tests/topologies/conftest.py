@@ -12,9 +12,11 @@ import pytest
 from tests.remediation.conftest import outbox_db
 from tests.streams.conftest import cluster_backend, machine, redis62, redis_cluster, settings_for
 from tests.topologies.servers import (
+    Cluster,
     PgBouncer,
     Sentinel,
     TlsRedis,
+    start_cluster,
     start_pgbouncer,
     start_sentinel,
     start_tls_redis,
@@ -46,3 +48,11 @@ def pgbouncer(pg_admin_url: str) -> Iterator[PgBouncer]:
     server = start_pgbouncer(host, int(info.get("port") or 5432))
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def replicated_cluster() -> Iterator[Cluster]:
+    """Three primaries with one replica each (the replica-read tests only)."""
+    cluster = start_cluster(replicas=1)
+    yield cluster
+    cluster.stop()

@@ -1,7 +1,8 @@
 """Production-shaped servers started on loopback for the topology tests, stopped after.
 
 - :func:`start_cluster`: three ``redis-server --cluster-enabled yes`` primaries joined by
-  ``redis-cli --cluster create ... --cluster-yes`` (every slot covered, no replica);
+  ``redis-cli --cluster create ... --cluster-yes`` (every slot covered; no replica, or
+  ``replicas=1``: one replica per primary, for the replica-read tests);
 - :func:`start_sentinel`: one primary, one replica (``--replicaof``) and one
   ``redis-server --sentinel`` watching them under a service name;
 - :func:`start_tls_redis`: a Redis that listens on TLS only (``--port 0 --tls-port``),
@@ -94,6 +95,8 @@ def _redis_args(binary: str, port: int, workdir: Path, name: str, *extra: str) -
 class Cluster:
     processes: Processes
     ports: list[int]
+    replica_ports: list[int] = field(default_factory=list)
+    """Ports of the replicas (``start_cluster(replicas=1)``: one per primary); ``ports`` are the primaries."""
 
     @property
     def url(self) -> str:
@@ -109,29 +112,43 @@ class Cluster:
         self.processes.stop()
 
 
-def start_cluster(primaries: int = 3) -> Cluster:
+def start_cluster(primaries: int = 3, replicas: int = 0) -> Cluster:
+    """``primaries`` primaries covering every slot, each with ``replicas`` replicas."""
     server = need("redis-server", "redis-server")
     cli = need("redis-cli", "redis-tools")
     procs = Processes(tempfile.TemporaryDirectory(prefix="mesh-test-cluster-"))
     ports = []
     try:
-        for n in range(primaries):
+        for n in range(primaries * (1 + replicas)):
             port = free_port()
             ports.append(port)
             procs.spawn(_redis_args(server, port, procs.path, f"node{n}", "--cluster-enabled", "yes",
                                     "--cluster-port", str(free_port()),
                                     "--cluster-config-file", str(procs.path / f"node{n}" / "nodes.conf"),
-                                    "--cluster-node-timeout", "5000"), f"node{n}")
+                                    "--cluster-node-timeout", "5000", "--repl-ping-replica-period", "1"), f"node{n}")
         for port in ports:
             _wait(lambda p=port: port_answers("127.0.0.1", p, 0.2), f"cluster node on {port}")
-        subprocess.run([cli, "--cluster", "create", *(f"127.0.0.1:{p}" for p in ports), "--cluster-yes"],
-                       check=True, capture_output=True, timeout=60)
+        subprocess.run([cli, "--cluster", "create", *(f"127.0.0.1:{p}" for p in ports), "--cluster-yes",
+                        "--cluster-replicas", str(replicas)], check=True, capture_output=True, timeout=60)
+
+        def roles() -> dict[int, str]:
+            return {p: redis.Redis(port=p).info("replication")["role"] for p in ports}
 
         def ready() -> bool:
-            return all(redis.Redis(port=p).cluster("info")["cluster_state"] == "ok" for p in ports)
+            if not all(redis.Redis(port=p).cluster("info")["cluster_state"] == "ok" for p in ports):
+                return False
+            linked = [redis.Redis(port=p).info("replication").get("master_link_status") == "up"
+                      for p, role in roles().items() if role == "slave"]
+            # CLUSTER SLOTS leaves out a replica until its replication offset moved: the clients learn the
+            # shards from it, so wait until every node lists every replica
+            listed = [sum(len(shard) - 3 for shard in redis.Redis(port=p).execute_command("CLUSTER", "SLOTS"))
+                      for p in ports]
+            return len(linked) == primaries * replicas and all(linked) and set(listed) == {primaries * replicas}
 
         _wait(ready, "the Redis Cluster", 30)
-        return Cluster(procs, ports)
+        by_role = roles()
+        return Cluster(procs, [p for p in ports if by_role[p] == "master"],
+                       [p for p in ports if by_role[p] == "slave"])
     except BaseException:
         procs.stop()
         raise

@@ -2,7 +2,8 @@
 
 ``INFO`` and ``TIME`` name no key: in a cluster pipeline redis-py refuses them, and a
 bare call may answer from any node. :func:`server_facts` asks the node that owns the
-key being inspected (its primary), so the version and the clock are that key's server's.
+key being inspected (its primary, or the replica a ``read_from_replicas`` reader reads it from), so
+the version and the clock are those of the server that answers the reads.
 Multi-key commands (``MGET``, ``EXISTS k1 k2``) refuse keys of different slots on a
 cluster: :func:`queue_get_each` / :func:`queue_exists_each` queue one command per key,
 which a cluster pipeline sends to each key's node (one round trip per node), and a
@@ -14,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from server.redis_clients import is_cluster
+from server.redis_clients import is_cluster, replica_of
 
 
 async def server_facts(redis: Any, key: str) -> tuple[dict[str, Any], Any]:
@@ -39,10 +40,11 @@ async def server_time(redis: Any, key: str) -> Any:
 
 
 async def key_node(redis: Any, key: str) -> Any:
-    """The primary node of a cluster that owns ``key``'s slot (learning the topology first if needed)."""
+    """The node of a cluster that ``key``'s reads go to (learning the topology first if needed): the primary
+    owning its slot, or for a replica reader (``read_from_replicas``) the replica its reads go to."""
     if redis._initialize:
         await redis.initialize()
-    return redis.get_node_from_key(key)
+    return replica_of(redis, key) or redis.get_node_from_key(key)
 
 
 def queue_get_each(pipe: Any, keys: Sequence[str]) -> int:
