@@ -6,6 +6,7 @@ import io
 import re
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,9 @@ from server.approve_cli import approve_plan
 from server.config import Settings, load_settings
 from tests.helpers import REPO_ROOT
 from tests.remediation.target_sim import PostProcessor, new_event, push_event
+from tests.streams.conftest import cluster_backend, redis_cluster
+
+__all__ = ["cluster_backend", "redis_cluster"]
 
 SCHEMA = (REPO_ROOT / "tools" / "outbox" / "schema.sql").read_text(encoding="utf-8")
 STREAM = "stream:event:created"
@@ -30,10 +34,11 @@ def outbox_db(pg_url: str) -> str:
     return pg_url
 
 
-def settings_for(tmp_path: Path, pg: str | None, redis_url: str, **overrides: Any) -> Settings:
+def settings_for(tmp_path: Path, pg: str | None, redis_url: str | dict[str, Any], **overrides: Any) -> Settings:
+    """``redis_url``: a URL, or a whole ``[redis]`` table (``Topology.redis``: url and mode)."""
     data: dict[str, Any] = {
         "state_dir": str(tmp_path / "state"),
-        "redis": {"url": redis_url},
+        "redis": dict(redis_url) if isinstance(redis_url, dict) else {"url": redis_url},
         "enable_remediation": True,
         "approval": {"secret_file": str(tmp_path / "secret" / "approval.key")},
         "limits": {"replay_confirm_timeout_ms": 30_000},  # a ceiling: the confirm step returns once processed
@@ -46,6 +51,25 @@ def settings_for(tmp_path: Path, pg: str | None, redis_url: str, **overrides: An
         else:
             data[key] = value
     return load_settings(environ={}, overrides=data)
+
+
+@dataclass
+class Topology:
+    """The Redis a remediation test runs on: ``client`` to seed and check, ``redis`` for ``settings_for``."""
+
+    client: Any
+    redis: dict[str, Any]
+    cluster: bool
+
+
+@pytest.fixture(params=["machine", "cluster"])
+def topology(request: pytest.FixtureRequest) -> Topology:
+    """The machine's Redis (scratch database), then the session's three-primary cluster (flushed around
+    the test), for the remediation tests that make sense on both."""
+    if request.param == "cluster":
+        backend = request.getfixturevalue("cluster_backend")
+        return Topology(backend.client, backend.redis_config, True)
+    return Topology(request.getfixturevalue("redis_client"), {"url": request.getfixturevalue("redis_url")}, False)
 
 
 @pytest.fixture

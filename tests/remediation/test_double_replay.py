@@ -29,7 +29,8 @@ def _forget_the_apply(settings, plan_id: str) -> None:
 
 
 @pytest.mark.anyio
-async def test_a_replay_is_never_delivered_twice(tmp_path, outbox_db, redis_url, redis_client):
+async def test_a_replay_is_never_delivered_twice(tmp_path, outbox_db, topology):
+    redis_url, redis_client = topology.redis, topology.client  # the machine's Redis, then a cluster
     settings = settings_for(tmp_path, outbox_db, redis_url, limits={"replay_confirm_timeout_ms": 500})
     poison = Poison(redis_client, outbox_db, settings)
     plan = await _propose(settings)
@@ -61,8 +62,9 @@ async def test_a_replay_is_never_delivered_twice(tmp_path, outbox_db, redis_url,
 
 
 @pytest.mark.anyio
-async def test_a_fresh_plan_still_replays_once(tmp_path, outbox_db, redis_url, redis_client):
+async def test_a_fresh_plan_still_replays_once(tmp_path, outbox_db, topology):
     """The guard does not stop a first replay (an event re-sent before its dead letter does not count)."""
+    redis_url, redis_client = topology.redis, topology.client  # the machine's Redis, then a cluster
     settings = settings_for(tmp_path, outbox_db, redis_url)
     poison = Poison(redis_client, outbox_db, settings)
     plan = await _propose(settings)
@@ -74,8 +76,9 @@ async def test_a_fresh_plan_still_replays_once(tmp_path, outbox_db, redis_url, r
 
 
 @pytest.mark.anyio
-async def test_a_scan_that_cannot_finish_does_not_replay(tmp_path, outbox_db, redis_url, redis_client):
+async def test_a_scan_that_cannot_finish_does_not_replay(tmp_path, outbox_db, topology):
     """Not seeing an earlier replay within the scan bounds is no proof: the apply stops."""
+    redis_url, redis_client = topology.redis, topology.client  # the machine's Redis, then a cluster
     settings = settings_for(tmp_path, outbox_db, redis_url, limits={"max_count": 1, "scan_max_iterations": 2})
     poison = Poison(redis_client, outbox_db, settings)
     plan = await _propose(settings)

@@ -147,8 +147,9 @@ async def test_signature_from_a_key_not_in_config_is_refused(tmp_path: Path, out
 
 @pytest.mark.anyio
 async def test_message_acknowledged_between_propose_and_apply_stops_before_any_change(
-    tmp_path: Path, outbox_db, redis_url, redis_client
+    tmp_path: Path, outbox_db, topology
 ) -> None:
+    redis_url, redis_client = topology.redis, topology.client  # the machine's Redis, then a cluster
     settings = settings_for(tmp_path, outbox_db, redis_url, limits={"dead_consumer_idle_ms": 1000})
     redis_client.xgroup_create(STREAM, GROUP, id="0", mkstream=True)
     message_id = push_event(redis_client, STREAM, new_event())

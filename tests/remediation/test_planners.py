@@ -102,8 +102,9 @@ def _dead_consumer(client: redis.Redis, count: int) -> list[str]:
 
 
 @pytest.mark.anyio
-async def test_claim_dead_consumer(tmp_path, outbox_db, redis_url, redis_client):
-    settings = settings_for(tmp_path, outbox_db, redis_url, limits={"dead_consumer_idle_ms": 1000})
+async def test_claim_dead_consumer(tmp_path, outbox_db, topology):
+    redis_client = topology.client  # on a cluster: the stream and its locks live in different slots
+    settings = settings_for(tmp_path, outbox_db, topology.redis, limits={"dead_consumer_idle_ms": 1000})
     m1, m2, m3 = _dead_consumer(redis_client, 3)
     lock = f"idempotency:post-processor:{GROUP}:{m1}"
     redis_client.set(lock, "processing", ex=86400)
@@ -124,8 +125,9 @@ async def test_claim_dead_consumer(tmp_path, outbox_db, redis_url, redis_client)
 
 
 @pytest.mark.anyio
-async def test_clear_stale_lock_lets_the_restart_process_the_message(tmp_path, outbox_db, redis_url, redis_client):
-    settings = settings_for(tmp_path, outbox_db, redis_url, conventions={"claim_interval_ms": 100})
+async def test_clear_stale_lock_lets_the_restart_process_the_message(tmp_path, outbox_db, topology):
+    redis_client = topology.client
+    settings = settings_for(tmp_path, outbox_db, topology.redis, conventions={"claim_interval_ms": 100})
     handled: list[str] = []
     processor = PostProcessor(redis_client, STREAM, GROUP, "pp-1", lambda e, m: handled.append(e["id"]))
     processor.ensure_group()
@@ -217,7 +219,9 @@ async def test_sql_step_is_one_transaction(settings, outbox_db, tmp_path):
 
 
 @pytest.mark.anyio
-async def test_requeue_stuck_job(settings, outbox_db, redis_client):
+async def test_requeue_stuck_job(tmp_path, outbox_db, topology):
+    redis_client = topology.client
+    settings = settings_for(tmp_path, outbox_db, topology.redis)
     pushed, lost, recent = (str(uuid.uuid4()) for _ in range(3))
     for row_id, age in ((pushed, 900), (lost, 900), (recent, 5)):
         _insert(outbox_db, "jobs_outbox", row_id, "PROCESSING", age_s=age)

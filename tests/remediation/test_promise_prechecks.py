@@ -73,9 +73,9 @@ def _dead_consumer_with_lock(client: redis.Redis) -> tuple[str, str]:
     return message_id, lock
 
 
-async def test_an_entry_delivered_again_between_two_steps_stops_the_plan(tmp_path, outbox_db, redis_url,
-                                                                         redis_client):
+async def test_an_entry_delivered_again_between_two_steps_stops_the_plan(tmp_path, outbox_db, topology):
     """Same owner, still pending, but delivered again (idle reset): it is being processed, hands off."""
+    redis_url, redis_client = topology.redis, topology.client  # the machine's Redis, then a cluster
     settings = settings_for(tmp_path, outbox_db, redis_url, limits={"dead_consumer_idle_ms": IDLE_MS})
     message_id, lock = _dead_consumer_with_lock(redis_client)
     with LiveConsumer(redis_client, STREAM, GROUP, "pp-live"):
@@ -95,8 +95,8 @@ async def test_an_entry_delivered_again_between_two_steps_stops_the_plan(tmp_pat
     assert owner == b"pp-dead"
 
 
-async def test_an_entry_delivered_again_before_apply_stops_it_before_any_change(tmp_path, outbox_db, redis_url,
-                                                                                redis_client):
+async def test_an_entry_delivered_again_before_apply_stops_it_before_any_change(tmp_path, outbox_db, topology):
+    redis_url, redis_client = topology.redis, topology.client  # the machine's Redis, then a cluster
     settings = settings_for(tmp_path, outbox_db, redis_url, limits={"dead_consumer_idle_ms": IDLE_MS})
     message_id, lock = _dead_consumer_with_lock(redis_client)
     with LiveConsumer(redis_client, STREAM, GROUP, "pp-live"):
@@ -111,8 +111,9 @@ async def test_an_entry_delivered_again_before_apply_stops_it_before_any_change(
     assert redis_client.get(lock) == b"processing"
 
 
-async def test_an_entry_still_idle_lets_the_plan_complete(tmp_path, outbox_db, redis_url, redis_client):
+async def test_an_entry_still_idle_lets_the_plan_complete(tmp_path, outbox_db, topology):
     """Control: nobody touches the entry, the same plan completes (the stops above are the idle check's)."""
+    redis_url, redis_client = topology.redis, topology.client  # the machine's Redis, then a cluster
     settings = settings_for(tmp_path, outbox_db, redis_url, limits={"dead_consumer_idle_ms": IDLE_MS})
     _message_id, lock = _dead_consumer_with_lock(redis_client)
     with LiveConsumer(redis_client, STREAM, GROUP, "pp-live"):
@@ -125,9 +126,10 @@ async def test_an_entry_still_idle_lets_the_plan_complete(tmp_path, outbox_db, r
 
 
 async def test_a_later_steps_precondition_failing_stops_the_run_before_the_first_step(
-    tmp_path, outbox_db, redis_url, redis_client
+    tmp_path, outbox_db, topology
 ):
     """Pre-flight: every step's static preconditions are checked before step 1 touches anything."""
+    redis_url, redis_client = topology.redis, topology.client  # the machine's Redis, then a cluster
     settings = settings_for(tmp_path, outbox_db, redis_url, limits={"dead_consumer_idle_ms": IDLE_MS})
     _message_id, lock = _dead_consumer_with_lock(redis_client)
     with LiveConsumer(redis_client, STREAM, GROUP, "pp-live"):

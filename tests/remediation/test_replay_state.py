@@ -20,7 +20,8 @@ async def _state(settings, new_id: str) -> tuple[str, str]:
         await connections.aclose()
 
 
-async def test_a_long_dlq_after_the_replay_is_never_taken_for_confirmed(tmp_path, redis_url, redis_client) -> None:
+async def test_a_long_dlq_after_the_replay_is_never_taken_for_confirmed(tmp_path, topology) -> None:
+    redis_url, redis_client = topology.redis, topology.client  # the machine's Redis, then a cluster
     client: redis.Redis = redis_client
     client.xgroup_create(STREAM, GROUP, id="0", mkstream=True)
     replay = client.xadd(STREAM, {"id": "e1"}).decode()
