@@ -11,9 +11,13 @@
   test PostgreSQL.
 
 Each takes free ephemeral ports picked at run time (cluster bus ports too, through
-``--cluster-port``), lives in its own temporary directory and is stopped by ``stop()``.
+``--cluster-port``) and keeps one only once the server on it is provably its own (its
+``INFO server`` ``process_id``, PgBouncer's own log line), picking another when a parallel
+run took it first (:func:`start_owned`); each lives in its own temporary directory and is
+stopped by ``stop()``.
 The machine's ``redis-server`` (7.x, built with TLS) is used; a missing binary skips
-the test with the reason outside CI and fails it in CI (``CI=true``).
+the test with the reason outside CI and fails it in CI (``CI=true``), unless .ci/run
+could not install it (see :func:`need`).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,9 +38,14 @@ from server.embedded import free_port, port_answers
 
 
 def need(binary: str, package: str) -> str:
-    """Path of ``binary``; skip (or fail in CI) when it is missing."""
+    """Path of ``binary``. Missing: a skip with the reason outside CI, and in CI (``CI=true``) too when
+    .ci/run tried to install it and apt could not (it names it in ``MESH_TEST_UNINSTALLABLE``);
+    otherwise a failure, since .ci/run should have installed it."""
     path = shutil.which(binary) or (f"/usr/sbin/{binary}" if Path(f"/usr/sbin/{binary}").exists() else None)
     if path is None:
+        if binary in os.environ.get("MESH_TEST_UNINSTALLABLE", "").split():
+            pytest.skip(f"{binary} is not installed and .ci/run could not install it "
+                        f"(apt-get install {package} failed on this machine)")
         message = f"{binary} is not installed (Debian package {package}; .ci/run installs it)"
         if os.environ.get("CI") == "true":
             pytest.fail(message)
@@ -91,6 +101,40 @@ def _redis_args(binary: str, port: int, workdir: Path, name: str, *extra: str) -
             "--dir", str(node_dir), "--daemonize", "no", *extra]
 
 
+def _plain_client(port: int) -> redis.Redis:
+    return redis.Redis(host="127.0.0.1", port=port, socket_timeout=2, socket_connect_timeout=2)
+
+
+def start_owned(procs: Processes, log_name: str, make_args: Callable[[int], list[str]],
+                client_for: Callable[[int], redis.Redis] = _plain_client, attempts: int = 5
+                ) -> tuple[int, subprocess.Popen[bytes]]:
+    """Start a Redis server (or sentinel) on a free port picked now and make sure the port is *ours*.
+
+    Several test runs share the machine: another one may bind the port between ``free_port()``
+    and our server's bind (ours then exits), and a port that answers may be someone else's server.
+    The server is ours only when its ``INFO server`` ``process_id`` is our process's pid; otherwise
+    another port is picked, ``attempts`` times at most.
+    """
+    for _ in range(attempts):
+        port = free_port()
+        proc = procs.spawn(make_args(port), log_name)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                with client_for(port) as client:
+                    if int(client.info("server")["process_id"]) == proc.pid:
+                        return port, proc
+            except (redis.RedisError, OSError):
+                pass
+            time.sleep(0.1)
+        if proc.poll() is None:  # pragma: no cover - alive but never answered as itself
+            proc.terminate()
+            proc.wait(5)
+        procs.procs.remove(proc)
+    log = (procs.path / f"{log_name}.log").read_text(errors="replace")[-500:]
+    raise RuntimeError(f"{log_name}: no free port could be kept in {attempts} attempts; last log: {log}")
+
+
 @dataclass
 class Cluster:
     processes: Processes
@@ -120,14 +164,14 @@ def start_cluster(primaries: int = 3, replicas: int = 0) -> Cluster:
     ports = []
     try:
         for n in range(primaries * (1 + replicas)):
-            port = free_port()
-            ports.append(port)
-            procs.spawn(_redis_args(server, port, procs.path, f"node{n}", "--cluster-enabled", "yes",
-                                    "--cluster-port", str(free_port()),
-                                    "--cluster-config-file", str(procs.path / f"node{n}" / "nodes.conf"),
-                                    "--cluster-node-timeout", "5000", "--repl-ping-replica-period", "1"), f"node{n}")
-        for port in ports:
-            _wait(lambda p=port: port_answers("127.0.0.1", p, 0.2), f"cluster node on {port}")
+            def args(port: int, n: int = n) -> list[str]:
+                nodes_conf = procs.path / f"node{n}" / "nodes.conf"
+                nodes_conf.unlink(missing_ok=True)  # a retry starts a fresh node
+                return _redis_args(server, port, procs.path, f"node{n}", "--cluster-enabled", "yes",
+                                   "--cluster-port", str(free_port()), "--cluster-config-file", str(nodes_conf),
+                                   "--cluster-node-timeout", "5000", "--repl-ping-replica-period", "1")
+
+            ports.append(start_owned(procs, f"node{n}", args)[0])
         subprocess.run([cli, "--cluster", "create", *(f"127.0.0.1:{p}" for p in ports), "--cluster-yes",
                         "--cluster-replicas", str(replicas)], check=True, capture_output=True, timeout=60)
 
@@ -176,18 +220,21 @@ def start_sentinel() -> Sentinel:
     server = need("redis-server", "redis-server")
     procs = Processes(tempfile.TemporaryDirectory(prefix="mesh-test-sentinel-"))
     try:
-        primary, replica, sentinel = free_port(), free_port(), free_port()
-        procs.spawn(_redis_args(server, primary, procs.path, "primary"), "primary")
-        procs.spawn(_redis_args(server, replica, procs.path, "replica", "--replicaof", "127.0.0.1", str(primary)),
-                    "replica")
+        primary, _ = start_owned(procs, "primary", lambda port: _redis_args(server, port, procs.path, "primary"))
+        replica, _ = start_owned(procs, "replica", lambda port: _redis_args(
+            server, port, procs.path, "replica", "--replicaof", "127.0.0.1", str(primary)))
         conf = procs.path / "sentinel.conf"
-        conf.write_text(
-            f"port {sentinel}\nbind 127.0.0.1\ndir {procs.path}\n"
-            f"sentinel monitor mesh-primary 127.0.0.1 {primary} 1\n"
-            "sentinel down-after-milliseconds mesh-primary 60000\n",
-            encoding="utf-8",
-        )
-        procs.spawn([server, str(conf), "--sentinel"], "sentinel")
+
+        def sentinel_args(port: int) -> list[str]:
+            conf.write_text(
+                f"port {port}\nbind 127.0.0.1\ndir {procs.path}\n"
+                f"sentinel monitor mesh-primary 127.0.0.1 {primary} 1\n"
+                "sentinel down-after-milliseconds mesh-primary 60000\n",
+                encoding="utf-8",
+            )
+            return [server, str(conf), "--sentinel"]
+
+        sentinel, _ = start_owned(procs, "sentinel", sentinel_args)
 
         def replicating() -> bool:
             return redis.Redis(port=replica).info("replication").get("master_link_status") == "up"
@@ -246,19 +293,14 @@ def start_tls_redis() -> TlsRedis:
     procs = Processes(tempfile.TemporaryDirectory(prefix="mesh-test-tls-"))
     try:
         ca, cert, key = make_certificates(procs.path)
-        port = free_port()
-        args = _redis_args(server, 0, procs.path, "tls", "--tls-port", str(port), "--tls-cert-file", str(cert),
-                           "--tls-key-file", str(key), "--tls-ca-cert-file", str(ca), "--tls-auth-clients", "optional")
-        proc = procs.spawn(args, "tls")
-        tls = TlsRedis(procs, port, ca, cert, key)
 
-        def answers() -> bool:
-            if proc.poll() is not None:
-                raise RuntimeError((procs.path / "tls.log").read_text(errors="replace")[-500:])
-            return bool(tls.client().ping())
+        def args(port: int) -> list[str]:
+            return _redis_args(server, 0, procs.path, "tls", "--tls-port", str(port), "--tls-cert-file", str(cert),
+                               "--tls-key-file", str(key), "--tls-ca-cert-file", str(ca),
+                               "--tls-auth-clients", "optional")
 
-        _wait(answers, "the TLS Redis")
-        return tls
+        port, _ = start_owned(procs, "tls", args, lambda p: TlsRedis(procs, p, ca, cert, key).client())
+        return TlsRedis(procs, port, ca, cert, key)
     except BaseException:
         procs.stop()
         raise
@@ -281,28 +323,43 @@ def start_pgbouncer(pg_host: str, pg_port: int) -> PgBouncer:
     binary = need("pgbouncer", "pgbouncer")
     procs = Processes(tempfile.TemporaryDirectory(prefix="mesh-test-pgbouncer-"))
     try:
-        port = free_port()
         (procs.path / "users.txt").write_text('"postgres" ""\n', encoding="utf-8")
-        (procs.path / "pgbouncer.ini").write_text(
-            "[databases]\n"
-            f"* = host={pg_host} port={pg_port}\n"
-            "[pgbouncer]\n"
-            f"listen_addr = 127.0.0.1\nlisten_port = {port}\n"
-            f"unix_socket_dir = {procs.path}\n"
-            "auth_type = trust\n"
-            f"auth_file = {procs.path / 'users.txt'}\n"
-            "pool_mode = transaction\n"
-            "max_client_conn = 100\ndefault_pool_size = 5\n"
-            "ignore_startup_parameters = extra_float_digits,application_name\n"
-            f"logfile = {procs.path / 'pgbouncer.log'}\n",
-            encoding="utf-8",
-        )
-        args = [binary, str(procs.path / "pgbouncer.ini")]
+        log = procs.path / "pgbouncer.log"
         if os.geteuid() == 0:
-            args += ["-u", "postgres"] if _user_exists("postgres") else []
             os.chmod(procs.path, 0o777)
-        procs.spawn(args, "pgbouncer-stdout")
-        _wait(lambda: port_answers("127.0.0.1", port, 0.2), "PgBouncer")
+        for _ in range(5):  # another run may take the port first: ours then exits, pick another
+            port = free_port()
+            log.unlink(missing_ok=True)
+            (procs.path / "pgbouncer.ini").write_text(
+                "[databases]\n"
+                f"* = host={pg_host} port={pg_port}\n"
+                "[pgbouncer]\n"
+                f"listen_addr = 127.0.0.1\nlisten_port = {port}\n"
+                f"unix_socket_dir = {procs.path}\n"
+                "auth_type = trust\n"
+                f"auth_file = {procs.path / 'users.txt'}\n"
+                "pool_mode = transaction\n"
+                "max_client_conn = 100\ndefault_pool_size = 5\n"
+                "ignore_startup_parameters = extra_float_digits,application_name\n"
+                f"logfile = {log}\n",
+                encoding="utf-8",
+            )
+            args = [binary, str(procs.path / "pgbouncer.ini")]
+            if os.geteuid() == 0 and _user_exists("postgres"):
+                args += ["-u", "postgres"]
+            proc = procs.spawn(args, "pgbouncer-stdout")
+            deadline = time.monotonic() + 20
+            # ours when it is alive, its own log says it listens on the port, and the port answers
+            while time.monotonic() < deadline and proc.poll() is None:
+                said = log.exists() and f"listening on 127.0.0.1:{port}" in log.read_text(errors="replace")
+                if said and port_answers("127.0.0.1", port, 0.2):
+                    return PgBouncer(procs, port)
+                time.sleep(0.1)
+            if proc.poll() is None:  # pragma: no cover
+                proc.terminate()
+                proc.wait(5)
+            procs.procs.remove(proc)
+        raise RuntimeError("PgBouncer: no free port could be kept in 5 attempts")
         return PgBouncer(procs, port)
     except BaseException:
         procs.stop()
