@@ -71,7 +71,8 @@ async def test_one_job_in_each_state(backend: Backend, settings_for: Callable[..
     assert failed.job_completed_marker is False and failed.notes == []
 
 
-async def test_removed_job_and_unknown_job(machine: Backend, settings_for: Callable[..., Settings]) -> None:
+async def test_removed_job_and_unknown_job(machine_or_cluster: Backend, settings_for: Callable[..., Settings]) -> None:
+    machine = machine_or_cluster  # the machine's Redis, then the cluster
     settings = settings_for(machine)
     sc = sc_mod.Scenario()
     sc_mod.build_queues(machine.client, settings.conventions, sc)
@@ -102,8 +103,9 @@ async def test_job_data_is_cut_at_the_byte_cap(machine: Backend, settings_for: C
 
 
 async def test_paused_queue_unknown_queue_and_bad_arguments(
-    machine: Backend, settings_for: Callable[..., Settings]
+    machine_or_cluster: Backend, settings_for: Callable[..., Settings]
 ) -> None:
+    machine = machine_or_cluster  # the machine's Redis, then the cluster
     settings = settings_for(machine)
     sc_mod.build_queues(machine.client, settings.conventions, sc_mod.Scenario())
     conns = Connections(settings)
@@ -124,8 +126,9 @@ async def test_paused_queue_unknown_queue_and_bad_arguments(
     assert empty.is_error
 
 
-async def test_queue_under_a_custom_prefix(machine: Backend, settings_for: Callable[..., Settings]) -> None:
+async def test_queue_under_a_custom_prefix(machine_or_cluster: Backend, settings_for: Callable[..., Settings]) -> None:
     """A deployment whose BullMQ prefix is not `bull`: every key is read under [conventions] bullmq_prefix."""
+    machine = machine_or_cluster  # the machine's Redis, then the cluster
     settings = settings_for(machine, conventions={"bullmq_prefix": "{mesh}"})
     sc = sc_mod.Scenario()
     sc_mod.build_queues(machine.client, settings.conventions, sc)
@@ -143,9 +146,10 @@ async def test_queue_under_a_custom_prefix(machine: Backend, settings_for: Calla
 
 
 async def test_paused_queue_keeps_its_oldest_job_in_the_paused_list(
-    machine: Backend, settings_for: Callable[..., Settings]
+    machine_or_cluster: Backend, settings_for: Callable[..., Settings]
 ) -> None:
     """BullMQ versions with a paused list move the waiting jobs there on pause: the oldest is its tail."""
+    machine = machine_or_cluster  # the machine's Redis, then the cluster
     now = int(time.time() * 1000)
     for n, age_ms in ((1, 90_000), (2, 30_000)):
         machine.client.hset(f"bull:pq:{n}", mapping={"name": "j", "data": "{}", "timestamp": now - age_ms})

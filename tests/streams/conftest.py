@@ -89,6 +89,13 @@ def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
         client.close()
 
 
+@pytest.fixture(params=["machine", "cluster"])
+def machine_or_cluster(request: pytest.FixtureRequest) -> Iterator[Backend]:
+    """The machine's Redis, then the session's cluster: for tests where the Redis version does not
+    matter but the topology does (keys of one answer on several nodes, discovery of every node)."""
+    yield request.getfixturevalue("machine" if request.param == "machine" else "cluster_backend")
+
+
 @pytest.fixture
 def machine(redis_url: str) -> Iterator[Backend]:
     """Only the machine's Redis (for tests where the version does not matter)."""

@@ -87,7 +87,10 @@ async def test_list_queues_finds_queues_not_jobs(backend: Backend, settings_for:
     assert [q["name"] for q in fallback_only.structured_content["queues"]] == [FALLBACK_QUEUE]
 
 
-async def test_list_queues_with_another_prefix(machine: Backend, settings_for: Callable[..., Settings]) -> None:
+async def test_list_queues_with_another_prefix(
+    machine_or_cluster: Backend, settings_for: Callable[..., Settings]
+) -> None:
+    machine = machine_or_cluster  # the machine's Redis, then the cluster
     machine.client.set("bull:old-queue:id", 3)
     machine.client.rpush("jobs:new-queue:wait", "1")
     settings = settings_for(machine, conventions={"bullmq_prefix": "jobs"})

@@ -54,7 +54,8 @@ async def test_one_stream_dead_letters_joined(backend: Backend, settings_for: Ca
     assert "EntityNotFound" in result.content[0].text
 
 
-async def test_retry_queue_and_lock_join(machine: Backend, settings_for: Callable[..., Settings]) -> None:
+async def test_retry_queue_and_lock_join(machine_or_cluster: Backend, settings_for: Callable[..., Settings]) -> None:
+    machine = machine_or_cluster  # the machine's Redis, then the cluster
     settings = settings_for(machine)
     conv = settings.conventions
     sc = sc_mod.build_streams(machine.client, conv, age=False)
@@ -110,8 +111,9 @@ async def test_filters_by_event_type_and_error_text(backend: Backend, settings_f
 
 
 async def test_filtered_listing_stops_at_its_read_budget_and_resumes(
-    machine: Backend, settings_for: Callable[..., Settings]
+    machine_or_cluster: Backend, settings_for: Callable[..., Settings]
 ) -> None:
+    machine = machine_or_cluster  # the machine's Redis, then the cluster
     for n in range(30):
         error = "needle here" if n in (3, 27) else "other"
         machine.client.xadd("stream:x-dlq", sc_mod.dead_letter(f"{n + 1}-0", f"e{n}", "t", error))

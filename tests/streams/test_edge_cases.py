@@ -45,8 +45,9 @@ async def test_group_created_with_dollar_on_an_empty_stream(
 
 
 async def test_bullmq_events_stream_is_not_a_stream_without_group(
-    machine: Backend, settings_for: Callable[..., Settings]
+    machine_or_cluster: Backend, settings_for: Callable[..., Settings]
 ) -> None:
+    machine = machine_or_cluster  # the machine's Redis, then the cluster
     machine.client.xadd("bull:event-queue:events", {"event": "added", "jobId": "1"})
     machine.client.xadd("stream:nobody", {"a": "1"})
     settings = settings_for(machine)
@@ -90,8 +91,9 @@ async def test_binary_keys_fields_and_names(backend: Backend, settings_for: Call
 
 
 async def test_keys_of_other_types_and_streams_without_groups(
-    machine: Backend, settings_for: Callable[..., Settings]
+    machine_or_cluster: Backend, settings_for: Callable[..., Settings]
 ) -> None:
+    machine = machine_or_cluster  # the machine's Redis, then the cluster
     machine.client.hset("a:hash", mapping={"x": "1"})
     machine.client.xadd("stream:lonely", {"a": "1"})
     settings = settings_for(machine)

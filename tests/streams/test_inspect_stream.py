@@ -161,7 +161,10 @@ async def test_healthy_stream_has_no_anomaly(backend: Backend, settings_for: Cal
     assert "no anomaly" in report.summary_text()
 
 
-async def test_missing_stream_and_wrong_type(machine: Backend, settings_for: Callable[..., Settings]) -> None:
+async def test_missing_stream_and_wrong_type(
+    machine_or_cluster: Backend, settings_for: Callable[..., Settings]
+) -> None:
+    machine = machine_or_cluster  # the machine's Redis, then the cluster
     machine.client.set("a:string", "x")
     settings = settings_for(machine)
     conns = Connections(settings)
