@@ -58,9 +58,12 @@ async def _redis_instance(runtime: Runtime, instance: str) -> list[Check]:
             info: dict[str, Any] = await client.info("server")
             cluster_info: dict[str, Any] = await client.info("cluster")
             primaries = None
+            bare: list[str] | None = None
             if cfg.mode == "cluster" and str(cluster_info.get("cluster_enabled")) == "1":
                 state = await client.execute_command("CLUSTER", "INFO")
                 primaries = await _cluster_primaries(conn.redis(instance))
+                if cfg.read_from_replicas:
+                    bare = await _shards_without_replica(conn.redis_reader(instance))
     except MeshError as exc:
         return [Check(name=name, status="fail", detail=str(exc),
                       fix=f"check {_section(instance)} and that Redis is up")]
@@ -95,10 +98,17 @@ async def _redis_instance(runtime: Runtime, instance: str) -> list[Check]:
     else:
         checks.insert(0, Check(name=name, status="ok", detail=f"Redis {version}{tls} at {where}"))
     if cfg.read_from_replicas:
+        shards = ""
+        if bare:
+            shards = (f"; the shard(s) of {', '.join(bare)} have no replica: their reads go to that primary "
+                      "although results say replica")
+        elif bare == []:
+            shards = "; every shard has a replica"
         checks.append(Check(name=f"{name}:replicas", status="warn",
                             detail="read_from_replicas = true: read tools read replicas, which lag the primary "
-                            "(results say so); remediation always reads and writes the primary",
-                            fix="set read_from_replicas = false for exact reads"))
+                            f"(results say so); remediation always reads and writes the primary{shards}",
+                            fix="set read_from_replicas = false for exact reads"
+                            + (", or add a replica to each shard" if bare else "")))
     return checks
 
 
@@ -121,6 +131,17 @@ async def _cluster_primaries(client: Any) -> int | None:
         if client._initialize:
             await client.initialize()
         return len(client.get_primaries())
+    except AttributeError:
+        return None
+
+
+async def _shards_without_replica(reader: Any) -> list[str] | None:
+    """Primaries (host:port) of the shards a cluster replica reader finds no replica for."""
+    try:
+        if reader._initialize:
+            await reader.initialize()
+        bare = {nodes[0].name for nodes in reader.nodes_manager.slots_cache.values() if len(nodes) < 2}
+        return sorted(bare)
     except AttributeError:
         return None
 

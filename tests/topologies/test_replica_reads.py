@@ -152,3 +152,26 @@ async def test_sentinel_reads_go_to_the_replica_only_when_asked(
     finally:
         primary.flushdb()
         primary.close()
+
+
+async def test_doctor_names_the_shards_without_a_replica(
+    replicated_cluster: Cluster, redis_cluster: Cluster, make_settings: Callable[..., Settings]
+) -> None:
+    """A shard without a replica is read on its primary: doctor names it (results cannot tell)."""
+    from server.doctor import run_doctor
+    from server.runtime import Runtime
+
+    async def replicas_check(cluster: Cluster) -> Any:
+        runtime = Runtime(make_settings(redis={"url": cluster.url, "mode": "cluster", "read_from_replicas": True}))
+        try:
+            report = await run_doctor(runtime)
+        finally:
+            await runtime.aclose()
+        return next(c for c in report.checks if c.name == "redis:replicas")
+
+    covered = await replicas_check(replicated_cluster)
+    assert covered.status == "warn" and "every shard has a replica" in covered.detail, covered.detail
+    bare = await replicas_check(redis_cluster)
+    assert bare.status == "warn" and "have no replica" in bare.detail, bare.detail
+    assert all(f"127.0.0.1:{port}" in bare.detail for port in redis_cluster.ports)
+    assert "add a replica to each shard" in (bare.fix or "")
