@@ -15,17 +15,23 @@ error within its deadline, never a hang). TLS options come from the ``ssl_*`` ke
 from __future__ import annotations
 
 import ssl
-from typing import Any
+import sys
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
-import redis.asyncio as aioredis
-from redis.asyncio.cluster import RedisCluster
-from redis.asyncio.sentinel import Sentinel
-from redis.backoff import NoBackoff
-from redis.retry import Retry
-
 from server.config import Limits
+from server.lazy_modules import LazyModule
 from server.redis_settings import RedisConnectionSettings
+
+if TYPE_CHECKING:
+    import redis.asyncio as aioredis
+    from redis.asyncio.sentinel import Sentinel
+else:  # imported when the first client is built (see server/lazy_modules.py)
+    aioredis = LazyModule("redis.asyncio")
+_cluster = LazyModule("redis.asyncio.cluster")
+_sentinel_mod = LazyModule("redis.asyncio.sentinel")
+_backoff = LazyModule("redis.backoff")
+_retry = LazyModule("redis.retry")
 
 _CERT_REQS = {"required": ssl.CERT_REQUIRED, "optional": ssl.CERT_OPTIONAL, "none": ssl.CERT_NONE}
 
@@ -48,7 +54,7 @@ def _deadlines(limits: Limits) -> dict[str, Any]:
     return {
         "socket_connect_timeout": limits.connect_timeout_s,
         "socket_timeout": limits.redis_timeout_s,
-        "retry": Retry(NoBackoff(), 0),
+        "retry": _retry.Retry(_backoff.NoBackoff(), 0),
     }
 
 
@@ -75,7 +81,7 @@ def _sentinel(cfg: RedisConnectionSettings, limits: Limits) -> Sentinel:
                               "decode_responses": False}
     if cfg.tls:
         kwargs.update({"ssl": True, **tls_kwargs(cfg)})
-    return Sentinel(hosts, sentinel_kwargs=sentinel_kwargs, **kwargs)
+    return _sentinel_mod.Sentinel(hosts, sentinel_kwargs=sentinel_kwargs, **kwargs)
 
 
 def build_clients(cfg: RedisConnectionSettings, limits: Limits) -> tuple[Any, Any]:
@@ -85,12 +91,12 @@ def build_clients(cfg: RedisConnectionSettings, limits: Limits) -> tuple[Any, An
     """
     if cfg.mode == "cluster":
         common = {**_deadlines(limits), **tls_kwargs(cfg), "decode_responses": False}
-        primary = RedisCluster.from_url(cfg.url, **common)
+        primary = _cluster.RedisCluster.from_url(cfg.url, **common)
         if not cfg.read_from_replicas:
             return primary, primary
         from redis.cluster import LoadBalancingStrategy
 
-        reader = RedisCluster.from_url(cfg.url, load_balancing_strategy=LoadBalancingStrategy.REPLICAS_ONLY,
+        reader = _cluster.RedisCluster.from_url(cfg.url, load_balancing_strategy=LoadBalancingStrategy.REPLICAS_ONLY,
                                        **common)
         return primary, reader
     if cfg.mode == "sentinel":
@@ -103,7 +109,8 @@ def build_clients(cfg: RedisConnectionSettings, limits: Limits) -> tuple[Any, An
 
 
 def is_cluster(client: Any) -> bool:
-    return isinstance(client, RedisCluster)
+    cluster = sys.modules.get("redis.asyncio.cluster")  # not imported yet: no cluster client exists
+    return cluster is not None and isinstance(client, cluster.RedisCluster)
 
 
 async def scan_targets(client: Any) -> list[tuple[str, Any]]:
