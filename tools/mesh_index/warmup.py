@@ -13,12 +13,15 @@ has never been indexed (the first call then builds the index itself, with progre
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 from typing import Any
 
 from tools.mesh_index.cache import FILE_NAME
 
 log = logging.getLogger("mesh.index")
+
+WARM_UP_SWITCH_INTERVAL_S = 0.0002
 
 
 def start_warm_up(settings: Any) -> Any | None:
@@ -32,10 +35,17 @@ def start_warm_up(settings: Any) -> Any | None:
     service = service_for_settings(settings, watch=settings.limits.index_watch)
 
     def run() -> None:
+        # The walk makes tens of thousands of system calls, each releasing the GIL; while the main
+        # thread imports (CPU-bound), getting it back takes up to the switch interval (5 ms) each
+        # time. A shorter interval while the warm-up runs lets it finish during the start-up.
+        interval = sys.getswitchinterval()
+        sys.setswitchinterval(min(interval, WARM_UP_SWITCH_INTERVAL_S))
         try:
             service.refresh()
         except Exception as exc:  # the first call refreshes again and reports the error itself
             log.warning("background refresh of the static index at start-up failed: %s", exc)
+        finally:
+            sys.setswitchinterval(interval)
 
     threading.Thread(target=run, name="mesh-index-warm-up", daemon=True).start()
     return service
