@@ -26,6 +26,7 @@ def workspace(tmp_path: Path) -> Path:
     shutil.copytree(FIXTURES / "workspace", target, ignore=shutil.ignore_patterns(".mesh"))
     return target
 
+
 SCRIPT = r"""
 import json, sys
 import anyio
@@ -60,7 +61,10 @@ print(json.dumps(seen))
 def test_server_start_imports_neither_psycopg_nor_redis_until_a_tool_needs_them(workspace, tmp_path, redis_url):
     out = subprocess.run(
         [sys.executable, "-c", SCRIPT, str(workspace), str(tmp_path / "state"), redis_url],
-        capture_output=True, text=True, cwd=REPO_ROOT, timeout=120,
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        timeout=120,
         env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
     )
     assert out.returncode == 0, out.stderr[-3000:]
@@ -73,10 +77,15 @@ def test_server_start_imports_neither_psycopg_nor_redis_until_a_tool_needs_them(
 
 
 def test_serve_module_imports_no_sdk_psycopg_nor_redis():
-    code = ("import sys, server.serve; "
-            "print(sorted(m for m in ('mcp', 'psycopg', 'redis') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT, timeout=60,
-                         env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    code = "import sys, server.serve; print(sorted(m for m in ('mcp', 'psycopg', 'redis') if m in sys.modules))"
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
 

@@ -42,8 +42,17 @@ IN_IGNORED = 0x8000
 IN_NONBLOCK = os.O_NONBLOCK
 IN_CLOEXEC = os.O_CLOEXEC
 
-EVENTS = (IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE | IN_DELETE
-          | IN_DELETE_SELF | IN_MOVE_SELF)
+EVENTS = (
+    IN_MODIFY
+    | IN_ATTRIB
+    | IN_CLOSE_WRITE
+    | IN_MOVED_FROM
+    | IN_MOVED_TO
+    | IN_CREATE
+    | IN_DELETE
+    | IN_DELETE_SELF
+    | IN_MOVE_SELF
+)
 """Everything that can change a file's content, stat or presence in a folder."""
 
 _libc: ctypes.CDLL | None = None
@@ -103,8 +112,7 @@ class FolderWatch:
                 if wd < 0:
                     err = ctypes.get_errno()
                     if err != errno.ENOENT:  # a removed folder is seen by the walk; a full limit is not
-                        log.warning("cannot watch %s (%s): every call walks the workspace", folder,
-                                    os.strerror(err))
+                        log.warning("cannot watch %s (%s): every call walks the workspace", folder, os.strerror(err))
                         self._broken = True
                     continue
                 self._watched[folder] = wd
