@@ -15,6 +15,7 @@ None and every call walks.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import errno
@@ -152,6 +153,12 @@ class FolderWatch:
                 folder = self._paths.pop(wd, None)
                 if folder is not None and self._watched.get(folder) == wd:
                     del self._watched[folder]
+
+    def __del__(self) -> None:  # a service dropped without close() must not keep its inotify instance
+        fd, self._fd = getattr(self, "_fd", -1), -1
+        if fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
     def close(self) -> None:
         with self._lock:
