@@ -198,6 +198,8 @@ def _finish(svc: IndexService, args: argparse.Namespace, tmp: Path) -> int:
     self_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     child_rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     print(f"peak RSS: this process {self_rss:.0f} MB, largest child process {child_rss:.0f} MB")
+    print(f"load average at the end: {os.getloadavg()[0]:.1f} (1 min), {os.getloadavg()[1]:.1f} (5 min); "
+          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     svc.close()
     if not args.keep:
         shutil.rmtree(tmp, ignore_errors=True)

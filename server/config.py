@@ -136,6 +136,15 @@ class Limits(_Strict):
         default=60_000, ge=0, le=7 * 86_400_000,
         description="a BullMQ delayed job past its due time by more than this is not promoted",
     )
+    index_watch: bool = Field(
+        default=True,
+        description="the server watches the workspace folders (Linux inotify) so that a call on an unchanged "
+        "workspace skips the freshness walk; false: every call walks the workspace",
+    )
+    index_warm_at_start: bool = Field(
+        default=True,
+        description="mesh-mcp serve loads the static index and checks the workspace in the background at start-up",
+    )
 
 
 class ApprovalSettings(_Strict):

@@ -27,20 +27,22 @@ import math
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
-import psycopg
-import redis.exceptions as redis_errors
-from psycopg import sql
-from psycopg.rows import dict_row
 
 from server.config import Settings
 from server.errors import InvalidArgument, MeshError, NotFound, ServiceUnavailable, StatementTimeout
 from server.redaction import redact_dsn
-from server.redis_clients import build_clients
 from server.redis_routing import route
 from server.redis_settings import DEFAULT_INSTANCE
+
+if TYPE_CHECKING:
+    import psycopg
+    from psycopg import sql
+
+# psycopg and redis are imported by the methods that use them, not here: a server that starts
+# (``tools/list``) or a tool that needs neither does not pay their import (about 0.15 s).
 
 log = logging.getLogger("mesh.connections")
 
@@ -92,6 +94,9 @@ class Connections:
         return f"PostgreSQL of service '{service}'"
 
     async def _connect(self, service: str, *, read_only: bool) -> psycopg.AsyncConnection[Any]:
+        import psycopg
+        from psycopg.rows import dict_row
+
         dsn = self.settings.services[service].postgres
         try:
             conn = await psycopg.AsyncConnection.connect(
@@ -127,6 +132,8 @@ class Connections:
                 break
         if conn is None:
             conn = await self._connect(service, read_only=True)
+        import psycopg  # loaded by _connect at the latest
+
         ok = False
         try:
             yield conn
@@ -145,6 +152,8 @@ class Connections:
     @asynccontextmanager
     async def pg_write(self, service: str) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
         """A fresh read-write connection, for remediation only; always closed afterwards."""
+        import psycopg
+
         self.resolve_services(service)
         conn = await self._connect(service, read_only=False)
         try:
@@ -164,6 +173,8 @@ class Connections:
         timeout_ms: int | None = None,
     ) -> ReadResult:
         """Run one SELECT in a read-only transaction; at most ``max_rows`` rows come back."""
+        import psycopg
+
         cap = max_rows if max_rows is not None else self.settings.limits.max_rows
         cap = min(cap, self.settings.limits.max_rows)
         timeout = timeout_ms if timeout_ms is not None else self.settings.limits.statement_timeout_ms
@@ -205,6 +216,8 @@ class Connections:
     @staticmethod
     async def _discard(conn: psycopg.AsyncConnection[Any]) -> None:
         """Cancel what ``conn`` runs (bounded: the peer may not answer) and close it for good."""
+        import psycopg
+
         try:
             with anyio.move_on_after(CANCEL_TIMEOUT_S):
                 await conn.cancel_safe(timeout=math.ceil(CANCEL_TIMEOUT_S))
@@ -239,6 +252,8 @@ class Connections:
         name = self._redis_instance(instance)
         pair = self._redis_clients.get(name)
         if pair is None:
+            from server.redis_clients import build_clients
+
             pair = build_clients(self.settings.redis.instance(name), self.settings.limits)
             self._redis_clients[name] = pair
         return pair
@@ -273,6 +288,8 @@ class Connections:
     @asynccontextmanager
     async def redis_errors(self, instance: str | None = None) -> AsyncIterator[None]:
         """Translate Redis failures into ServiceUnavailable / MeshError with a clear message."""
+        import redis.exceptions as redis_errors
+
         label = self.redis_label(instance)
         try:
             yield

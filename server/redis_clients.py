@@ -18,19 +18,23 @@ error within its deadline, never a hang). TLS options come from the ``ssl_*`` ke
 from __future__ import annotations
 
 import ssl
-from typing import Any
+import sys
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
-import redis.asyncio as aioredis
-from redis.asyncio.cluster import RedisCluster
-from redis.asyncio.sentinel import Sentinel
-from redis.backoff import NoBackoff
-from redis.cluster import LoadBalancingStrategy
-from redis.commands import READ_COMMANDS
-from redis.retry import Retry
-
 from server.config import Limits
+from server.lazy_modules import LazyModule
 from server.redis_settings import RedisConnectionSettings
+
+if TYPE_CHECKING:
+    import redis.asyncio as aioredis
+    from redis.asyncio.sentinel import Sentinel
+else:  # imported when the first client is built (see server/lazy_modules.py)
+    aioredis = LazyModule("redis.asyncio")
+_cluster = LazyModule("redis.asyncio.cluster")
+_sentinel_mod = LazyModule("redis.asyncio.sentinel")
+_backoff = LazyModule("redis.backoff")
+_retry = LazyModule("redis.retry")
 
 _CERT_REQS = {"required": ssl.CERT_REQUIRED, "optional": ssl.CERT_OPTIONAL, "none": ssl.CERT_NONE}
 
@@ -53,7 +57,7 @@ def _deadlines(limits: Limits) -> dict[str, Any]:
     return {
         "socket_connect_timeout": limits.connect_timeout_s,
         "socket_timeout": limits.redis_timeout_s,
-        "retry": Retry(NoBackoff(), 0),
+        "retry": _retry.Retry(_backoff.NoBackoff(), 0),
     }
 
 
@@ -80,7 +84,7 @@ def _sentinel(cfg: RedisConnectionSettings, limits: Limits) -> Sentinel:
                               "decode_responses": False}
     if cfg.tls:
         kwargs.update({"ssl": True, **tls_kwargs(cfg)})
-    return Sentinel(hosts, sentinel_kwargs=sentinel_kwargs, **kwargs)
+    return _sentinel_mod.Sentinel(hosts, sentinel_kwargs=sentinel_kwargs, **kwargs)
 
 
 def build_clients(cfg: RedisConnectionSettings, limits: Limits) -> tuple[Any, Any]:
@@ -90,9 +94,13 @@ def build_clients(cfg: RedisConnectionSettings, limits: Limits) -> tuple[Any, An
     """
     if cfg.mode == "cluster":
         common = {**_deadlines(limits), **tls_kwargs(cfg), "decode_responses": False}
-        primary = RedisCluster.from_url(cfg.url, **common)
+        primary = _cluster.RedisCluster.from_url(cfg.url, **common)
         if not cfg.read_from_replicas:
             return primary, primary
+        from redis.cluster import LoadBalancingStrategy
+
+        from server.replica_reads import ReplicaReadCluster
+
         # the strategy makes redis-py send READONLY on each connection; the routing is ReplicaReadCluster's
         strategy = LoadBalancingStrategy.ROUND_ROBIN_REPLICAS
         reader = ReplicaReadCluster.from_url(cfg.url, load_balancing_strategy=strategy, **common)
@@ -106,47 +114,23 @@ def build_clients(cfg: RedisConnectionSettings, limits: Limits) -> tuple[Any, An
     return client, client
 
 
-_REPLICA_READS = frozenset(READ_COMMANDS | {"XINFO"})
-"""Key commands a replica reader sends to a replica: redis-py's read commands, plus XINFO, which redis-py
-leaves on the primary (a report would otherwise mix the primary's XINFO with a replica's XPENDING)."""
-
-
-class ReplicaReadCluster(RedisCluster):
-    """The read client of a cluster with ``read_from_replicas``: every key read goes to the first replica
-    of the key's shard (one node per shard, so every read of one report sees the same replica, TIME
-    included: see :func:`replica_of`); to its primary only when the shard has no replica."""
-
-    async def get_nodes_from_slot(self, command: str, *args: Any) -> list[Any]:
-        if command.split(" ", 1)[0].upper() not in _REPLICA_READS:
-            return await super().get_nodes_from_slot(command, *args)
-        return [_shard_reader(self.nodes_manager.slots_cache[await self._determine_slot(command, *args)])]
-
-    async def _execute_pipeline_by_slot(self, command: str, slots_to_args: Any) -> list[Any]:
-        """Multi-key reads split per slot (``exists(k1, k2)``, ``mget_nonatomic``): on each slot's replica too."""
-        if command.upper() not in _REPLICA_READS:
-            return await super()._execute_pipeline_by_slot(command, slots_to_args)
-        if self._initialize:
-            await self.initialize()
-        pipe = self.pipeline()
-        for slot, slot_args in slots_to_args.items():
-            node = _shard_reader(self.nodes_manager.slots_cache[slot])
-            pipe.execute_command(command, *slot_args, target_nodes=[node])
-        return await pipe.execute()
-
-
-def _shard_reader(nodes: list[Any]) -> Any:
-    return nodes[1] if len(nodes) > 1 else nodes[0]
-
-
 def replica_of(client: Any, key: str | bytes) -> Any:
     """The node a :class:`ReplicaReadCluster` reads ``key`` from (None for any other client)."""
-    if not isinstance(client, ReplicaReadCluster):
+    if not _is_replica_reader(client):
         return None
-    return _shard_reader(client.nodes_manager.slots_cache[client.keyslot(key)])
+    from server.replica_reads import shard_reader
+
+    return shard_reader(client.nodes_manager.slots_cache[client.keyslot(key)])
+
+
+def _is_replica_reader(client: Any) -> bool:
+    module = sys.modules.get("server.replica_reads")  # not imported yet: no replica reader exists
+    return module is not None and isinstance(client, module.ReplicaReadCluster)
 
 
 def is_cluster(client: Any) -> bool:
-    return isinstance(client, RedisCluster)
+    cluster = sys.modules.get("redis.asyncio.cluster")  # not imported yet: no cluster client exists
+    return cluster is not None and isinstance(client, cluster.RedisCluster)
 
 
 async def scan_targets(client: Any) -> list[tuple[str, Any]]:
@@ -156,10 +140,12 @@ async def scan_targets(client: Any) -> list[tuple[str, Any]]:
         return [("", None)]
     if client._initialize:  # first command not sent yet: learn the topology
         await client.initialize()
-    if isinstance(client, ReplicaReadCluster):
+    if _is_replica_reader(client):
+        from server.replica_reads import shard_reader
+
         shards: dict[str, Any] = {}
         for nodes in client.nodes_manager.slots_cache.values():
-            shards.setdefault(nodes[0].name, _shard_reader(nodes))
+            shards.setdefault(nodes[0].name, shard_reader(nodes))
         return [(node.name, node) for node in sorted(shards.values(), key=lambda n: n.name)]
     return [(node.name, node) for node in sorted(client.get_primaries(), key=lambda n: n.name)]
 

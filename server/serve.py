@@ -9,14 +9,15 @@ from __future__ import annotations
 import argparse
 import copy
 import logging
-from typing import Any
-
-from mcp.server.mcpserver import MCPServer
+from typing import TYPE_CHECKING, Any
 
 from server.cli_support import settings_from_args
 from server.config import Settings
 from server.errors import InvalidArgument
 from server.trust import log_gate_at_start
+
+if TYPE_CHECKING:  # the SDK is imported by build_server, after the index warm-up started
+    from mcp.server.mcpserver import MCPServer
 
 log = logging.getLogger("mesh.serve")
 
@@ -70,17 +71,23 @@ def run_http(server: MCPServer, settings: Settings, host: str, port: int) -> Non
 
 def cmd_serve(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
+    from tools.mesh_index.warmup import adopt, start_warm_up
+
+    warm = start_warm_up(settings)  # the index loads while the MCP SDK is imported
     if settings.enable_remediation:
         log_gate_at_start(settings)
     mode = "remediation" if settings.enable_remediation else "read-only"
     if args.http:
         host, port = parse_host_port(args.http)
         server, authenticated = build_http_server(settings, host, port)
+        adopt(server.runtime, warm)  # type: ignore[attr-defined]
         auth = "bearer token required" if authenticated else "no token (loopback only)"
         log.warning("mesh-mcp serving streamable HTTP on http://%s:%d/mcp (%s, %s)", host, port, mode, auth)
         run_http(server, settings, host, port)
     else:
         from server.app import build_server
 
-        build_server(settings).run("stdio")
+        server = build_server(settings)
+        adopt(server.runtime, warm)  # type: ignore[attr-defined]
+        server.run("stdio")
     return 0

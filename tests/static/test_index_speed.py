@@ -33,7 +33,7 @@ from server.config import Conventions
 from tests.helpers import FIXTURES, REPO_ROOT
 from tools.mesh_index import indexer
 from tools.mesh_index.indexer import parse_files, pool_context
-from tools.mesh_index.parser import extract, has_new_with_named_arg
+from tools.mesh_index.parser import constructed, extract, has_new_with_named_arg
 from tools.mesh_index.service import extract_config
 from tools.mesh_index.sql_sites import split_top
 from tools.mesh_index.workspace import discover
@@ -145,6 +145,24 @@ def test_new_call_prefilter_on_long_calls_and_fixture_files():
     for root, rel, _kind in fixture_files():
         src = (root / rel).read_bytes()
         assert has_new_with_named_arg(src) is ref_has_new_with_named_arg(src), rel
+
+
+REF_CONSTRUCTED = re.compile(rb"\bnew\s+([A-Z][\w$]*)\s*[(<]")
+NEW_ALPHABET = st.text(alphabet="new ABx(<$_ \n", max_size=60)
+
+
+@settings(max_examples=600, deadline=None)
+@given(NEW_ALPHABET)
+def test_constructed_names_equal_the_word_boundary_regex(s):
+    src = s.encode()
+    assert constructed(src) == [m.decode() for m in REF_CONSTRUCTED.findall(src)]
+
+
+def test_constructed_names_on_fixture_files():
+    for root, rel, _kind in fixture_files():
+        src = (root / rel).read_bytes()
+        assert constructed(src) == [m.decode() for m in REF_CONSTRUCTED.findall(src)], rel
+    assert constructed(b"new A(); xnew B(); $new C(); _new D<T>()") == ["A", "C"]
 
 
 def test_facts_of_every_fixture_file_are_those_of_the_replaced_functions(monkeypatch):

@@ -9,7 +9,6 @@ target matches nothing (closest names printed), 2 on errors.
 from __future__ import annotations
 
 import argparse
-import asyncio
 from typing import TYPE_CHECKING
 
 from server.cli_support import add_common_flags, print_json, settings_from_args
@@ -64,6 +63,8 @@ def cmd_map(args: argparse.Namespace) -> int:
     try:
         service.refresh(ProgressBar())
         try:
+            import asyncio  # here, not at parser set-up: every command builds the parser
+
             result = asyncio.run(run())
         except NotFound as exc:
             if "matches no" not in str(exc):

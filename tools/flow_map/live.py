@@ -27,10 +27,10 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
-from psycopg import sql
 
 from server.config import Settings
 from server.errors import MeshError, NotFound, ServiceUnavailable
+from server.lazy_modules import LazyModule
 from server.runtime import Runtime
 from tools.flow_map.model import FlowNode, GroupLive, LiveState
 from tools.outbox.fan_out import each_service
@@ -39,6 +39,8 @@ from tools.outbox.schema_discovery import SchemaCatalog, TableSchema
 from tools.queues.bull import inspect_queue
 from tools.streams.inspect import inspect_stream
 from tools.streams.inspect_models import StreamReport
+
+sql = LazyModule("psycopg.sql")
 
 ANOMALY_VERDICT = {
     "dead_consumer": ("dead_consumer", "error"),

@@ -27,7 +27,8 @@ class ClassFacts:
         info: dict[str, Any] = {"line": line_of(node), "end": node.end_point[0] + 1}
         if node.type == "abstract_class_declaration":
             info["abstract"] = True
-        decorators = outer_decorators + [c for c in node.named_children if c.type == "decorator"]
+        children = node.named_children  # each access builds new Node objects: once
+        decorators = outer_decorators + [c for c in children if c.type == "decorator"]
         decos = []
         for d in decorators:
             inner = d.named_children[0] if d.named_child_count else None
@@ -42,7 +43,7 @@ class ClassFacts:
                 decos.append([text(inner).split(".")[-1], []])
         if decos:
             info["decorators"] = decos
-        heritage = next((c for c in node.named_children if c.type == "class_heritage"), None)
+        heritage = next((c for c in children if c.type == "class_heritage"), None)
         if heritage is not None:
             for clause in heritage.named_children:
                 if clause.type == "extends_clause":
@@ -82,8 +83,9 @@ class ClassFacts:
 
     def class_body(self, body: Node, info: dict[str, Any]) -> None:
         fields: dict[str, Any] = {}
-        methods = {text(m.child_by_field_name("name")): m for m in body.named_children if m.type == "method_definition"}
-        for member in body.named_children:
+        members = body.named_children  # each access builds new Node objects: once
+        methods: dict[str, Node] | None = None  # by name, built only when a filter calls a helper
+        for member in members:
             if member.type == "public_field_definition":
                 fname = text(member.child_by_field_name("name"))
                 value = member.child_by_field_name("value")
@@ -99,6 +101,9 @@ class ClassFacts:
                 if mname in self.cfg.filter_methods or mname in self.cfg.handler_type_fields:
                     found = self.filter_info(mbody, line_of(member), _first_param(member))
                     for helper in found.pop("this_calls", ()):  # return this.isSupported(type): one level down
+                        if methods is None:
+                            methods = {text(m.child_by_field_name("name")): m for m in members
+                                       if m.type == "method_definition"}
                         hnode = methods.get(helper)
                         hbody = hnode.child_by_field_name("body") if hnode is not None else None
                         if hbody is not None and helper != mname:

@@ -77,13 +77,16 @@ def worker_count() -> int:
 
 def parse_files(root: str, items: list[Item], cfg: ExtractConfig,
                 progress: Callable[[int, int, str], None] | None = None,
-                workers: int | None = None) -> list[Result]:
-    """Facts of every item (parallel across cores for large batches), reporting progress."""
+                workers: int | None = None, while_waiting: Callable[[], None] | None = None) -> list[Result]:
+    """Facts of every item (parallel across cores for large batches), reporting progress.
+
+    ``while_waiting`` runs in this process once the workers have their files (the caller's
+    next step can import its modules meanwhile, instead of after the parse)."""
     total = len(items)
     n = workers if workers is not None else worker_count()
     if total >= PARALLEL_THRESHOLD and n > 1:
         try:
-            return _parallel(root, items, cfg, progress, n)
+            return _parallel(root, items, cfg, progress, n, while_waiting)
         except Exception as exc:  # BrokenProcessPool, no /dev/shm, ...
             log.warning("parallel parsing unavailable (%s); parsing in-process", exc)
     out: list[Result] = []
@@ -119,7 +122,8 @@ def pool_context() -> BaseContext:
 
 
 def _parallel(root: str, items: list[Item], cfg: ExtractConfig,
-              progress: Callable[[int, int, str], None] | None, n: int) -> list[Result]:
+              progress: Callable[[int, int, str], None] | None, n: int,
+              while_waiting: Callable[[], None] | None = None) -> list[Result]:
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     chunks = split_chunks(items, n)
@@ -133,6 +137,8 @@ def _parallel(root: str, items: list[Item], cfg: ExtractConfig,
             parser(kind)
     with ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=gc.enable) as pool:
         futures = {pool.submit(_parse_chunk, root, chunk, cfg): len(chunk) for chunk in chunks}
+        if while_waiting is not None:
+            while_waiting()
         for fut in as_completed(futures):
             res = fut.result()
             out.extend(res)

@@ -10,9 +10,16 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from tools.skills.model import RelatedSkill
+
+
+class _Model(BaseModel):
+    """Validators are built on first use, not at import: ``mesh-mcp index`` builds only IndexInfo."""
+
+    model_config = ConfigDict(defer_build=True)
+
 
 TypeKind = Literal["job", "event", "ws_event", "queue", "stream"]
 Confidence = Literal["exact", "heuristic"]
@@ -34,7 +41,7 @@ SITE_KINDS = (
 )
 
 
-class Site(BaseModel):
+class Site(_Model):
     """One place in the code: a producer, a consumer, a declaration or an unresolved reference."""
 
     repo: str = Field(description="repository (git root or top-level folder) holding the file")
@@ -53,7 +60,7 @@ class Site(BaseModel):
     )
 
 
-class Match(BaseModel):
+class Match(_Model):
     """A declared (or observed) job, event, websocket type, queue or stream the target names."""
 
     kind: TypeKind
@@ -63,7 +70,7 @@ class Match(BaseModel):
     aliases: list[str] = Field(default_factory=list, description="other qualified names with this value")
 
 
-class Route(BaseModel):
+class Route(_Model):
     """A queue or stream the target travels on."""
 
     kind: Literal["queue", "stream"]
@@ -73,7 +80,7 @@ class Route(BaseModel):
     via: list[str] = Field(default_factory=list, description="how the route was found")
 
 
-class FollowUp(BaseModel):
+class FollowUp(_Model):
     """What happens next: a consumer emits another job or event, a trigger writes an outcome, a table maps."""
 
     depth: int
@@ -87,7 +94,7 @@ class FollowUp(BaseModel):
     site: Site
 
 
-class IndexInfo(BaseModel):
+class IndexInfo(_Model):
     """State of the index an answer comes from, so a partial answer is never silent."""
 
     workspace: str
@@ -106,7 +113,7 @@ class IndexInfo(BaseModel):
     )
 
 
-class ImpactResult(BaseModel):
+class ImpactResult(_Model):
     """Answer of analyze_impact."""
 
     target: str
@@ -131,7 +138,7 @@ class ImpactResult(BaseModel):
         return impact_text(self)
 
 
-class CatalogueEntry(BaseModel):
+class CatalogueEntry(_Model):
     kind: TypeKind
     name: str
     value: str
@@ -146,7 +153,7 @@ class CatalogueEntry(BaseModel):
     )
 
 
-class Catalogue(BaseModel):
+class Catalogue(_Model):
     entries: list[CatalogueEntry]
     counts: dict[str, int] = Field(description="entries per kind")
     orphans: int

@@ -39,7 +39,8 @@ from tools.mesh_index.ts_queries import ExtractConfig, captures, parser, queries
 __all__ = ["FACTS_VERSION", "ExtractConfig", "extract"]
 
 NEW_CALL = re.compile(rb"new\s+[A-Z]\w*\s*\(")
-CONSTRUCTED = re.compile(rb"\bnew\s+([A-Z][\w$]*)\s*[(<]")
+CONSTRUCTED = re.compile(rb"new\s+([A-Z][\w$]*)\s*[(<]")  # no leading \b: it would disable the literal search
+WORD_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 NAMED = re.compile(rb"\s*[A-Za-z_$][\w$]*\s*[,)]")
 BRACKETS = re.compile(rb"[()\[\]{},]")
 
@@ -62,6 +63,12 @@ def has_new_with_named_arg(src: bytes) -> bool:
             elif depth == 1 and NAMED.match(src, b.start() + 1):  # a top-level ", NAME"
                 return True
     return False
+
+
+def constructed(src: bytes) -> list[str]:
+    """Class names of every ``new X(`` / ``new X<`` whose ``new`` starts a word (as ``\bnew`` would)."""
+    return [m.group(1).decode() for m in CONSTRUCTED.finditer(src)
+            if m.start() == 0 or src[m.start() - 1] not in WORD_BYTES]
 
 
 @lru_cache(maxsize=8)
@@ -105,7 +112,7 @@ class _FileExtractor(ClassFacts, LiteralFacts):
         if any(k in self.src for k in keys):
             self.objects(root)
         if b"new " in self.src:
-            built = sorted({m.decode() for m in CONSTRUCTED.findall(self.src)} - BUILTINS)
+            built = sorted(set(constructed(self.src)) - BUILTINS)
             if built:
                 self.f["constructs"] = built  # classes this file instantiates (a post-processor is started here)
             if has_new_with_named_arg(self.src):
@@ -166,15 +173,16 @@ class _FileExtractor(ClassFacts, LiteralFacts):
         source = node.child_by_field_name("source")
         spec = string_value(source) if source is not None else None
         decl = node.child_by_field_name("declaration")
-        decorators = [c for c in node.named_children if c.type == "decorator"]
+        named = node.named_children  # each access builds new Node objects: once
+        decorators = [c for c in named if c.type == "decorator"]
         if decl is not None:
             is_default = any(c.type == "default" for c in node.children)
             names = self.declaration(decl, decorators)
             for name in names:
                 self.add("exports", ["default" if is_default else name, name])
             return
-        clause = next((c for c in node.named_children if c.type == "export_clause"), None)
-        ns = next((c for c in node.named_children if c.type == "namespace_export"), None)
+        clause = next((c for c in named if c.type == "export_clause"), None)
+        ns = next((c for c in named if c.type == "namespace_export"), None)
         if clause is not None:
             for s in clause.named_children:
                 if s.type != "export_specifier":

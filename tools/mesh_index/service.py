@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from server import __version__
 from server.config import Conventions, StaticConventions
@@ -51,6 +51,9 @@ from tools.mesh_index.workspace import (
     read_package,
     read_tsconfig,
 )
+
+if TYPE_CHECKING:
+    from tools.mesh_index.watch import FolderWatch
 
 log = logging.getLogger("mesh.index")
 
@@ -100,12 +103,18 @@ def link(*args: Any, **kwargs: Any) -> LinkedIndex:
     return link_facts(*args, **kwargs)
 
 
+def _import_linker() -> None:
+    """Import the linker while the workers parse (its modules take 0.05-0.1 s to load)."""
+    import tools.mesh_index.sites  # noqa: F401
+
+
 class IndexService:
     """The static index of ``workspace`` (see the module docstring)."""
 
     def __init__(self, workspace: Path, conventions: Conventions | StaticConventions,
                  cache_dir: Path | None = None, *, known_emitters: list[str] | None = None,
-                 workers: int | None = None, stale_check_interval_s: float = 2.0, use_cache: bool = True):
+                 workers: int | None = None, stale_check_interval_s: float = 2.0, use_cache: bool = True,
+                 watch: bool = False):
         self.workspace = Path(workspace).resolve()
         self.full_conventions = conventions if isinstance(conventions, Conventions) else Conventions(static=conventions)
         self.conventions: StaticConventions = self.full_conventions.static
@@ -135,6 +144,10 @@ class IndexService:
         self._snapshot_digest: str | None = None  # digest of the snapshot this process loaded
         self._build_digest: str | None = None  # digest of the state the current index was built from
         self._memo: dict[str, tuple[LinkedIndex | None, Any]] = {}  # values derived from one build (see _derived)
+        self._watch_wanted = watch  # a long-running server: folder watches replace the walk (see watch.py)
+        self._watch: FolderWatch | None = None
+        self._watch_clean = False  # the last walk ran with every folder already watched, and succeeded
+        self._preloaded_stats: dict[str, tuple[int, int, str]] = {}
 
     # -- building ------------------------------------------------------------------------------
     def _open_cache(self) -> FactCache | None:
@@ -155,8 +168,16 @@ class IndexService:
 
     def _refresh(self, progress: Progress | None, full: bool) -> IndexInfo:
         started = time.perf_counter()
+        if not full and self._unchanged_since_last_walk():
+            assert self._info is not None
+            self._stale, self._stale_checked = [], time.monotonic()
+            self._info = self._info.model_copy(update={
+                "indexed_at": datetime.now(UTC).isoformat(timespec="seconds"), "reparsed": 0, "stale_files": [],
+                "duration_s": round(time.perf_counter() - started, 3)})
+            return self._info
         if not self.workspace.is_dir():
             raise MeshError(f"workspace {self.workspace} is not a directory (check --workspace or mesh.toml)")
+        self._watch_before_walk()
         found = discover(self.workspace, self.conventions.skip_dirs)
         self._found = found
         self._dirs = found.dirs
@@ -170,6 +191,7 @@ class IndexService:
         elif not self._facts_loaded:
             if cache is not None and self._from_snapshot(found, cache, started):
                 assert self._info is not None
+                self._watch_after_walk(found)
                 return self._info
             self._load_facts(cache)
         to_parse, touched = self._changed(found.files)
@@ -182,7 +204,8 @@ class IndexService:
         if to_parse:  # the parser (and tree-sitter) is imported only when something must be parsed
             from tools.mesh_index.indexer import parse_files
 
-            results = parse_files(str(self.workspace), to_parse, self._cfg, progress, self.workers)
+            results = parse_files(str(self.workspace), to_parse, self._cfg, progress, self.workers,
+                                  while_waiting=_import_linker)
         facts_changed = False
         for rel, size, mtime, sha, facts in results:
             self._files[rel] = (size, mtime, sha)
@@ -208,9 +231,52 @@ class IndexService:
             if cache is not None and (len(results) >= SNAPSHOT_AT_ONCE or full):
                 self._write_snapshot()
         self._info = self._make_info(len(results), started, cache)
+        self._watch_after_walk(found)
         if changed:
             gc.freeze()
         return self._info
+
+    # -- folder watches (long-running server only) -----------------------------------------------
+    def _unchanged_since_last_walk(self) -> bool:
+        """True when folder watches prove that nothing changed since the last walk (no walk needed)."""
+        if self._watch is None or not self._watch_clean or self._info is None or self._index is None:
+            return False
+        if self._watch.changed():
+            self._watch_clean = False
+            return False
+        return True
+
+    def _watch_before_walk(self) -> None:
+        """Watch every folder known so far before walking, so that a change during the walk is queued."""
+        self._watch_clean = False
+        if not self._watch_wanted:
+            return
+        if self._watch is None:
+            from tools.mesh_index.watch import FolderWatch
+
+            self._watch = FolderWatch.create()
+            if self._watch is None:
+                self._watch_wanted = False
+                return
+            if not self._files and (cache := self._open_cache()) is not None:
+                self._preloaded_stats = cache.load_stats()  # a new process: the folders indexed before
+        self._watch.changed()  # drain: the walk that follows sees whatever was queued
+        root = str(self.workspace)
+        folders = {root, *(root + "/" + d for d in self._dirs if d)}
+        for rel in self._files or self._preloaded_stats:
+            head = rel.rpartition("/")[0]
+            while head and (root + "/" + head) not in folders:
+                folders.add(root + "/" + head)
+                head = head.rpartition("/")[0]
+        self._watch.add(sorted(folders))
+
+    def _watch_after_walk(self, found: Discovery) -> None:
+        """Watch the folders the walk found; the next call skips the walk only if none was new."""
+        if self._watch is None:
+            return
+        root = str(self.workspace)
+        added = self._watch.add([root + "/" + d if d else root for d in found.dirs])
+        self._watch_clean = added == 0
 
     def _make_info(self, reparsed: int, started: float, cache: FactCache | None) -> IndexInfo:
         self._stale, self._stale_checked = [], time.monotonic()
@@ -237,7 +303,8 @@ class IndexService:
 
         Also answers the refreshes that follow while nothing changes (facts stay unloaded)."""
         if self._index is None:
-            self._files = cache.load_stats()
+            self._files = self._preloaded_stats or cache.load_stats()
+            self._preloaded_stats = {}
         to_parse, touched = self._changed(found.files)
         current = {f.rel for f in found.files}
         if to_parse or not all(rel in current for rel in self._files):
@@ -462,8 +529,11 @@ class IndexService:
             return self._facts.get(rel)
 
     def close(self) -> None:
-        """Write the pending snapshot (if any) and close the cache."""
+        """Write the pending snapshot (if any), close the cache and the folder watches."""
         with self._lock:
+            if self._watch is not None:
+                self._watch.close()
+                self._watch, self._watch_clean = None, False
             self._write_snapshot()
             if self._cache is not None:
                 self._cache.close()
@@ -474,18 +544,27 @@ class IndexService:
         self.close()
 
 
+SERVICE_KEY = "mesh_index"
+
+
 def get_index_service(runtime: Any) -> IndexService:
     """The runtime's shared IndexService; raises MeshError when no workspace is configured."""
     settings = runtime.settings
     if settings.workspace is None:
         raise MeshError("no workspace is configured: start the server with --workspace DIR (a folder of "
                         "repositories) or set workspace = \"...\" in mesh.toml")
-    return runtime.service("mesh_index", lambda: service_for_settings(settings))
+    return runtime.service(SERVICE_KEY, lambda: service_for_settings(settings, watch=settings.limits.index_watch))
 
 
-def service_for_settings(settings: Any) -> IndexService:
+def adopt_index_service(runtime: Any, service: IndexService) -> IndexService:
+    """Make ``service`` (built before the runtime, see warmup.py) the runtime's shared one, unless it has one."""
+    return runtime.service(SERVICE_KEY, lambda: service)
+
+
+def service_for_settings(settings: Any, *, watch: bool = False) -> IndexService:
     """An IndexService of ``settings.workspace`` (which must be set): its conventions, its state
-    folder for the cache, and the emitters of the configured services."""
+    folder for the cache, and the emitters of the configured services. ``watch``: keep folder
+    watches between refreshes (the server's shared service; a one-shot command walks once anyway)."""
     emitters = [settings.emitter_of(name) for name in settings.services]
     return IndexService(settings.workspace, settings.conventions, settings.resolved_state_dir,
-                        known_emitters=emitters)
+                        known_emitters=emitters, watch=watch)

@@ -17,12 +17,14 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-import redis.exceptions as redis_exceptions
 from pydantic import BaseModel, Field
 
 from server.config import Conventions
+from server.lazy_modules import LazyModule
 from tools.streams.keys import bull_key
 from tools.streams.values import text
+
+redis_exceptions = LazyModule("redis.exceptions")
 
 
 class QueueLiveness(BaseModel):

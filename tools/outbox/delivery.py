@@ -26,13 +26,15 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-import redis.exceptions as redis_exceptions
 from pydantic import BaseModel, Field
 
 from server.config import Conventions, Limits
+from server.lazy_modules import LazyModule
 from tools.streams import keys
 from tools.streams.ids import StreamId
 from tools.streams.values import capped, text
+
+redis_exceptions = LazyModule("redis.exceptions")
 
 DeliveryState = Literal["not_delivered", "pending", "acknowledged", "dead_lettered"]
 

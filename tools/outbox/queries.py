@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from psycopg import sql
-
 from server.config import Conventions
+from server.lazy_modules import LazyModule
 from tools.outbox.schema_discovery import TableSchema
+
+sql = LazyModule("psycopg.sql")
 
 AGE = "__mesh_age_s"
 UPDATED_AGE = "__mesh_updated_age_s"

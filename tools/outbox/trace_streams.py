@@ -23,9 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import redis.exceptions as redis_exceptions
-
 from server.config import Settings
+from server.lazy_modules import LazyModule
 from tools.outbox.delivery import GroupDelivery, message_delivery, stream_groups
 from tools.outbox.model import Hop, StreamEntryRef, Verdict
 from tools.outbox.verdicts import GROUP_PRIORITY, verdict
@@ -33,6 +32,8 @@ from tools.streams.ids import StreamId
 from tools.streams.node_reads import server_time
 from tools.streams.trim_evidence import trim_evidence
 from tools.streams.values import capped, redis_time_ms, reply_or_raise, text
+
+redis_exceptions = LazyModule("redis.exceptions")
 
 
 def _text(value: Any) -> str:

@@ -16,9 +16,8 @@ import re
 import unicodedata
 from datetime import datetime
 
-from psycopg import sql
-
 from server.config import Conventions
+from server.lazy_modules import LazyModule
 from tools.remediation.model import (
     BullRetryOp,
     ConfirmOp,
@@ -32,6 +31,8 @@ from tools.remediation.model import (
     XDelOp,
     ZRemOp,
 )
+
+sql = LazyModule("psycopg.sql")
 
 _PLAIN_ARG = re.compile(r"^[A-Za-z0-9_.:@/+*=<>,~{}\[\]$%^&!?|#-]+$")
 

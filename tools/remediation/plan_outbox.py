@@ -17,15 +17,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from psycopg import sql
-
 from server.connections import Connections
 from server.errors import MeshError
+from server.lazy_modules import LazyModule
 from tools.outbox.bull_state import bull_job_state
 from tools.remediation.backups import jsonable_value
 from tools.remediation.model import Check, SqlRow, SqlUpdateOp
 from tools.remediation.planner import UUID_RE, PlanBuilder, Request, check
 from tools.streams.keys import fill
+
+sql = LazyModule("psycopg.sql")
 
 
 async def _rows(connections: Connections, b: PlanBuilder, service: str, table: str, ids: list[str]) -> list[dict]:

@@ -24,13 +24,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from psycopg import sql
-
 from server.config import Settings
 from server.connections import Connections
+from server.lazy_modules import LazyModule
 from tools.remediation import redis_reads as rr
 from tools.remediation.model import Check, StepResult
 from tools.remediation.operations import bull_key
+
+sql = LazyModule("psycopg.sql")
 
 
 @dataclass

@@ -15,12 +15,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import redis.exceptions as redis_exceptions
-
 from server.audit import AuditLog
 from server.config import Settings
 from server.connections import Connections
 from server.errors import MeshError
+from server.lazy_modules import LazyModule
 from server.redis_clients import is_cluster
 from tools.remediation import redis_reads as rr
 from tools.remediation.backups import BackupFile
@@ -47,6 +46,8 @@ from tools.remediation.operations import (
 )
 from tools.remediation.replays import replay_state
 from tools.remediation.slots import slot_groups
+
+redis_exceptions = LazyModule("redis.exceptions")
 
 CONFIRM_POLL_S = 0.25
 

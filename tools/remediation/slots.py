@@ -22,9 +22,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from redis.crc import key_slot
-
 from server.errors import RemediationRefused
+from server.lazy_modules import LazyModule
 from tools.remediation.model import (
     BullRetryOp,
     ConfirmOp,
@@ -39,9 +38,11 @@ from tools.remediation.model import (
 )
 from tools.remediation.operations import bull_key, bull_retry_commands
 
+redis_crc = LazyModule("redis.crc")
+
 
 def slot_of(key: str) -> int:
-    return int(key_slot(key.encode()))
+    return int(redis_crc.key_slot(key.encode()))
 
 
 def slot_groups(keys: list[str]) -> list[list[str]]:

@@ -8,11 +8,12 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from psycopg import sql
-
 from server.config import Settings
+from server.lazy_modules import LazyModule
 from tools.outbox.schema_discovery import TableSchema
 from tools.trace_request import lookups
+
+sql = LazyModule("psycopg.sql")
 
 SAMPLE_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 

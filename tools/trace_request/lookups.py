@@ -13,12 +13,13 @@ import re
 import uuid
 from typing import Any
 
-from psycopg import sql
-
+from server.lazy_modules import LazyModule
 from tools.outbox.queries import select_list
 from tools.outbox.schema_discovery import TableSchema
 
-Query = tuple[sql.Composed, list[Any]]
+sql = LazyModule("psycopg.sql")
+
+Query = tuple["sql.Composed", list[Any]]
 
 
 def _wrap(schema: TableSchema, where: sql.Composable, params: list[Any], cap_bytes: int, limit: int) -> Query:

@@ -22,14 +22,16 @@ from contextlib import AsyncExitStack
 from typing import Any
 
 import anyio
-import psycopg
-from psycopg import sql
 
 from server.connections import Connections, ReadResult, _first_line
 from server.errors import MeshError, NotFound, ServiceUnavailable, StatementTimeout
+from server.lazy_modules import LazyModule
 
-Read = tuple[sql.Composable | str, Sequence[Any] | None, int]
-"""(query, params, max_rows)"""
+psycopg = LazyModule("psycopg")
+sql = LazyModule("psycopg.sql")
+
+Read = tuple[Any, Sequence[Any] | None, int]
+"""(query: a ``psycopg.sql.Composable`` or str, params, max_rows)"""
 
 
 class RequestReads:
