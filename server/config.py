@@ -136,6 +136,10 @@ class Limits(_Strict):
         default=60_000, ge=0, le=7 * 86_400_000,
         description="a BullMQ delayed job past its due time by more than this is not promoted",
     )
+    summary_items: int = Field(
+        default=5, ge=1, le=1000,
+        description='items of each list a detail="summary" result keeps (the rest are counted in omitted)',
+    )
 
 
 class ApprovalSettings(_Strict):

@@ -18,10 +18,12 @@ from mcp.types import Annotations, CallToolResult
 from pydantic import Field
 
 from server.errors import MeshError
+from server.detail import DetailArg, shaped, with_summary
 from server.runtime import Runtime
 from server.toolkit import READ_ONLY_REMOTE, mesh_tool, tool_result
 from tools.flow_map.model import FlowMap
 from tools.flow_map.service import build_map, flow_map
+from tools.flow_map.summary import FlowSummary, summarise_flow
 from tools.mesh_index.mcp_tools import refresh_with_progress
 from tools.mesh_index.service import MAX_DEPTH, get_index_service
 from tools.skills.model import RelatedSkill, related_text
@@ -61,6 +63,7 @@ def register(server: MCPServer, runtime: Runtime) -> None:
             "dead letters) and colour it by the trace verdict codes")] = False,
         direction: Annotated[Literal["LR", "TB", "TD", "RL", "BT"], Field(
             description="layout of the flowchart: LR (left to right), TB/TD (top down), RL, BT")] = "LR",
+        detail: DetailArg = "summary",
     ) -> Annotated[CallToolResult, FlowMap]:
         """The flow of a job, event, websocket message, queue or stream as a Mermaid flowchart.
 
@@ -80,7 +83,9 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         result = await flow_map(service, target, depth, live, direction, runtime)
         result.related_skills = await anyio.to_thread.run_sync(related_to_flow, runtime, result)
         text = "\n".join(filter(None, [result.summary_text(), related_text(result.related_skills)]))
-        return tool_result(result, text)
+        return tool_result(shaped(result, detail, summarise_flow, runtime.settings.limits.summary_items), text)
+
+    with_summary(server, "flow_map", FlowSummary)
 
     @server.resource(
         FLOW_URI,

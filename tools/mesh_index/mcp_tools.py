@@ -18,10 +18,12 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
+from server.detail import DetailArg, shaped, with_summary
 from server.runtime import Runtime
 from server.toolkit import READ_ONLY_LOCAL, mesh_tool, tool_result
 from tools.mesh_index.model import Catalogue, ImpactResult
 from tools.mesh_index.service import IndexService, get_index_service
+from tools.mesh_index.summary import ImpactSummary, summarise_impact
 from tools.skills.model import related_text
 from tools.skills.service import get_skill_links
 
@@ -57,6 +59,7 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         depth: Annotated[int, Field(ge=0, le=5, description="follow-up levels to follow (0-5)")] = 1,
         include_tests: Annotated[bool, Field(
             description="also list producers and consumers that exist only in tests")] = False,
+        detail: DetailArg = "summary",
     ) -> Annotated[CallToolResult, ImpactResult]:
         """Who produces and who consumes a job, event, websocket message, queue or stream, from the code.
 
@@ -75,7 +78,9 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         result = await anyio.to_thread.run_sync(lambda: service.analyze_impact(target, depth, include_tests))
         result.related_skills = await anyio.to_thread.run_sync(get_skill_links(runtime).for_impact, result)
         text = "\n".join(filter(None, [result.summary_text(), related_text(result.related_skills)]))
-        return tool_result(result, text)
+        return tool_result(shaped(result, detail, summarise_impact, runtime.settings.limits.summary_items), text)
+
+    with_summary(server, "analyze_impact", ImpactSummary)
 
     @server.tool(name="list_catalogue", annotations=READ_ONLY_LOCAL)
     @mesh_tool

@@ -10,6 +10,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
+from server.detail import DetailArg, shaped, with_summary
 from server.runtime import Runtime
 from server.toolkit import READ_ONLY_REMOTE, mesh_tool, tool_result
 from tools.flow_map.trace_mermaid import trace_mermaid
@@ -17,6 +18,7 @@ from tools.outbox import health as health_lib
 from tools.outbox import query_outbox as query_lib
 from tools.outbox.model import HealthReport, QueryOutboxResult, TraceReport
 from tools.outbox.schema_discovery import SchemaCatalog
+from tools.outbox.summary import TraceSummary, summarise_trace
 from tools.outbox.trace import Tracer
 
 SERVICE_DOC = "service name from [services.<name>] in mesh.toml; omit (null) for every configured service"
@@ -102,6 +104,7 @@ def register(server: MCPServer, runtime: Runtime) -> None:
     async def trace_job(
         job_id: Annotated[str, Field(min_length=1, max_length=100, description="the jobs_outbox id (= BullMQ job id)")],
         service: Annotated[str | None, Field(min_length=1, max_length=100, description=SERVICE_DOC)] = None,
+        detail: DetailArg = "summary",
     ) -> Annotated[CallToolResult, TraceReport]:
         """Follow one job through every hop and name the first broken link.
 
@@ -114,13 +117,15 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         """
         report = await Tracer(runtime.connections, runtime.settings, catalog_of(runtime)).trace_job(service, job_id)
         report.mermaid = trace_mermaid(report)
-        return tool_result(report, with_picture(report))
+        shown = shaped(report, detail, summarise_trace, limits.summary_items)
+        return tool_result(shown, with_picture(report))
 
     @server.tool(name="trace_event", annotations=READ_ONLY_REMOTE)
     @mesh_tool
     async def trace_event(
         event_id: Annotated[str, Field(min_length=1, max_length=100, description="the event_queue id")],
         service: Annotated[str | None, Field(min_length=1, max_length=100, description=SERVICE_DOC)] = None,
+        detail: DetailArg = "summary",
     ) -> Annotated[CallToolResult, TraceReport]:
         """Follow one event_queue row to its stream entries (one per target_services entry) and, per consumer
         group, whether it was delivered, is pending in the PEL (on which consumer, idle for how long),
@@ -133,4 +138,8 @@ def register(server: MCPServer, runtime: Runtime) -> None:
             service, event_id
         )
         report.mermaid = trace_mermaid(report)
-        return tool_result(report, with_picture(report))
+        shown = shaped(report, detail, summarise_trace, limits.summary_items)
+        return tool_result(shown, with_picture(report))
+
+    with_summary(server, "trace_job", TraceSummary)
+    with_summary(server, "trace_event", TraceSummary)

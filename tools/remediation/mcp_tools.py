@@ -14,11 +14,13 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
+from server.detail import DetailArg, shaped, with_summary
 from server.runtime import Runtime
 from server.toolkit import DESTRUCTIVE_REMOTE, PLANS_ONLY, mesh_tool, tool_result
 from tools.remediation.executor import apply_plan
 from tools.remediation.model import ApplyReport, Plan, Symptom
 from tools.remediation.planner import Request, propose
+from tools.remediation.summary import PlanSummary, summarise_plan
 
 Name = Annotated[str, Field(min_length=1, max_length=512)]
 Id = Annotated[str, Field(min_length=1, max_length=256)]
@@ -51,6 +53,7 @@ def register(server: MCPServer, runtime: Runtime) -> None:
             Field(max_length=10_000, description="restrict to these ids: DLQ entry ids or messageIds, pending "
                   "entry ids, outbox row UUIDs or BullMQ job ids; default: every match up to the plan cap"),
         ] = None,
+        detail: DetailArg = "summary",
     ) -> Annotated[CallToolResult, Plan]:
         """Propose a repair plan for a symptom the runtime tools reported; changes nothing.
 
@@ -65,8 +68,10 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         plan = await propose(
             runtime.settings, runtime.connections, Request(symptom, stream, group, service, queue, ids)
         )
-        return tool_result(plan, plan.summary_text())
+        shown = shaped(plan, detail, summarise_plan, runtime.settings.limits.summary_items)
+        return tool_result(shown, plan.summary_text())
 
+    with_summary(server, "propose_remediation", PlanSummary)
     if not runtime.settings.enable_remediation:
         return
 

@@ -12,6 +12,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
+from server.detail import DetailArg, shaped, with_summary
 from server.runtime import Runtime
 from server.toolkit import READ_ONLY_REMOTE, annotate, mesh_tool, tool_result
 from tools.streams.discovery import StreamList, list_streams
@@ -19,6 +20,7 @@ from tools.streams.dlq import DeadLetterPage, list_dead_letters
 from tools.streams.inspect import inspect_stream
 from tools.streams.inspect_models import StreamReport
 from tools.streams.pending import MAX_IDLE_MS, PendingPage, list_pending
+from tools.streams.summary import StreamSummary, summarise_stream
 
 StreamName = Annotated[str, Field(min_length=1, max_length=512, description="stream key, e.g. stream:event:created")]
 Cursor = Annotated[
@@ -34,7 +36,9 @@ def register(server: MCPServer, runtime: Runtime) -> None:
 
     @server.tool(name="inspect_stream", annotations=READ_ONLY_REMOTE)
     @mesh_tool
-    async def inspect_stream_tool(stream: StreamName) -> Annotated[CallToolResult, StreamReport]:
+    async def inspect_stream_tool(
+        stream: StreamName, detail: DetailArg = "summary"
+    ) -> Annotated[CallToolResult, StreamReport]:
         """State of one Redis stream: length, first/last ids, consumer groups (consumers, pending,
         last-delivered-id, lag), each group's consumers (pending, idle), the pending summary and
         oldest pending entry, its dead-letter stream, and `anomalies` with stable codes
@@ -42,7 +46,8 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         stale_idempotency_lock), each with evidence and a next step. Start here for any stream
         problem; list_streams gives the names. Read-only."""
         report = await inspect_stream(runtime.connections, runtime.settings, stream)
-        return tool_result(report, report.summary_text())
+        shown = shaped(report, detail, summarise_stream, runtime.settings.limits.summary_items)
+        return tool_result(shown, report.summary_text())
 
     @server.tool(name="list_pending", annotations=READ_ONLY_REMOTE)
     @mesh_tool
@@ -115,3 +120,5 @@ def register(server: MCPServer, runtime: Runtime) -> None:
             runtime.connections, runtime.settings, match=match, limit=limit, include_bullmq=include_bullmq
         )
         return tool_result(result, result.summary_text())
+
+    with_summary(server, "inspect_stream", StreamSummary)

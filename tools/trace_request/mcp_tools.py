@@ -6,12 +6,14 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
+from server.detail import DetailArg, shaped, with_summary
 from server.runtime import Runtime
 from server.toolkit import READ_ONLY_REMOTE, mesh_tool, tool_result
 from tools.outbox.mcp_tools import catalog_of
 from tools.trace_request.inputs import MAX_SINCE_S
 from tools.trace_request.model import RequestReport
 from tools.trace_request.service import trace_request as trace_request_lib
+from tools.trace_request.summary import RequestSummary, summarise_request
 
 if TYPE_CHECKING:
     from tools.mesh_index.service import IndexService
@@ -53,6 +55,7 @@ def register(server: MCPServer, runtime: Runtime) -> None:
             list[str] | None, Field(min_length=1, max_length=50,
                                     description="services to search (default: every configured service)")
         ] = None,
+        detail: DetailArg = "summary",
     ) -> Annotated[CallToolResult, RequestReport]:
         """Follow one request across every service: give exactly one of correlation_id, trace_id, entity_id, start.
 
@@ -70,4 +73,7 @@ def register(server: MCPServer, runtime: Runtime) -> None:
             trace_id=trace_id, entity_id=entity_id, start=start, since_s=since_s, services=services,
             index=index_of(runtime),
         )
-        return tool_result(report, report.summary_text())
+        shown = shaped(report, detail, summarise_request, runtime.settings.limits.summary_items)
+        return tool_result(shown, report.summary_text())
+
+    with_summary(server, "trace_request", RequestSummary)

@@ -1,0 +1,78 @@
+"""The ``detail="summary"`` shape of trace_request (:mod:`server.detail`), applied to its result.
+
+Each item keeps its key, row, status, link, parent, verdict and the ids its hops carry
+(``ids``, as trace_job's summary hops); broken items come first. The hops themselves, the
+Mermaid text and the lists past the cap are counted in ``omitted`` (``detail="full"``).
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from server.detail import Cutter, SummaryBase
+from tools.outbox.model import ServiceProblem, Verdict
+from tools.outbox.summary import hop_ids
+from tools.trace_request.model import ContextFinding, LookupNote, RequestItem, RequestReport
+
+
+class ItemBrief(BaseModel):
+    key: str = Field(description="service:table:id")
+    type: str | None = None
+    status: str | None = None
+    written_by: str
+    correlation_id: str | None = None
+    parent: str | None = None
+    link: str
+    heuristic: bool = False
+    broken: bool = False
+    verdict: Verdict
+    ids: dict[str, str] = Field(default_factory=dict, description="ids its hops carry (queue, job_id, stream, "
+                                "group, entry_id, consumer, dlq_entry_id, ...), for the next call")
+
+
+class RequestSummary(SummaryBase):
+    """trace_request, detail="summary"."""
+
+    way: str
+    value: str
+    searched_services: list[str]
+    verdict: Verdict
+    inconclusive: bool
+    counts: dict[str, int] = Field(description="items, trace_context, left_out, skipped, unindexed in full")
+    items: list[ItemBrief] = Field(description="broken items first, then the others in tree order")
+    trace_context: list[ContextFinding] = Field(default_factory=list)
+    left_out: list[str] = Field(default_factory=list)
+    skipped: list[LookupNote] = Field(default_factory=list)
+    unindexed: list[LookupNote] = Field(default_factory=list)
+    truncated: bool = False
+    unavailable: list[ServiceProblem] = Field(default_factory=list)
+
+
+def _brief(item: RequestItem) -> ItemBrief:
+    ids: dict[str, str] = {}
+    for hop in item.hops:
+        for key, value in hop_ids(hop).items():
+            ids.setdefault(key, value)
+    return ItemBrief(key=item.key, type=item.type, status=item.status, written_by=item.written_by,
+                     correlation_id=item.correlation_id, parent=item.parent, link=item.link,
+                     heuristic=item.heuristic, broken=item.broken, verdict=item.verdict, ids=ids)
+
+
+def summarise_request(report: RequestReport, items: int) -> RequestSummary:
+    cut = Cutter(items)
+    ordered = sorted(report.items, key=lambda i: not i.broken)
+    shown = cut.first("items", ordered, max(items, 10))
+    cut.drop("item_hops", sum(len(i.hops) for i in shown))
+    if report.mermaid:
+        cut.drop("mermaid_chars", len(report.mermaid))
+    return RequestSummary(
+        way=report.way, value=report.value, searched_services=report.searched_services, verdict=report.verdict,
+        inconclusive=report.inconclusive,
+        counts={name: len(getattr(report, name))
+                for name in ("items", "trace_context", "left_out", "skipped", "unindexed")},
+        items=[_brief(i) for i in shown], trace_context=cut.first("trace_context", report.trace_context),
+        left_out=cut.first("left_out", report.left_out), skipped=cut.first("skipped", report.skipped),
+        unindexed=cut.first("unindexed", report.unindexed), truncated=report.truncated,
+        unavailable=report.unavailable, related_skills=cut.related(getattr(report, "related_skills", None)),
+        omitted=cut.omitted(),
+    )
