@@ -81,6 +81,13 @@ def hop_ids(hop: Hop) -> dict[str, str]:
     return ids
 
 
+def hop_ids_text(hop: Hop, shown: str) -> str:
+    """`` (ids: key=value, ...)`` for the hop's ids not already in ``shown`` ('' when all are)."""
+    extra = [f"{key}={value}" for key, value in hop_ids(hop).items()
+             if key not in ("service", "table") and value not in shown]
+    return f" (ids: {', '.join(extra)})" if extra else ""
+
+
 def _leaves_out(hop: Hop) -> int:
     """1 when the full hop has data the brief drops (row, BullMQ state, entry, delivery, key)."""
     return int(any(x is not None for x in (hop.row, hop.bull, hop.entry, hop.delivery, hop.redis_key)))

@@ -7,12 +7,11 @@ lists, pending summaries and the figures of each rule are left out (``detail="fu
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import BaseModel, Field
 
 from server.detail import Cutter, SummaryBase
 from server.redis_routing import RedisSource
+from tools.streams.anomalies import evidence_ids
 from tools.streams.inspect_models import DlqInfo, StreamReport
 
 
@@ -49,24 +48,6 @@ class StreamSummary(SummaryBase):
     redis_source: RedisSource | None = None
 
 
-def evidence_ids(evidence: Any) -> list[str]:
-    """Every id-like value of an anomaly's evidence (keys ``*id``, ``*ids``, ``dlq``), in order, once."""
-    out: list[str] = []
-
-    def walk(value: Any, key: str = "") -> None:
-        if isinstance(value, dict):
-            for k, v in value.items():
-                walk(v, k)
-        elif isinstance(value, list):
-            for v in value:
-                walk(v, key)
-        elif isinstance(value, str) and (key.endswith(("id", "ids")) or key == "dlq") and value not in out:
-            out.append(value)
-
-    walk(evidence)
-    return out
-
-
 def summarise_stream(report: StreamReport, items: int) -> StreamSummary:
     cut = Cutter(items)
     groups = []
@@ -81,6 +62,8 @@ def summarise_stream(report: StreamReport, items: int) -> StreamSummary:
                      next_step=a.next_step, ids=cut.first("anomaly_ids", evidence_ids(a.evidence)))
         for a in cut.first("anomalies", report.anomalies)
     ]
+    cut.drop("group_details", len(groups))  # consumer lists, pending summaries, entries read
+    cut.drop("anomaly_evidence", sum(bool(a.evidence) for a in report.anomalies[: len(anomalies)]))
     return StreamSummary(
         stream=report.stream, length=report.length, first_id=report.first_id, last_id=report.last_id,
         groups=groups, dlq=report.dlq, anomalies=anomalies, redis_source=report.redis_source,

@@ -13,7 +13,7 @@ from tools.outbox.mcp_tools import catalog_of
 from tools.trace_request.inputs import MAX_SINCE_S
 from tools.trace_request.model import RequestReport
 from tools.trace_request.service import trace_request as trace_request_lib
-from tools.trace_request.summary import RequestSummary, summarise_request
+from tools.trace_request.summary import RequestSummary, request_text, summarise_request
 
 if TYPE_CHECKING:
     from tools.mesh_index.service import IndexService
@@ -74,6 +74,6 @@ def register(server: MCPServer, runtime: Runtime) -> None:
             index=index_of(runtime),
         )
         shown = shaped(report, detail, summarise_request, runtime.settings.limits.summary_items)
-        return tool_result(shown, report.summary_text())
+        return tool_result(shown, request_text(report))
 
     with_summary(server, "trace_request", RequestSummary)

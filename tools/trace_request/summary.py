@@ -58,6 +58,22 @@ def _brief(item: RequestItem) -> ItemBrief:
                      heuristic=item.heuristic, broken=item.broken, verdict=item.verdict, ids=ids)
 
 
+def request_text(report: RequestReport) -> str:
+    """The report's text, then the ids each item's hops carry that the text does not show yet."""
+    text = report.summary_text()
+    extra = []
+    for item in report.items:
+        ids: list[str] = []
+        for hop in item.hops:
+            for key, value in hop_ids(hop).items():
+                shown = f"{key}={value}"
+                if key not in ("service", "table") and value not in text and shown not in ids:
+                    ids.append(shown)
+        if ids:
+            extra.append(f"  ids of {item.key}: {', '.join(ids)}")
+    return "\n".join([text, *extra])
+
+
 def summarise_request(report: RequestReport, items: int) -> RequestSummary:
     cut = Cutter(items)
     ordered = sorted(report.items, key=lambda i: not i.broken)
