@@ -51,6 +51,7 @@ REGISTRARS: tuple[str, ...] = (
     "tools.flow_map.mcp_tools",
     "tools.lint.mcp_tools",
     "tools.trace_request.mcp_tools",
+    "resources.completions",
 )
 """Modules exposing ``register(server, runtime)``, in listing order."""
 
