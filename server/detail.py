@@ -25,8 +25,7 @@ from tools.skills.model import RelatedSkill
 Detail = Literal["summary", "full"]
 
 DetailArg = Annotated[Detail, Field(
-    description="summary: verdict, next step, ids for the next call, counts, first items (what was cut is "
-    "counted in `omitted`); full: every item and field")]
+    description="summary: verdict, next step, ids, counts, first items (cuts counted in `omitted`); full: all")]
 """The ``detail`` parameter of the large tools (default ``"summary"``)."""
 
 FULL_HINT = 'call again with detail="full" for every item'

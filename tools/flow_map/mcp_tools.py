@@ -17,8 +17,8 @@ from mcp.server.mcpserver.exceptions import ResourceError
 from mcp.types import Annotations, CallToolResult
 from pydantic import Field
 
-from server.errors import MeshError
 from server.detail import DetailArg, shaped, with_summary
+from server.errors import MeshError
 from server.runtime import Runtime
 from server.toolkit import READ_ONLY_REMOTE, mesh_tool, tool_result
 from tools.flow_map.model import FlowMap
@@ -66,17 +66,11 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         detail: DetailArg = "summary",
     ) -> Annotated[CallToolResult, FlowMap]:
         """The flow of a job, event, websocket message, queue or stream as a Mermaid flowchart.
-
-        `mermaid` holds the picture (paste it in a ```mermaid block: GitHub, VS Code, JetBrains and
-        Claude Desktop render it); `nodes` and `edges` hold the same graph as data, each node with
-        its stable id, kind, file:line and `trouble`. Producers (service and class), queues and
-        streams, workers and handlers, post-processors with their consumer group, SQL triggers,
-        outcome events, websocket messages. Solid edges are exact, dashed ones heuristic. Trouble
-        is drawn red with a legend: a type nobody produces or consumes (dead end), a handler no
-        worker routes, a queue no worker reads, a consumer whose filter matches nothing on its
-        stream. Big fan-out is folded ('+12 more producers'; `folded` lists what). With
-        live=true each hop shows its counts and is coloured by the trace verdict codes; what
-        could not be read is grey and named in `unavailable`.
+        The picture is in the text (a ```mermaid block) and, with detail="full", in `mermaid` with `nodes` and
+        `edges` as data. Producers, queues and streams, workers and handlers, post-processors and their groups, SQL
+        triggers, outcome events; trouble drawn red (dead end, handler not routed, queue without worker, filter
+        matching nothing); big fan-out folded. live=true reads each hop once and colours it by the trace verdict
+        codes; what could not be read is named in `unavailable`.
         """
         service = get_index_service(runtime)
         await refresh_with_progress(service, ctx)

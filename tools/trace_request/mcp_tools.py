@@ -58,15 +58,10 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         detail: DetailArg = "summary",
     ) -> Annotated[CallToolResult, RequestReport]:
         """Follow one request across every service: give exactly one of correlation_id, trace_id, entity_id, start.
-
-        Finds the request's rows in every service database (events by correlation_id, jobs and events by the trace
-        id of their traceparent / traceId, or a payload search), then expands through the correlation and trace
-        ids found. Each item is traced like trace_job / trace_event (job_audit, outcome events, stream entries,
-        per-group delivery). verdict = first broken link of the whole tree (trace verdict codes);
-        `inconclusive` with `unavailable` when a service could not be searched; `trace_context` lists
-        trace_context_broken rows; `skipped` / `unindexed` say which lookups lacked a column or an index;
-        `ws_messages`: the websocket messages the final consumers send, from the static index (evidence
-        static, never seen at run time; needs a workspace, else `ws_note` says why); `mermaid` draws the tree.
+        Finds its rows in every service database, expands through the correlation and trace ids found, and traces
+        each item like trace_job / trace_event. verdict = the first broken link of the tree; `inconclusive` with
+        `unavailable` when a service could not be searched; `trace_context` lists broken trace contexts;
+        `ws_messages` the websocket messages the final consumers send (static evidence, from the index).
         """
         report = await trace_request_lib(
             runtime.connections, runtime.settings, catalog_of(runtime), correlation_id=correlation_id,
