@@ -26,7 +26,7 @@ async def test_flow_map_tool_and_resource_in_process(make_settings, workspace: P
     async with in_process_client(make_settings(workspace=str(workspace))) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
         tool = tools["flow_map"]
-        assert set(tool.input_schema["properties"]) == {"target", "depth", "live", "direction"}
+        assert set(tool.input_schema["properties"]) == {"target", "depth", "live", "direction", "detail"}
         assert tool.input_schema["required"] == ["target"]
         assert tool.annotations.read_only_hint is True and tool.annotations.destructive_hint is False
         result = await client.call_tool("flow_map", {"detail": "full", "target": "FALLBACK_CREATE_EVENT", "depth": 2})
