@@ -3,8 +3,9 @@
 - ``detail="summary"`` (the default) of each large tool stays within 4 KB of structured JSON,
   keeps the verdict, next step and ids, and says what it left out; ``detail="full"`` is the
   whole result (the full model, validated by the client against the advertised schema).
-- The text content of every tool carries every id, verdict code and next step its structured
-  content has (clients that pass only the text lose nothing).
+- The text content of every tool (apply_remediation as a dry run of an approved plan) carries
+  every id, verdict code and next step its structured content has (clients that pass only the
+  text lose nothing).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from server.app import build_server
 from server.demo import DemoRun
 from server.demo_calls import DETAIL_TOOLS, detail_calls, every_tool_calls
 from tests.demo.agent_view import must_show, text_of
+from tests.remediation.conftest import approve
 
 SUMMARY_MAX_BYTES = 4096
 
@@ -84,6 +86,13 @@ async def test_the_text_carries_every_id_verdict_and_next_step(demo_run: DemoRun
         listed = {t.name for t in (await client.list_tools()).tools}
         calls = every_tool_calls(demo_run.scenario)
         assert listed - {name for name, _ in calls} == {"apply_remediation"}
+        # apply_remediation too, as a dry run of a plan a human approved (the approval screen's code path)
+        plan = await client.call_tool("propose_remediation", {"symptom": "claim_dead_consumer",
+                                                              "stream": demo_run.scenario.stream,
+                                                              "group": demo_run.scenario.group})
+        plan_id = plan.structured_content["plan_id"]
+        token = approve(demo_run.settings, plan_id)
+        calls.append(("apply_remediation", {"plan_id": plan_id, "approval_token": token, "dry_run": True}))
         for name, args in calls:
             result = await client.call_tool(name, args)
             text = text_of(result)
