@@ -35,7 +35,8 @@ async def test_analyze_impact_structured_result_and_progress(settings):
         progress.append((value, total))
 
     async with in_process_client(settings) as client:
-        result = await client.call_tool("analyze_impact", {"detail": "full", "target": "FALLBACK_CREATE_EVENT", "depth": 2},
+        result = await client.call_tool("analyze_impact",
+            {"detail": "full", "target": "FALLBACK_CREATE_EVENT", "depth": 2},
                                         progress_callback=on_progress)
         assert not result.is_error
         data = result.structured_content
@@ -87,7 +88,8 @@ async def test_no_workspace_is_a_clear_error(make_settings):
 async def test_analyze_impact_over_stdio(mesh_config, workspace: Path, tmp_path: Path):
     config = mesh_config({"workspace": str(workspace), "state_dir": str(tmp_path / "state")})
     async with stdio_client(config) as client:
-        result = await client.call_tool("analyze_impact", {"detail": "full", "target": "JobMessagingType.GEOCODE_EVENT"})
+        result = await client.call_tool("analyze_impact",
+            {"detail": "full", "target": "JobMessagingType.GEOCODE_EVENT"})
         assert not result.is_error
         data = result.structured_content
         assert [(m["kind"], m["value"]) for m in data["matches"]] == [("job", "events.geocode_event")]

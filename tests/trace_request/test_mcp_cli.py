@@ -21,8 +21,8 @@ async def test_in_process_session(dbs, redis_client, saga_settings) -> None:
     async with in_process_client(saga_settings()) as client:
         tool = {t.name: t for t in (await client.list_tools()).tools}["trace_request"]
         result = await client.call_tool("trace_request", {"detail": "full", "correlation_id": s.correlation})
-        two = await client.call_tool("trace_request", {"detail": "full", "correlation_id": s.correlation, "trace_id": s.trace})
-        unknown = await client.call_tool("trace_request", {"detail": "full", "trace_id": s.trace, "services": ["nope"]})
+        two = await client.call_tool("trace_request", {"correlation_id": s.correlation, "trace_id": s.trace})
+        unknown = await client.call_tool("trace_request", {"trace_id": s.trace, "services": ["nope"]})
     assert tool.annotations.read_only_hint is True and tool.output_schema is not None
     assert not result.is_error
     data = result.structured_content

@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 from server.detail import Cutter, SummaryBase
 from tools.outbox.model import ServiceProblem, Verdict
 from tools.outbox.summary import hop_ids
-from tools.trace_request.model import ContextFinding, LookupNote, RequestItem, RequestReport
+from tools.trace_request.model import ContextFinding, LookupNote, RequestItem, RequestReport, WsMessage
 
 
 class ItemBrief(BaseModel):
@@ -38,7 +38,8 @@ class RequestSummary(SummaryBase):
     searched_services: list[str]
     verdict: Verdict
     inconclusive: bool
-    counts: dict[str, int] = Field(description="items, trace_context, left_out, skipped, unindexed in full")
+    counts: dict[str, int] = Field(
+        description="lengths of items, trace_context, left_out, skipped, unindexed, ws_messages")
     items: list[ItemBrief] = Field(description="broken items first, then the others in tree order")
     trace_context: list[ContextFinding] = Field(default_factory=list)
     left_out: list[str] = Field(default_factory=list)
@@ -46,6 +47,9 @@ class RequestSummary(SummaryBase):
     unindexed: list[LookupNote] = Field(default_factory=list)
     truncated: bool = False
     unavailable: list[ServiceProblem] = Field(default_factory=list)
+    ws_messages: list[WsMessage] = Field(default_factory=list, description="websocket messages the final "
+                                         "consumers send (static evidence; first ones)")
+    ws_note: str | None = None
 
 
 def _brief(item: RequestItem) -> ItemBrief:
@@ -85,10 +89,12 @@ def summarise_request(report: RequestReport, items: int) -> RequestSummary:
         way=report.way, value=report.value, searched_services=report.searched_services, verdict=report.verdict,
         inconclusive=report.inconclusive,
         counts={name: len(getattr(report, name))
-                for name in ("items", "trace_context", "left_out", "skipped", "unindexed")},
+                for name in ("items", "trace_context", "left_out", "skipped", "unindexed", "ws_messages")},
         items=[_brief(i) for i in shown], trace_context=cut.first("trace_context", report.trace_context),
         left_out=cut.first("left_out", report.left_out), skipped=cut.first("skipped", report.skipped),
         unindexed=cut.first("unindexed", report.unindexed), truncated=report.truncated,
-        unavailable=report.unavailable, related_skills=cut.related(getattr(report, "related_skills", None)),
+        unavailable=report.unavailable,
+        ws_messages=cut.first("ws_messages", report.ws_messages),
+        ws_note=report.ws_note, related_skills=cut.related(getattr(report, "related_skills", None)),
         omitted=cut.omitted(),
     )
