@@ -43,25 +43,25 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         ] = None,
         entity_id: Annotated[
             str | None, Field(min_length=1, max_length=200,
-                              description="a business id inside payloads (heuristic search in the time window)")
+                              description="a business id inside payloads (heuristic search)")
         ] = None,
         start: Annotated[
             str | None, Field(min_length=1, max_length=300, description="SERVICE:TABLE:ID of any outbox row")
         ] = None,
         since_s: Annotated[
-            float, Field(gt=0, le=MAX_SINCE_S, description="time window of the entity_id payload search (s)")
+            float, Field(gt=0, le=MAX_SINCE_S, description="window of the entity_id search (s)")
         ] = 86400,
         services: Annotated[
             list[str] | None, Field(min_length=1, max_length=50,
-                                    description="services to search (default: every configured service)")
+                                    description="services to search (default: all)")
         ] = None,
         detail: DetailArg = "summary",
     ) -> Annotated[CallToolResult, RequestReport]:
         """Follow one request across every service: give exactly one of correlation_id, trace_id, entity_id, start.
         Finds its rows in every service database, expands through the correlation and trace ids found, and traces
-        each item like trace_job / trace_event. verdict = the first broken link of the tree; `inconclusive` with
-        `unavailable` when a service could not be searched; `trace_context` lists broken trace contexts;
-        `ws_messages` the websocket messages the final consumers send (static evidence, from the index).
+        each item like trace_job / trace_event. verdict = the tree's first broken link; `inconclusive` with
+        `unavailable`: a service could not be searched; `trace_context`: broken trace contexts; `ws_messages`:
+        websocket messages sent at the end (static).
         """
         report = await trace_request_lib(
             runtime.connections, runtime.settings, catalog_of(runtime), correlation_id=correlation_id,
