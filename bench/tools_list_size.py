@@ -22,7 +22,12 @@ def _size(value: object) -> int:
     return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
 
 
-async def measure(remediation: bool) -> None:
+INPUT_SIDE_GOAL = 20_000
+"""Bytes of names, titles, descriptions and input schemas of the default (read-only) listing."""
+
+
+async def sizes(remediation: bool) -> list[tuple[str, int, int]]:
+    """(tool, input side bytes, output schema bytes) of each tool, as a client receives them."""
     settings = load_settings(environ={}, overrides={"enable_remediation": remediation})
     async with Client(build_server(settings), cache=None) as client:
         tools = (await client.list_tools()).tools
@@ -31,10 +36,16 @@ async def measure(remediation: bool) -> None:
         described = _size(tool.name) + _size(tool.title or "") + _size(tool.description or "")
         input_side = described + _size(tool.input_schema)
         rows.append((tool.name, input_side, _size(tool.output_schema or {})))
+    return rows
+
+
+async def measure(remediation: bool) -> None:
+    rows = await sizes(remediation)
     print(f"{'tool':<22} {'input side':>10} {'output schema':>14}")
     for name, inp, out in sorted(rows, key=lambda r: -r[1]):
         print(f"{name:<22} {inp:>10} {out:>14}")
     print(f"{'total':<22} {sum(r[1] for r in rows):>10} {sum(r[2] for r in rows):>14}  ({len(rows)} tools)")
+    print(f"goal: input side < {INPUT_SIDE_GOAL} bytes (read-only listing)")
 
 
 def main() -> None:

@@ -25,6 +25,7 @@ from server.config import Settings
 from server.redaction import redact_settings
 from server.runtime import Runtime
 from server.strict_args import harden_tools
+from server.tool_listing import compact_listing
 from server.tool_titles import apply_titles
 from server.toolkit import READ_ONLY_LOCAL, mesh_tool, tool_result
 from server.trust import gate_status
@@ -51,6 +52,7 @@ REGISTRARS: tuple[str, ...] = (
     "tools.flow_map.mcp_tools",
     "tools.lint.mcp_tools",
     "tools.trace_request.mcp_tools",
+    "resources.completions",
 )
 """Modules exposing ``register(server, runtime)``, in listing order."""
 
@@ -159,4 +161,5 @@ def build_server(
         module.register(server, runtime)
     harden_tools(server)
     apply_titles(server)
+    compact_listing(server)
     return server

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from server import __version__
-from server.cli_support import add_common_flags, fail, setup_logging
+from server.cli_support import add_common_flags, add_detail_flag, fail, setup_logging
 from server.errors import MeshError
 from tools.lint.cli_parser import add_parser as add_lint_parser
 
@@ -98,6 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--depth", type=_depth, default=1, help="follow-up levels to follow, 0 to 5 (default 1)")
     p.add_argument("--include-tests", action="store_true",
                    help="also list producers and consumers that exist only in tests")
+    add_detail_flag(p)
 
     p = sub.add_parser("catalogue", help="every job/event/queue/stream with producer and consumer counts")
     add_common_flags(p)

@@ -48,6 +48,14 @@ def add_common_flags(parser: argparse.ArgumentParser, *, json_flag: bool = True)
         parser.add_argument("--json", action="store_true", help="print JSON for machines")
 
 
+def add_detail_flag(parser: argparse.ArgumentParser) -> None:
+    """``--detail summary|full`` of the commands whose MCP tool takes ``detail`` (it shapes ``--json``)."""
+    parser.add_argument(
+        "--detail", choices=["summary", "full"], default="full",
+        help="with --json: full (default) prints the whole result; summary the compact shape MCP tools return "
+        "by default (verdict, next step, ids, counts, first items, what was omitted)")
+
+
 def print_json(value: Any) -> None:
     from pydantic import BaseModel
 

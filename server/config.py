@@ -145,6 +145,10 @@ class Limits(_Strict):
         default=True,
         description="mesh-mcp serve loads the static index and checks the workspace in the background at start-up",
     )
+    summary_items: int = Field(
+        default=5, ge=1, le=1000,
+        description='items of each list a detail="summary" result keeps (the rest are counted in omitted)',
+    )
 
 
 class ApprovalSettings(_Strict):

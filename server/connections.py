@@ -6,8 +6,9 @@ row cap, parameters always bound. A database or Redis that cannot be reached rai
 :class:`~server.errors.ServiceUnavailable` naming it; other services keep answering.
 
 A small hand-rolled pool is used instead of ``psycopg_pool`` because the latter hides
-the connection error behind a generic pool timeout, and the first thing a user needs
-when a database is down is the reason.
+the connection error behind a generic pool timeout (after the whole wait), and the first
+thing a user needs when a database is down is the reason (measured: docs/configuration.md,
+"Why mesh-mcp keeps its own small connection pool").
 
 ``statement_timeout`` is enforced by the server, so it cannot help when the peer stops
 answering (a frozen network, a failover): every read therefore also has a client-side

@@ -302,7 +302,7 @@ async def diagnose(settings: Settings, scn: Scenario, services: dict[str, str]) 
             plan = None
             if proposal is not None:
                 args = {k: v for k, v in proposal.items() if v is not None}
-                call = await caller.call("propose_remediation", args)
+                call = await caller.call("propose_remediation", {**args, "detail": "full"})  # the commands
                 plan = PlanSummary(symptom=proposal["symptom"], arguments=args)
                 if call.ok and isinstance(call.structured, dict):
                     plan.plan_id = call.structured.get("plan_id")

@@ -26,16 +26,16 @@ async def test_flow_map_tool_and_resource_in_process(make_settings, workspace: P
     async with in_process_client(make_settings(workspace=str(workspace))) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
         tool = tools["flow_map"]
-        assert set(tool.input_schema["properties"]) == {"target", "depth", "live", "direction"}
+        assert set(tool.input_schema["properties"]) == {"target", "depth", "live", "direction", "detail"}
         assert tool.input_schema["required"] == ["target"]
         assert tool.annotations.read_only_hint is True and tool.annotations.destructive_hint is False
-        result = await client.call_tool("flow_map", {"target": "FALLBACK_CREATE_EVENT", "depth": 2})
+        result = await client.call_tool("flow_map", {"detail": "full", "target": "FALLBACK_CREATE_EVENT", "depth": 2})
         bad = [
-            await client.call_tool("flow_map", {"target": "GEOCODE_EVENT", "colour": "red"}),
-            await client.call_tool("flow_map", {"target": "GEOCODE_EVENT", "depth": 9}),
-            await client.call_tool("flow_map", {"target": "GEOCODE_EVENT", "direction": "UP"}),
-            await client.call_tool("flow_map", {"target": "GEOCODE_EVENTS"}),
-            await client.call_tool("flow_map", {}),
+            await client.call_tool("flow_map", {"detail": "full", "target": "GEOCODE_EVENT", "colour": "red"}),
+            await client.call_tool("flow_map", {"detail": "full", "target": "GEOCODE_EVENT", "depth": 9}),
+            await client.call_tool("flow_map", {"detail": "full", "target": "GEOCODE_EVENT", "direction": "UP"}),
+            await client.call_tool("flow_map", {"detail": "full", "target": "GEOCODE_EVENTS"}),
+            await client.call_tool("flow_map", {"detail": "full"}),
         ]
         templates = (await client.list_resource_templates()).resource_templates
         resource = await client.read_resource("mesh://flow/FALLBACK_CREATE_EVENT")
@@ -85,9 +85,9 @@ async def test_trace_results_carry_a_picture_with_the_verdict_hop_marked(make_se
         sim.consumer_dead_letter(r, stream, "pp-social", entry, "ValidationError: missing userId")
     settings = make_settings(workspace=str(workspace), services={"user": {"postgres": url}}, redis={"url": redis_url})
     async with in_process_client(settings) as client:
-        results = [await client.call_tool("trace_job", {"job_id": failed}),
-                   await client.call_tool("trace_job", {"job_id": waiting}),
-                   await client.call_tool("trace_event", {"event_id": event_id})]
+        results = [await client.call_tool("trace_job", {"detail": "full", "job_id": failed}),
+                   await client.call_tool("trace_job", {"detail": "full", "job_id": waiting}),
+                   await client.call_tool("trace_event", {"detail": "full", "event_id": event_id})]
     texts = [res.structured_content["mermaid"] for res in results]
     parsed = parse_ok(texts)
     for res, picture in zip(results, parsed, strict=True):
@@ -109,7 +109,7 @@ async def test_trace_results_carry_a_picture_with_the_verdict_hop_marked(make_se
 async def test_flow_map_over_stdio(mesh_config, workspace: Path) -> None:
     config = mesh_config({"workspace": str(workspace)})
     async with stdio_client(config) as client:
-        result = await client.call_tool("flow_map", {"target": "EVENT_ARCHIVED", "direction": "TB"})
+        result = await client.call_tool("flow_map", {"detail": "full", "target": "EVENT_ARCHIVED", "direction": "TB"})
         resource = await client.read_resource("mesh://flow/EVENT_ARCHIVED")
     assert not result.is_error
     data = result.structured_content

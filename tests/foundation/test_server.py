@@ -120,8 +120,8 @@ def test_http_path_is_mcp(http_server: str) -> None:
 
 async def test_invalid_arguments_read_as_sentences(make_settings: Callable[..., object]) -> None:
     async with in_process_client(make_settings()) as client:
-        result = await client.call_tool("analyze_impact", {"target": "X", "depth": 99})
-        missing = await client.call_tool("analyze_impact", {})
+        result = await client.call_tool("analyze_impact", {"detail": "full", "target": "X", "depth": 99})
+        missing = await client.call_tool("analyze_impact", {"detail": "full"})
     assert result.is_error and missing.is_error
     text = result.content[0].text
     assert "invalid arguments for analyze_impact: 'depth'" in text and "(got 99)" in text

@@ -101,3 +101,53 @@ async def test_advertised_integer_bounds_are_the_enforced_ones(
                     checked.append(f"{tool.name}.{name}.{bound}")
         assert any(c.startswith("list_pending.count.maximum") for c in checked), checked
         assert any(c.startswith("dlq_list.count.maximum") for c in checked), checked
+
+
+def _edges(prop: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    """(bound, a value at the bound the schema accepts, the value one past it) for one parameter."""
+    out: list[tuple[str, Any, Any]] = []
+    for option in prop.get("anyOf", [prop]):
+        kind = option.get("type")
+        if kind == "number":
+            for bound, past in (("maximum", 1), ("minimum", -1)):
+                if bound in option:
+                    out.append((bound, option[bound], option[bound] + past))
+            if "exclusiveMinimum" in option:  # just inside is accepted, the bound itself is not
+                out.append(("exclusiveMinimum", option["exclusiveMinimum"] + 0.5, option["exclusiveMinimum"]))
+            if "exclusiveMaximum" in option:
+                out.append(("exclusiveMaximum", option["exclusiveMaximum"] - 0.5, option["exclusiveMaximum"]))
+        elif kind == "string" and "enum" not in option:
+            if "maxLength" in option:
+                out.append(("maxLength", "x" * option["maxLength"], "x" * (option["maxLength"] + 1)))
+            if option.get("minLength", 0) >= 1:
+                out.append(("minLength", "x" * option["minLength"], "x" * (option["minLength"] - 1)))
+        elif kind == "array":
+            item = _minimal_arguments({"required": ["v"], "properties": {"v": option.get("items", {})}})["v"]
+            if "maxItems" in option:
+                out.append(("maxItems", [item] * option["maxItems"], [item] * (option["maxItems"] + 1)))
+            if option.get("minItems", 0) >= 1:
+                out.append(("minItems", [item] * option["minItems"], [item] * (option["minItems"] - 1)))
+    return out
+
+
+async def test_advertised_number_length_and_size_bounds_are_the_enforced_ones(
+    make_settings: Callable[..., Any], redis_url: str
+) -> None:
+    """Floats, string lengths and list sizes of every tool: accepted at the advertised bound, refused one past."""
+    async with in_process_client(make_settings(redis={"url": redis_url}, enable_remediation=True)) as client:
+        checked = []
+        for tool in (await client.list_tools()).tools:
+            base = _minimal_arguments(tool.input_schema)
+            for name, prop in tool.input_schema.get("properties", {}).items():
+                for bound, at_value, past_value in _edges(prop):
+                    at = await client.call_tool(tool.name, {**base, name: at_value})
+                    text = at.content[0].text if at.content else ""
+                    assert "invalid arguments" not in text, (tool.name, name, bound, text[:300])
+                    beyond = await client.call_tool(tool.name, {**base, name: past_value})
+                    assert beyond.is_error and "invalid arguments" in beyond.content[0].text, (tool.name, name, bound)
+                    assert f"'{name}" in beyond.content[0].text, (tool.name, name, beyond.content[0].text[:300])
+                    checked.append(f"{tool.name}.{name}.{bound}")
+        for expected in ("trace_request.since_s.exclusiveMinimum", "trace_request.services.maxItems",
+                         "query_outbox.older_than_s.maximum", "trace_job.job_id.maxLength",
+                         "propose_remediation.ids.maxItems", "inspect_stream.stream.minLength"):
+            assert expected in checked, checked

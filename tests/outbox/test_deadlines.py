@@ -96,7 +96,8 @@ async def test_frozen_database_is_a_tool_error_through_mcp(
         assert not ok.is_error
         pg_proxy.freeze()
         started = time.monotonic()
-        result = await client.call_tool("trace_job", {"job_id": sim.insert_job(db), "service": "user"})
+        result = await client.call_tool("trace_job",
+            {"detail": "full", "job_id": sim.insert_job(db), "service": "user"})
         assert time.monotonic() - started < DEADLINE_S + 1.5 + 1  # + connect timeout of a fresh connection
         assert result.is_error
         assert "PostgreSQL of service 'user' is unavailable" in result.content[0].text

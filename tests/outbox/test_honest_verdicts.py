@@ -61,7 +61,7 @@ async def test_job_audit_rows_show_the_job_id_to_trace(db, r, outbox_settings) -
     assert audit_id != job_id
     async with in_process_client(outbox_settings()) as client:
         result = await client.call_tool("query_outbox", {"table": "job_audit", "service": "user"})
-        by_audit_id = await client.call_tool("trace_job", {"job_id": audit_id, "service": "user"})
+        by_audit_id = await client.call_tool("trace_job", {"detail": "full", "job_id": audit_id, "service": "user"})
     text = result.content[0].text
     assert f"job_id={job_id} (trace_job id; audit row {audit_id})" in text
     (row,) = result.structured_content["rows"]

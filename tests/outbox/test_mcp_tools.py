@@ -37,8 +37,8 @@ async def test_in_process_diagnosis_round(db, r, outbox_settings) -> None:
     async with in_process_client(outbox_settings()) as client:
         health = await client.call_tool("outbox_health", {})
         rows = await client.call_tool("query_outbox", {"table": "jobs_outbox", "status": "COMPLETED"})
-        job = await client.call_tool("trace_job", {"job_id": job_id})
-        event = await client.call_tool("trace_event", {"event_id": event_id, "service": "user"})
+        job = await client.call_tool("trace_job", {"detail": "full", "job_id": job_id})
+        event = await client.call_tool("trace_event", {"detail": "full", "event_id": event_id, "service": "user"})
     assert not health.is_error and health.structured_content["services"][0]["service"] == "user"
     assert "outbox health" in health.content[0].text
     assert rows.structured_content["rows"][0]["id"] == job_id
@@ -56,7 +56,7 @@ async def test_errors_are_tool_errors_with_a_clear_message(db, r, outbox_db, out
         bad_limit = await client.call_tool("query_outbox", {"table": "jobs_outbox", "limit": 100_000})
         bad_table = await client.call_tool("query_outbox", {"table": "users; DROP TABLE jobs_outbox"})
         bad_status = await client.call_tool("query_outbox", {"table": "jobs_outbox", "status": "DONE"})
-        unknown = await client.call_tool("trace_job", {"job_id": "x", "service": "nope"})
+        unknown = await client.call_tool("trace_job", {"detail": "full", "job_id": "x", "service": "nope"})
         down = await client.call_tool("query_outbox", {"table": "jobs_outbox", "service": "ranking"})
         partial = await client.call_tool("outbox_health", {})
     assert bad_limit.is_error and "limit" in bad_limit.content[0].text
@@ -79,7 +79,7 @@ async def test_stdio_subprocess(db, r, outbox_db, redis_url, mesh_config, down_d
                           "redis": {"url": redis_url}})
     async with stdio_client(config) as client:
         names = {t.name for t in (await client.list_tools()).tools}
-        job = await client.call_tool("trace_job", {"job_id": job_id})
+        job = await client.call_tool("trace_job", {"detail": "full", "job_id": job_id})
         rows = await client.call_tool("query_outbox", {"table": "job_audit", "status": "FAILED"})
     assert set(TOOLS) <= names
     assert job.structured_content["verdict"]["code"] == "handler_failed"

@@ -135,7 +135,7 @@ async def test_worker_killed_mid_job_is_stalled(db, r, bull, outbox_settings) ->
         time.sleep(0.1)
     assert r.lpos(f"bull:{QUEUE}:active", job_id) is not None  # still active, as BullMQ leaves it
     async with in_process_client(outbox_settings()) as client:
-        traced = await client.call_tool("trace_job", {"job_id": job_id, "service": "user"})
+        traced = await client.call_tool("trace_job", {"detail": "full", "job_id": job_id, "service": "user"})
         queue = await client.call_tool("inspect_queue", {"queue": QUEUE})
     verdict = traced.structured_content["verdict"]
     assert (verdict["code"], verdict["severity"]) == ("stalled", "error"), verdict
@@ -152,7 +152,7 @@ async def test_worker_killed_mid_job_is_stalled(db, r, bull, outbox_settings) ->
     idle = bull.start("idle")
     bull.wait_for(idle, "READY")
     async with in_process_client(outbox_settings()) as client:
-        again = await client.call_tool("trace_job", {"job_id": job_id, "service": "user"})
+        again = await client.call_tool("trace_job", {"detail": "full", "job_id": job_id, "service": "user"})
     assert again.structured_content["verdict"]["code"] == "stalled"
     assert "worker connection(s) of queue 'user-queue' are live" in again.structured_content["verdict"]["sentence"]
 
@@ -162,7 +162,7 @@ async def test_job_delayed_an_hour_ahead_is_scheduled(db, r, bull, outbox_settin
     outbox_job(db, job_id, pushed_ago_s=600, scheduled_in_s=3600)  # no worker took it: no job_audit row
     bull.add(job_id, "users.send_welcome_email", {"userId": 2}, delay=3600_000)
     async with in_process_client(outbox_settings()) as client:
-        traced = await client.call_tool("trace_job", {"job_id": job_id, "service": "user"})
+        traced = await client.call_tool("trace_job", {"detail": "full", "job_id": job_id, "service": "user"})
         queue = await client.call_tool("inspect_queue", {"queue": QUEUE})
     verdict = traced.structured_content["verdict"]
     assert (verdict["code"], verdict["severity"]) == ("scheduled", "info"), verdict
@@ -180,7 +180,7 @@ async def test_delayed_job_past_due_with_no_worker_is_a_problem(db, r, bull, out
     bull.add(job_id, "users.send_welcome_email", {"userId": 3}, delay=1500)
     time.sleep(2.0)  # due now; nobody promotes it (no worker)
     async with in_process_client(outbox_settings(limits={"delayed_overdue_ms": 0})) as client:
-        traced = await client.call_tool("trace_job", {"job_id": job_id, "service": "user"})
+        traced = await client.call_tool("trace_job", {"detail": "full", "job_id": job_id, "service": "user"})
         queue = await client.call_tool("inspect_queue", {"queue": QUEUE})
     assert traced.structured_content["verdict"]["code"] == "pushed_not_consumed"
     assert "no worker promoted it" in traced.structured_content["verdict"]["sentence"]
@@ -196,7 +196,7 @@ async def test_running_second_attempt_shows_attempts_made(db, r, bull, outbox_se
     assert bull.wait_for(worker, "STARTED", timeout=30) == f"STARTED {job_id} 2"
     written = {k.decode(): v.decode() for k, v in r.hgetall(f"bull:{QUEUE}:{job_id}").items()}
     async with in_process_client(outbox_settings()) as client:
-        traced = await client.call_tool("trace_job", {"job_id": job_id, "service": "user"})
+        traced = await client.call_tool("trace_job", {"detail": "full", "job_id": job_id, "service": "user"})
     bull_hop = hop(traced, "bullmq_job")
     assert bull_hop["bull"]["attempts_made"] == int(written.get("atm") or written.get("attemptsMade")) == 1
     assert "attempts made 1" in bull_hop["detail"] and "lock held" in bull_hop["detail"]

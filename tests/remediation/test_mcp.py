@@ -42,8 +42,9 @@ async def test_annotations_in_remediation_mode(tmp_path: Path, redis_url: str) -
 async def test_full_story_in_process(settings, poison: Poison, outbox_db: str, redis_client) -> None:
     secret_file = Path(settings.approval.secret_file)
     async with in_process_client(settings) as client:
-        proposed = await client.call_tool("propose_remediation", {"symptom": "dlq_replay", "stream": STREAM,
-                                                                  "service": "event"})
+        proposed = await client.call_tool(
+            "propose_remediation", {"detail": "full", "symptom": "dlq_replay", "stream": STREAM, "service": "event"}
+        )
         assert not proposed.is_error, proposed.content[0].text
         plan = proposed.structured_content
         assert plan["steps"][0]["action"] == "export" and len(plan["plan_sha256"]) == 64
@@ -84,7 +85,8 @@ async def test_over_stdio(tmp_path: Path, mesh_config, outbox_db: str, redis_url
     settings = load_settings(config_file=config, environ={})
     poison = Poison(redis_client, outbox_db, settings)
     async with stdio_client(config, "--enable-remediation") as client:
-        proposed = await client.call_tool("propose_remediation", {"symptom": "dlq_replay", "stream": STREAM})
+        proposed = await client.call_tool("propose_remediation",
+            {"detail": "full", "symptom": "dlq_replay", "stream": STREAM})
         assert not proposed.is_error, proposed.content[0].text
         plan_id = proposed.structured_content["plan_id"]
         token = approve(settings, plan_id)  # the human, in another terminal, same --config

@@ -264,6 +264,24 @@ async def test_an_unreachable_database_is_named_without_its_password(make_settin
     assert "Zq" not in message and "x9k" not in message and "app:***@" in message
 
 
+async def test_a_refused_login_is_named_with_its_reason_at_once(make_settings, pg_admin_url: str) -> None:
+    """The reason (here a missing role) is in the error, well before the connect timeout: a pool that
+    hides it behind its own timeout (psycopg_pool: docs/configuration.md) would fail this."""
+    from server.errors import ServiceUnavailable
+
+    info = psycopg.conninfo.conninfo_to_dict(pg_admin_url)
+    info.update(user="mesh_no_such_role", dbname="postgres")
+    info.pop("password", None)
+    dsn = psycopg.conninfo.make_conninfo(**info)
+    settings = make_settings(services={SVC: {"postgres": dsn}}, limits={"connect_timeout_s": 5})
+    started = time.monotonic()
+    with pytest.raises(ServiceUnavailable) as raised:
+        await _read(settings, "SELECT 1")
+    assert time.monotonic() - started < 2.5
+    assert 'role "mesh_no_such_role" does not exist' in str(raised.value)
+    assert "PostgreSQL of service 'orders' is unavailable" in str(raised.value)
+
+
 async def test_unknown_and_unconfigured_services_are_refused(settings_for, make_settings) -> None:
     from server.errors import NotFound
 

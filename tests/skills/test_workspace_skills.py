@@ -219,7 +219,7 @@ async def test_check_skills_tool_over_mcp(workspace: Path, tmp_path: Path) -> No
 
 async def test_analyze_impact_and_verify_flow_return_related_skills(workspace: Path, tmp_path: Path) -> None:
     async with in_process_client(_settings(workspace, tmp_path)) as client:
-        impact = await client.call_tool("analyze_impact", {"target": "user.send_welcome"})
+        impact = await client.call_tool("analyze_impact", {"detail": "full", "target": "user.send_welcome"})
         assert not impact.is_error, impact.content[0].text
         related = {r["uri"]: r["why"] for r in impact.structured_content["related_skills"]}
         assert CLEAN in related and "user.send_welcome" in related[CLEAN]

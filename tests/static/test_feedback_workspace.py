@@ -207,7 +207,8 @@ def test_fallback_job_to_the_websocket_message_at_depth_4(fw: IndexService) -> N
 @pytest.mark.anyio
 async def test_the_chain_through_a_real_mcp_session(make_settings) -> None:
     async with in_process_client(make_settings(workspace=str(FIXTURE))) as client:
-        result = await client.call_tool("analyze_impact", {"target": "FALLBACK_PLACE_ORDER", "depth": 4})
+        result = await client.call_tool("analyze_impact",
+            {"detail": "full", "target": "FALLBACK_PLACE_ORDER", "depth": 4})
     assert not result.is_error
     data = result.structured_content
     ws = {(f["kind"], f["value"], f["site"]["kind"], f["site"]["symbol"]) for f in data["followups"] if f["depth"] == 3}

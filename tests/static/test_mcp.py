@@ -24,7 +24,7 @@ async def test_tools_are_listed_read_only(settings):
             True, False, True, False)
     schema = tools["analyze_impact"].input_schema
     assert schema["required"] == ["target"]
-    assert set(schema["properties"]) == {"target", "depth", "include_tests"}
+    assert set(schema["properties"]) == {"target", "depth", "include_tests", "detail"}
 
 
 @pytest.mark.anyio
@@ -35,7 +35,8 @@ async def test_analyze_impact_structured_result_and_progress(settings):
         progress.append((value, total))
 
     async with in_process_client(settings) as client:
-        result = await client.call_tool("analyze_impact", {"target": "FALLBACK_CREATE_EVENT", "depth": 2},
+        result = await client.call_tool("analyze_impact",
+            {"detail": "full", "target": "FALLBACK_CREATE_EVENT", "depth": 2},
                                         progress_callback=on_progress)
         assert not result.is_error
         data = result.structured_content
@@ -48,7 +49,7 @@ async def test_analyze_impact_structured_result_and_progress(settings):
         assert "FALLBACK_CREATE_EVENT: 3 match(es)" in result.content[0].text
         assert progress and progress[-1] == (66.0, 66.0)
 
-        again = await client.call_tool("analyze_impact", {"target": "GEOCODE_EVENTS"})
+        again = await client.call_tool("analyze_impact", {"detail": "full", "target": "GEOCODE_EVENTS"})
         assert not again.is_error
         assert again.structured_content["matches"] == []
         assert "GEOCODE_EVENT" in again.structured_content["suggestions"]
@@ -77,7 +78,7 @@ async def test_invalid_arguments_are_tool_errors(settings, args):
 @pytest.mark.anyio
 async def test_no_workspace_is_a_clear_error(make_settings):
     async with in_process_client(make_settings()) as client:
-        result = await client.call_tool("analyze_impact", {"target": "GEOCODE_EVENT"})
+        result = await client.call_tool("analyze_impact", {"detail": "full", "target": "GEOCODE_EVENT"})
         catalogue = await client.call_tool("list_catalogue", {})
     assert result.is_error and catalogue.is_error
     assert "no workspace is configured" in result.content[0].text and "--workspace" in result.content[0].text
@@ -87,7 +88,8 @@ async def test_no_workspace_is_a_clear_error(make_settings):
 async def test_analyze_impact_over_stdio(mesh_config, workspace: Path, tmp_path: Path):
     config = mesh_config({"workspace": str(workspace), "state_dir": str(tmp_path / "state")})
     async with stdio_client(config) as client:
-        result = await client.call_tool("analyze_impact", {"target": "JobMessagingType.GEOCODE_EVENT"})
+        result = await client.call_tool("analyze_impact",
+            {"detail": "full", "target": "JobMessagingType.GEOCODE_EVENT"})
         assert not result.is_error
         data = result.structured_content
         assert [(m["kind"], m["value"]) for m in data["matches"]] == [("job", "events.geocode_event")]

@@ -35,7 +35,7 @@ async def test_every_anomaly_of_the_broken_stream(backend: Backend, settings_for
     async with in_process_client(settings) as client:
         sc = sc_mod.build(backend.client, settings.conventions)
         with sc_mod.Heartbeat(backend.client):  # pp-live stays live (idle < 1.5 s) however slow the call
-            result = await client.call_tool("inspect_stream", {"stream": STREAM})
+            result = await client.call_tool("inspect_stream", {"detail": "full", "stream": STREAM})
     assert not result.is_error, result.content
     report = result.structured_content
     assert codes(report) == {

@@ -82,7 +82,7 @@ async def test_tools_over_stdio(machine: Backend, mesh_config: Callable[..., Pat
         names = {t.name for t in (await client.list_tools()).tools}
         assert {"inspect_stream", "list_pending", "dlq_list", "list_streams", "inspect_queue",
                 "list_queues"} <= names
-        inspected = await client.call_tool("inspect_stream", {"stream": STREAM})
+        inspected = await client.call_tool("inspect_stream", {"detail": "full", "stream": STREAM})
         dead = await client.call_tool("dlq_list", {"stream": STREAM, "count": 1})
         queue = await client.call_tool("inspect_queue", {"queue": QUEUE, "job_id": sc.jobs["failed"]})
     assert not inspected.is_error, inspected.content

@@ -50,8 +50,8 @@ async def test_streams_and_queues_routed_to_their_instance(
         before = (snapshot(machine.client), snapshot(other))
         async with in_process_client(settings) as client:
             streams = await client.call_tool("list_streams", {})
-            ws = await client.call_tool("inspect_stream", {"stream": "stream:ws:notify"})
-            ev = await client.call_tool("inspect_stream", {"stream": "stream:event:created"})
+            ws = await client.call_tool("inspect_stream", {"detail": "full", "stream": "stream:ws:notify"})
+            ev = await client.call_tool("inspect_stream", {"detail": "full", "stream": "stream:event:created"})
             queues = await client.call_tool("list_queues", {})
             queue = await client.call_tool("inspect_queue", {"queue": "event-queue"})
             dlq_all = await client.call_tool("dlq_list", {})

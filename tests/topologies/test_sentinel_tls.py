@@ -34,7 +34,7 @@ async def test_sentinel_primary_is_found_and_left_unchanged(
         before = snapshot(primary)
         async with in_process_client(settings) as client:
             streams = await client.call_tool("list_streams", {})
-            report = await client.call_tool("inspect_stream", {"stream": sc_mod.STREAM})
+            report = await client.call_tool("inspect_stream", {"detail": "full", "stream": sc_mod.STREAM})
             queue = await client.call_tool("inspect_queue", {"queue": sc_mod.QUEUE})
         assert not streams.is_error and not report.is_error and not queue.is_error, streams.content
         assert sc_mod.STREAM in {s["name"] for s in streams.structured_content["streams"]}
@@ -62,7 +62,7 @@ async def test_sentinel_reads_from_the_replica_only_when_asked(
         settings = make_settings(redis=sentinel_config(sentinel, read_from_replicas=True))
         calls_before = _xinfo_calls(replica)
         async with in_process_client(settings) as client:
-            result = await client.call_tool("inspect_stream", {"stream": "stream:replicated"})
+            result = await client.call_tool("inspect_stream", {"detail": "full", "stream": "stream:replicated"})
         assert not result.is_error, result.content
         assert result.structured_content["redis_source"]["replica"] is True
         assert "replica, which may lag the primary" in result.content[0].text
@@ -83,7 +83,7 @@ async def test_tls_only_redis(tls_redis: TlsRedis, make_settings: Callable[..., 
         before = snapshot(client)
         async with in_process_client(good) as mcp:
             listed = await mcp.call_tool("list_streams", {})
-            report = await mcp.call_tool("inspect_stream", {"stream": "stream:secure"})
+            report = await mcp.call_tool("inspect_stream", {"detail": "full", "stream": "stream:secure"})
         assert not listed.is_error and not report.is_error, listed.content
         assert [s["name"] for s in listed.structured_content["streams"]] == ["stream:secure"]
         assert report.structured_content["groups"][0]["name"] == "g"

@@ -20,7 +20,7 @@ async def test_in_process_session(dbs, redis_client, saga_settings) -> None:
     s = sg.build(dbs["event"][1], dbs["notification"][1], redis_client)
     async with in_process_client(saga_settings()) as client:
         tool = {t.name: t for t in (await client.list_tools()).tools}["trace_request"]
-        result = await client.call_tool("trace_request", {"correlation_id": s.correlation})
+        result = await client.call_tool("trace_request", {"detail": "full", "correlation_id": s.correlation})
         two = await client.call_tool("trace_request", {"correlation_id": s.correlation, "trace_id": s.trace})
         unknown = await client.call_tool("trace_request", {"trace_id": s.trace, "services": ["nope"]})
     assert tool.annotations.read_only_hint is True and tool.output_schema is not None
@@ -37,7 +37,7 @@ async def test_stdio_session(dbs, redis_client, redis_url, mesh_config) -> None:
     s = sg.build(dbs["event"][1], dbs["notification"][1], redis_client, stuck_ws=False, job_fails=True)
     config = mesh_config({"services": {n: {"postgres": u} for n, (u, _) in dbs.items()}, "redis": {"url": redis_url}})
     async with stdio_client(config) as client:
-        result = await client.call_tool("trace_request", {"trace_id": s.trace})
+        result = await client.call_tool("trace_request", {"detail": "full", "trace_id": s.trace})
     assert result.structured_content["verdict"]["code"] == "handler_failed"
     assert [i["id"] for i in result.structured_content["items"]] == [s.ids["created"], s.ids["job"],
                                                                       s.ids["follow_up"]]

@@ -56,7 +56,7 @@ def order_request(dbs: dict, r) -> dict[str, str]:
 async def test_ws_message_of_the_final_consumer_is_the_last_node(dbs, redis_client, saga_settings, shop) -> None:
     ids = order_request(dbs, redis_client)
     async with in_process_client(saga_settings(workspace=str(shop))) as client:
-        result = await client.call_tool("trace_request", {"correlation_id": ids["correlation"]})
+        result = await client.call_tool("trace_request", {"correlation_id": ids["correlation"], "detail": "full"})
     assert not result.is_error, result.content[0].text
     data = result.structured_content
     placed = f"event:event_queue:{ids['placed']}"

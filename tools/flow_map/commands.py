@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from server.cli_support import add_common_flags, print_json, settings_from_args
+from server.cli_support import add_common_flags, add_detail_flag, print_json, settings_from_args
 from server.errors import NotFound
 
 if TYPE_CHECKING:  # the heavy modules load when the command runs, so `mesh-mcp --help` stays fast
@@ -26,6 +26,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--depth", type=int, default=3, help="follow-up levels drawn (default 3, max 5)")
     p.add_argument("--live", action="store_true", help="read each hop once (databases and Redis)")
     p.add_argument("--direction", default="LR", choices=["LR", "TB", "TD", "RL", "BT"], help="layout (default LR)")
+    add_detail_flag(p)
 
 
 def comments(result: FlowMap) -> list[str]:
@@ -74,7 +75,10 @@ def cmd_map(args: argparse.Namespace) -> int:
     finally:
         service.close()
     if args.json:
-        print_json(result)
+        from server.detail import shaped
+        from tools.flow_map.summary import summarise_flow
+
+        print_json(shaped(result, args.detail, summarise_flow, settings.limits.summary_items))
         return 0
     print(result.mermaid.rstrip("\n"))
     for line in comments(result):

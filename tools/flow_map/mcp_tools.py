@@ -17,11 +17,13 @@ from mcp.server.mcpserver.exceptions import ResourceError
 from mcp.types import Annotations, CallToolResult
 from pydantic import Field
 
+from server.detail import DetailArg, shaped, with_summary
 from server.errors import MeshError
 from server.runtime import Runtime
 from server.toolkit import READ_ONLY_REMOTE, mesh_tool, tool_result
 from tools.flow_map.model import FlowMap
 from tools.flow_map.service import build_map, flow_map
+from tools.flow_map.summary import FlowSummary, summarise_flow
 from tools.mesh_index.mcp_tools import refresh_with_progress
 from tools.mesh_index.service import MAX_DEPTH, get_index_service
 from tools.skills.model import RelatedSkill, related_text
@@ -61,26 +63,23 @@ def register(server: MCPServer, runtime: Runtime) -> None:
             "dead letters) and colour it by the trace verdict codes")] = False,
         direction: Annotated[Literal["LR", "TB", "TD", "RL", "BT"], Field(
             description="layout of the flowchart: LR (left to right), TB/TD (top down), RL, BT")] = "LR",
+        detail: DetailArg = "summary",
     ) -> Annotated[CallToolResult, FlowMap]:
         """The flow of a job, event, websocket message, queue or stream as a Mermaid flowchart.
-
-        `mermaid` holds the picture (paste it in a ```mermaid block: GitHub, VS Code, JetBrains and
-        Claude Desktop render it); `nodes` and `edges` hold the same graph as data, each node with
-        its stable id, kind, file:line and `trouble`. Producers (service and class), queues and
-        streams, workers and handlers, post-processors with their consumer group, SQL triggers,
-        outcome events, websocket messages. Solid edges are exact, dashed ones heuristic. Trouble
-        is drawn red with a legend: a type nobody produces or consumes (dead end), a handler no
-        worker routes, a queue no worker reads, a consumer whose filter matches nothing on its
-        stream. Big fan-out is folded ('+12 more producers'; `folded` lists what). With
-        live=true each hop shows its counts and is coloured by the trace verdict codes; what
-        could not be read is grey and named in `unavailable`.
+        The picture is in the text (a ```mermaid block) and, with detail="full", in `mermaid` with `nodes` and
+        `edges` as data. Producers, queues and streams, workers and handlers, post-processors and their groups, SQL
+        triggers, outcome events; trouble drawn red (dead end, handler not routed, queue without worker, filter
+        matching nothing); big fan-out folded. live=true reads each hop once and colours it by the trace verdict
+        codes; what could not be read is named in `unavailable`.
         """
         service = get_index_service(runtime)
         await refresh_with_progress(service, ctx)
         result = await flow_map(service, target, depth, live, direction, runtime)
         result.related_skills = await anyio.to_thread.run_sync(related_to_flow, runtime, result)
         text = "\n".join(filter(None, [result.summary_text(), related_text(result.related_skills)]))
-        return tool_result(result, text)
+        return tool_result(shaped(result, detail, summarise_flow, runtime.settings.limits.summary_items), text)
+
+    with_summary(server, "flow_map", FlowSummary)
 
     @server.resource(
         FLOW_URI,

@@ -88,7 +88,7 @@ def summary_text(result: FlowMap) -> str:
     for node in result.nodes:
         where = f" ({node.file}:{node.line})" if node.file else ""
         for t in node.trouble:
-            lines.append(f"! {node.label}{where}: {t.sentence}")
+            lines.append(f"! [{t.code}] {node.label}{where}: {t.sentence}")
         if node.live is not None and node.live.status != "ok":
             codes = f" [{', '.join(node.live.verdicts)}]" if node.live.verdicts else ""
             lines.append(f"live {node.live.status}{codes} {node.label}: {node.live.sentence}")

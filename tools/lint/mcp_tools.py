@@ -31,14 +31,11 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         min_severity: Annotated[Literal["info", "warning", "error"], Field(
             description="hide findings below this severity (catalogue orphans are info)")] = "warning",
     ) -> Annotated[CallToolResult, LintReport]:
-        """Workspace-wide flow defects that no single flow's checklist sees, each proven by file:line evidence.
-
-        Finds post-processors whose filter accepts nothing produced onto their stream (with the near-miss
-        types), produced types and streams nothing consumes, workers on queues their module does not register,
-        handlers reading payload fields at the envelope level, diverging or missing copies of shared migrations,
-        option keys the declared type lacks and config keys nothing reads, impossible status preconditions and
-        contract members newer than the pinned package (the last three heuristic). Each finding: code,
-        severity, file, line, message, fix, evidence (the chain of sites), heuristic. Sorted: errors first.
+        """Workspace-wide flow defects that no single flow's check sees, each with file:line evidence.
+        Filters accepting nothing on their stream, types and streams nothing consumes, workers on unregistered
+        queues, payload fields read at the wrong level, diverging or missing shared migrations, dropped option keys,
+        unread config keys, impossible status preconditions, contract members newer than the pinned package. Each
+        finding: code, severity, file, line, message, fix; errors first.
         """
         service = get_index_service(runtime)
         await refresh_with_progress(service, ctx)

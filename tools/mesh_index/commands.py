@@ -100,7 +100,11 @@ def cmd_impact(args: argparse.Namespace) -> int:
     finally:
         service.close()
     if args.json:
-        print_json(result)
+        from server.detail import shaped
+        from tools.mesh_index.summary import summarise_impact
+
+        items = settings_from_args(args).limits.summary_items
+        print_json(shaped(result, args.detail, summarise_impact, items))
         return 0 if result.matches else 1
     if not result.matches:
         print(f"'{args.target}' matches no job, event, websocket type, queue or stream.")

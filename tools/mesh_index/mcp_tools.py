@@ -18,10 +18,12 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
+from server.detail import DetailArg, shaped, with_summary
 from server.runtime import Runtime
 from server.toolkit import READ_ONLY_LOCAL, mesh_tool, tool_result
 from tools.mesh_index.model import Catalogue, ImpactResult
 from tools.mesh_index.service import IndexService, get_index_service
+from tools.mesh_index.summary import ImpactSummary, summarise_impact
 from tools.skills.model import related_text
 from tools.skills.service import get_skill_links
 
@@ -51,31 +53,28 @@ def register(server: MCPServer, runtime: Runtime) -> None:
     async def analyze_impact(
         target: Annotated[str, Field(
             min_length=1, max_length=512,
-            description="a member name (GEOCODE_EVENT), a qualified name (JobMessagingType.GEOCODE_EVENT), "
-            "a string value (events.geocode_event), a queue name or a stream key")],
+            description="member name (GEOCODE_EVENT), qualified name, string value (events.geocode_event), "
+            "queue or stream key")],
         ctx: Context,
         depth: Annotated[int, Field(ge=0, le=5, description="follow-up levels to follow (0-5)")] = 1,
         include_tests: Annotated[bool, Field(
             description="also list producers and consumers that exist only in tests")] = False,
+        detail: DetailArg = "summary",
     ) -> Annotated[CallToolResult, ImpactResult]:
-        """Who produces and who consumes a job, event, websocket message, queue or stream, from the code.
-
-        Returns the matches (an ambiguous member name lists every job/event/websocket type it
-        names, each with its string value and declaration), producer sites (createJob, the
-        fallback helper, createEvent, SQL triggers, mapping tables), consumer sites (handlers,
-        the workers routing them, post-processors with stream, group and filter), the queues
-        and streams it travels on, what happens next up to `depth` (handler emissions,
-        job-outcome events of the audit trigger, mapping tables), unresolved references and
-        the index state. Every site has repo, file, line, symbol, kind, confidence
-        (exact|heuristic) and test_only. Call it first, before looking at runtime data. An
-        unknown target returns the closest known names in `suggestions`.
+        """Who produces and who consumes a job, event, websocket message, queue or stream, read from the code.
+        Call it first, before any runtime tool. Returns the matching types (an ambiguous name lists each), producer
+        and consumer sites (repo, file, line, symbol, kind, confidence, test_only), the queues and streams it travels
+        on, follow-ups up to `depth` (what handlers and triggers emit next) and unresolved references; an unknown
+        target returns `suggestions`.
         """
         service = get_index_service(runtime)
         await refresh_with_progress(service, ctx)
         result = await anyio.to_thread.run_sync(lambda: service.analyze_impact(target, depth, include_tests))
         result.related_skills = await anyio.to_thread.run_sync(get_skill_links(runtime).for_impact, result)
         text = "\n".join(filter(None, [result.summary_text(), related_text(result.related_skills)]))
-        return tool_result(result, text)
+        return tool_result(shaped(result, detail, summarise_impact, runtime.settings.limits.summary_items), text)
+
+    with_summary(server, "analyze_impact", ImpactSummary)
 
     @server.tool(name="list_catalogue", annotations=READ_ONLY_LOCAL)
     @mesh_tool
@@ -88,11 +87,8 @@ def register(server: MCPServer, runtime: Runtime) -> None:
             "worker, event without consumer, ...")] = False,
     ) -> Annotated[CallToolResult, Catalogue]:
         """Every job, event, websocket type, queue and stream of the workspace with producer and consumer counts.
-
-        For orphans, `reasons` says what is missing: no (production) producer, no handler, a
-        handler no worker routes, producers and worker on different queues, a queue no worker
-        listens to, an event no post-processor accepts, a stream nobody reads. Counts exclude
-        test-only sites (`test_producers` counts those).
+        Orphans carry `reasons`: no producer, no handler, handler not routed, queue without worker, event nobody
+        accepts, stream nobody reads (test-only sites are counted apart).
         """
         service = get_index_service(runtime)
         await refresh_with_progress(service, ctx)

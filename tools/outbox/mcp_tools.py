@@ -10,6 +10,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
+from server.detail import DetailArg, shaped, with_summary
 from server.runtime import Runtime
 from server.toolkit import READ_ONLY_REMOTE, mesh_tool, tool_result
 from tools.flow_map.trace_mermaid import trace_mermaid
@@ -17,9 +18,10 @@ from tools.outbox import health as health_lib
 from tools.outbox import query_outbox as query_lib
 from tools.outbox.model import HealthReport, QueryOutboxResult, TraceReport
 from tools.outbox.schema_discovery import SchemaCatalog
+from tools.outbox.summary import TraceSummary, summarise_trace
 from tools.outbox.trace import Tracer
 
-SERVICE_DOC = "service name from [services.<name>] in mesh.toml; omit (null) for every configured service"
+SERVICE_DOC = "a service of [services.<name>] in mesh.toml; omit for every service"
 
 
 def catalog_of(runtime: Runtime) -> SchemaCatalog:
@@ -67,13 +69,10 @@ def register(server: MCPServer, runtime: Runtime) -> None:
             Field(min_length=1, max_length=1024, description="next_cursor of the previous page (same filters)"),
         ] = None,
     ) -> Annotated[CallToolResult, QueryOutboxResult]:
-        """Rows of jobs_outbox, event_queue or job_audit, newest first, with filters and keyset pagination.
-
-        Each row carries age_s (since created_at), updated_age_s and a hint reading its state with the trace
-        runbook's diagnosis table (e.g. "COMPLETED but no job_audit row: not consumed"). Big JSON/text values are
-        cut at [limits] payload_max_bytes (truncated=true). With service omitted every service is queried and
-        one that is down is named in `unavailable` while the others answer. Use it to find stuck or failed rows;
-        then trace_job / trace_event on an id.
+        """Rows of jobs_outbox, event_queue or job_audit, newest first, filtered and paged (keyset cursor).
+        Each row has its age and a hint reading its state ("COMPLETED but no job_audit row: not consumed"). Use it to
+        find stuck or failed rows, then trace_job / trace_event on an id. Without service every service is read; one
+        that is down is named in `unavailable`.
         """
         result = await query_lib.query_outbox(
             runtime.connections, runtime.settings, catalog_of(runtime), service=service, table=table,
@@ -86,13 +85,10 @@ def register(server: MCPServer, runtime: Runtime) -> None:
     async def outbox_health(
         service: Annotated[str | None, Field(min_length=1, max_length=100, description=SERVICE_DOC)] = None,
     ) -> Annotated[CallToolResult, HealthReport]:
-        """Per service and table: row counts by status, age of the oldest due PENDING and of the oldest PROCESSING
-        row, FAILED counts by type, and verdicts (pending_in_outbox, event_pending, stuck_processing,
-        handler_failed, push_failed, table_missing, slow = a query hit the statement timeout, unavailable = cannot
-        be reached) using the [limits] thresholds.
-
-        Start here when "something async is not happening" and you do not know which item: it shows which
-        service and table is late. A service whose database is down is reported while the others answer.
+        """Start here when something asynchronous is not happening and you do not know which item.
+        Per service and table: counts by status, age of the oldest PENDING and PROCESSING rows, FAILED counts by type,
+        and verdicts (pending_in_outbox, event_pending, stuck_processing, handler_failed, push_failed, table_missing,
+        slow, unavailable) with a next step. A service that is down is reported; the others answer.
         """
         report = await health_lib.outbox_health(runtime.connections, runtime.settings, catalog_of(runtime), service)
         return tool_result(report, report.summary_text())
@@ -102,35 +98,37 @@ def register(server: MCPServer, runtime: Runtime) -> None:
     async def trace_job(
         job_id: Annotated[str, Field(min_length=1, max_length=100, description="the jobs_outbox id (= BullMQ job id)")],
         service: Annotated[str | None, Field(min_length=1, max_length=100, description=SERVICE_DOC)] = None,
+        detail: DetailArg = "summary",
     ) -> Annotated[CallToolResult, TraceReport]:
-        """Follow one job through every hop and name the first broken link.
-
-        Hops: jobs_outbox row -> BullMQ job (state, attemptsMade, failedReason) -> job:completed guard key ->
-        job_audit row -> job-outcome events in event_queue (success/failure, every naming variant) -> their
-        stream entries and delivery per consumer group (PEL, DLQ, retry keys, idempotency lock).
-        verdict.code is one of ok, pending_in_outbox, stuck_processing, pushed_not_consumed, handler_failed,
-        success_not_cleaned, event_pending, in_pel, dead_consumer, in_dlq, trimmed, idempotency_lock_stale,
-        purged, not_found, with a sentence and the next step.
+        """Follow one job hop by hop and name the first broken link.
+        Hops: jobs_outbox row, BullMQ job, job:completed guard, job_audit row, outcome events, their stream entries
+        and delivery per consumer group. verdict.code: ok, pending_in_outbox, stuck_processing, pushed_not_consumed,
+        handler_failed, success_not_cleaned, event_pending, in_pel, dead_consumer, in_dlq, trimmed,
+        idempotency_lock_stale, purged or not_found, with a sentence and the next step.
         """
         report = await Tracer(runtime.connections, runtime.settings, catalog_of(runtime)).trace_job(service, job_id)
         report.mermaid = trace_mermaid(report)
-        return tool_result(report, with_picture(report))
+        shown = shaped(report, detail, summarise_trace, limits.summary_items)
+        return tool_result(shown, with_picture(report))
 
     @server.tool(name="trace_event", annotations=READ_ONLY_REMOTE)
     @mesh_tool
     async def trace_event(
         event_id: Annotated[str, Field(min_length=1, max_length=100, description="the event_queue id")],
         service: Annotated[str | None, Field(min_length=1, max_length=100, description=SERVICE_DOC)] = None,
+        detail: DetailArg = "summary",
     ) -> Annotated[CallToolResult, TraceReport]:
-        """Follow one event_queue row to its stream entries (one per target_services entry) and, per consumer
-        group, whether it was delivered, is pending in the PEL (on which consumer, idle for how long),
-        acknowledged or dead-lettered, with its retry bookkeeping and idempotency lock.
-
-        verdict.code names the first broken link (event_pending, stuck_processing, pushed_not_consumed, in_pel,
-        dead_consumer, in_dlq, trimmed, idempotency_lock_stale, not_found) or ok, with the next step.
+        """Follow one event_queue row to its stream entries and, per consumer group, whether it was delivered.
+        Pending (on which consumer, for how long), acknowledged or dead-lettered, with retry keys and idempotency lock.
+        verdict.code (the first broken link): event_pending, stuck_processing, pushed_not_consumed, in_pel,
+        dead_consumer, in_dlq, trimmed, idempotency_lock_stale, not_found or ok, with the next step.
         """
         report = await Tracer(runtime.connections, runtime.settings, catalog_of(runtime)).trace_event(
             service, event_id
         )
         report.mermaid = trace_mermaid(report)
-        return tool_result(report, with_picture(report))
+        shown = shaped(report, detail, summarise_trace, limits.summary_items)
+        return tool_result(shown, with_picture(report))
+
+    with_summary(server, "trace_job", TraceSummary)
+    with_summary(server, "trace_event", TraceSummary)

@@ -158,9 +158,14 @@ class HealthReport(BaseModel):
                 counts = ", ".join(f"{k} {v}" for k, v in t.counts.items()) or "empty"
                 parts.append(f"{t.table}: {counts}")
             lines.append(f"- {svc.service}: " + "; ".join(parts))
-            for v in svc.verdicts:
-                if v.code != "ok":
-                    lines.append(f"  * {v.code} ({v.severity}): {v.sentence}")
+            seen = set()
+            for v in [*svc.verdicts, *(v for t in svc.tables for v in t.verdicts)]:
+                if (v.code, v.sentence) in seen:
+                    continue
+                seen.add((v.code, v.sentence))
+                lines.append(f"  * {v.code} ({v.severity}): {v.sentence}")
+                if v.next_step:
+                    lines.append(f"    next: {v.next_step}")
         return "\n".join(lines)
 
 
@@ -237,11 +242,16 @@ class TraceReport(BaseModel):
         lines = [f"{self.kind} {self.id}: {v.code} — {v.sentence}", f"next: {v.next_step}"]
         if self.id_note:
             lines.insert(0, f"note: {self.id_note}")
+        from tools.outbox.summary import hop_ids_text
+
         for hop in self.hops:
             mark = "ok" if hop.healthy else ("??" if hop.healthy is None else "XX")
-            lines.append(f"  [{mark}] {hop.name} {hop.ref}: {hop.state or '-'} — {hop.detail}")
+            line = f"  [{mark}] {hop.name} {hop.ref}: {hop.state or '-'} — {hop.detail}"
+            lines.append(line + hop_ids_text(hop, line))
         for other in self.findings[1:]:
             lines.append(f"also: {other.code} — {other.sentence}")
+            if other.next_step != v.next_step:
+                lines.append(f"  next: {other.next_step}")
         for problem in self.unavailable:
             lines.append(f"! {problem.service}: {problem.error}")
         lines.extend(source.line() for source in self.redis_sources)

@@ -31,11 +31,11 @@ def register(server: MCPServer, runtime: Runtime) -> None:
             int, Field(ge=0, le=MAX_FAILURES, description="newest failed jobs to show with their failedReason")
         ] = 5,
     ) -> Annotated[CallToolResult, QueueReport]:
-        """A BullMQ queue: job counts by state (wait, active, paused, delayed, prioritized,
-        waiting-children, failed, completed), whether it is paused, the oldest waiting job and its
-        age, the newest failures with failedReason; with job_id, that job's state, attempts, data,
-        failure and stack trace (or why it is gone); anomalies: stalled (active, its worker's lock gone)
-        and delayed_overdue jobs, saying whether a worker of the queue runs. Read-only."""
+        """A BullMQ queue, or one job of it (job_id).
+        Counts by state, paused or not, oldest waiting job, newest failures with failedReason; a job's state,
+        attempts, data, failure and stack trace (or why it is gone). Anomalies: stalled jobs (worker lock gone) and
+        overdue delayed jobs, saying whether a worker runs.
+        """
         report = await inspect_queue(runtime.connections, runtime.settings, queue, job_id=job_id, failures=failures)
         return tool_result(report, report.summary_text())
 
@@ -48,7 +48,6 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         ] = None,
         limit: int = 100,
     ) -> Annotated[CallToolResult, QueueList]:
-        """BullMQ queues found in Redis (bounded SCAN of <prefix>:*), each with its counts by state
-        and paused flag. Use it to discover the names inspect_queue takes. Read-only."""
+        """BullMQ queues in Redis (bounded SCAN) with counts by state and paused flag: the names inspect_queue takes."""
         result = await list_queues(runtime.connections, runtime.settings, match=match, limit=limit)
         return tool_result(result, result.summary_text())

@@ -14,11 +14,13 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
+from server.detail import DetailArg, shaped, with_summary
 from server.runtime import Runtime
 from server.toolkit import DESTRUCTIVE_REMOTE, PLANS_ONLY, mesh_tool, tool_result
 from tools.remediation.executor import apply_plan
 from tools.remediation.model import ApplyReport, Plan, Symptom
 from tools.remediation.planner import Request, propose
+from tools.remediation.summary import PlanSummary, summarise_plan
 
 Name = Annotated[str, Field(min_length=1, max_length=512)]
 Id = Annotated[str, Field(min_length=1, max_length=256)]
@@ -33,10 +35,9 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         symptom: Annotated[
             Symptom,
             Field(
-                description="dlq_replay (dead letters of a stream), claim_dead_consumer (entries held by a dead "
-                "consumer), clear_stale_lock (idempotency lock blocking a re-read), reconcile_outbox (FAILED "
-                "rows whose replay succeeded), requeue_stuck_job (jobs_outbox rows stuck PROCESSING), "
-                "retry_failed_job (failed BullMQ jobs)"
+                description="dlq_replay (a stream's dead letters), claim_dead_consumer, clear_stale_lock (lock "
+                "blocking a re-read), reconcile_outbox (FAILED rows whose replay succeeded), requeue_stuck_job "
+                "(rows stuck PROCESSING), retry_failed_job (failed BullMQ jobs)"
             ),
         ],
         stream: Annotated[Name | None, Field(description="stream key (dlq_replay, claim_dead_consumer, "
@@ -51,22 +52,21 @@ def register(server: MCPServer, runtime: Runtime) -> None:
             Field(max_length=10_000, description="restrict to these ids: DLQ entry ids or messageIds, pending "
                   "entry ids, outbox row UUIDs or BullMQ job ids; default: every match up to the plan cap"),
         ] = None,
+        detail: DetailArg = "summary",
     ) -> Annotated[CallToolResult, Plan]:
-        """Propose a repair plan for a symptom the runtime tools reported; changes nothing.
-
-        Reads the live state and returns a plan in the runbook's order (export and back up,
-        claim or acknowledge, clear stale locks, replay, confirm, delete from the DLQ, clean retry
-        keys, guarded SQL reconciliation, BullMQ retry): each step has its exact command or SQL
-        with bound parameters, target, precondition re-checked at apply time, backup and
-        reversibility, plus plan_id, plan_sha256, expires_at and blast_radius. A human must
-        approve it out of band (`mesh-mcp approve PLAN_ID` at a terminal) before
+        """Propose a repair plan for a symptom a runtime tool reported; changes nothing.
+        Steps in the runbook's order (export and back up, claim or acknowledge, clear stale locks, replay, confirm,
+        clean up, guarded SQL, BullMQ retry), each with its exact command, target, precondition and reversibility;
+        plus plan_id, expiry and blast_radius. A human approves it out of band (`mesh-mcp approve PLAN_ID`) before
         apply_remediation can run it.
         """
         plan = await propose(
             runtime.settings, runtime.connections, Request(symptom, stream, group, service, queue, ids)
         )
-        return tool_result(plan, plan.summary_text())
+        shown = shaped(plan, detail, summarise_plan, runtime.settings.limits.summary_items)
+        return tool_result(shown, plan.summary_text())
 
+    with_summary(server, "propose_remediation", PlanSummary)
     if not runtime.settings.enable_remediation:
         return
 

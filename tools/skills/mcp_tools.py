@@ -32,16 +32,10 @@ def register(server: MCPServer, runtime: Runtime) -> None:
             ),
         ] = None,
     ) -> Annotated[CallToolResult, SkillsReport]:
-        """Check the team's own runbooks (SKILL.md under .agents/skills/ or .claude/skills/) against the code.
-
-        Use it before trusting a workspace skill, or in review when code moves. Per skill, with file and line:
-        names in code spans or SQL (tables, streams, job/event types, classes, identifiers) that nothing in the
-        workspace's code, migrations or config declares, with the closest existing name (`event_outbox` ->
-        `event_queue`); paths and `paths` globs matching nothing (a repository that is not there is said so);
-        `sources[].resource` paths gone, or changed since the last `verified` record; commands (npm/yarn/pnpm
-        scripts, make targets, mesh-mcp commands) that nothing defines. A name is flagged only when it has the
-        shape of its kind and appears nowhere in the code. Read the skills themselves as skill://workspace/...
-        resources.
+        """Check the workspace's own runbooks (SKILL.md under .agents/skills/ or .claude/skills/) against the code.
+        Use it before trusting one, or when code moves. Per skill, with file and line: names (tables, streams, types,
+        classes) nothing in the code declares, with the closest existing one; paths and globs matching nothing;
+        sources gone or changed since `verified`; commands nothing defines. Read a skill as skill://workspace/...
         """
         report = await anyio.to_thread.run_sync(check_skills_lib, runtime.settings, name)
         return tool_result(report, report.summary_text())

@@ -58,6 +58,24 @@ class Anomaly(BaseModel):
     next_step: str = Field(description="what to look at or do next (tool calls)")
 
 
+def evidence_ids(evidence: Any) -> list[str]:
+    """Every id-like value of an anomaly's evidence (keys ``*id``, ``*ids``, ``dlq``), in order, once."""
+    out: list[str] = []
+
+    def walk(value: Any, key: str = "") -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                walk(v, k)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v, key)
+        elif isinstance(value, str) and (key.endswith(("id", "ids")) or key == "dlq") and value not in out:
+            out.append(value)
+
+    walk(evidence)
+    return out
+
+
 def _minutes(ms: int) -> str:
     if ms < 60_000:
         return f"{ms / 1000:.1f} s"

@@ -169,7 +169,8 @@ class DeadLetterPage(BaseModel):
                 where_now += f", pending in {held}" if held else ""
             attempts = [b.retry.attempt for b in d.bookkeeping if b.retry.attempt is not None]
             lines.append(
-                f"  {d.dlq_stream} {d.dlq_id}: message {d.message_id} type {d.event_type or '-'}"
+                f"  {d.dlq_stream} {d.dlq_id}: message {d.message_id}"
+                f"{f' event {d.event_id}' if d.event_id else ''} type {d.event_type or '-'}"
                 f"{f' attempts {max(attempts)}' if attempts else ''}{where_now}; error: {err}"
             )
         lines.append("more: pass next_cursor" if self.next_cursor else "no more")

@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from server.redis_routing import RedisSource
-from tools.streams.anomalies import Anomaly
+from tools.streams.anomalies import Anomaly, evidence_ids
 
 LagSource = Literal["reported", "derived", "counted", "estimated"]
 
@@ -109,7 +109,12 @@ class StreamReport(BaseModel):
             lines.append(f"  dead letters in {self.dlq.stream}: {self.dlq.length}")
         if self.anomalies:
             lines.append(f"{len(self.anomalies)} anomal{'y' if len(self.anomalies) == 1 else 'ies'}:")
-            lines.extend(f"  [{a.code}] {a.message}" for a in self.anomalies)
+            for a in self.anomalies:
+                lines.append(f"  [{a.code}] {a.message}")
+                ids = [i for i in evidence_ids(a.evidence) if i not in a.message]
+                if ids:
+                    lines.append(f"    ids: {', '.join(ids)}")
+                lines.append(f"    next: {a.next_step}")
         else:
             lines.append("no anomaly")
         if self.redis_source is not None:

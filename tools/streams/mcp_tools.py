@@ -12,6 +12,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
+from server.detail import DetailArg, shaped, with_summary
 from server.runtime import Runtime
 from server.toolkit import READ_ONLY_REMOTE, annotate, mesh_tool, tool_result
 from tools.streams.discovery import StreamList, list_streams
@@ -19,6 +20,7 @@ from tools.streams.dlq import DeadLetterPage, list_dead_letters
 from tools.streams.inspect import inspect_stream
 from tools.streams.inspect_models import StreamReport
 from tools.streams.pending import MAX_IDLE_MS, PendingPage, list_pending
+from tools.streams.summary import StreamSummary, summarise_stream
 
 StreamName = Annotated[str, Field(min_length=1, max_length=512, description="stream key, e.g. stream:event:created")]
 Cursor = Annotated[
@@ -34,15 +36,17 @@ def register(server: MCPServer, runtime: Runtime) -> None:
 
     @server.tool(name="inspect_stream", annotations=READ_ONLY_REMOTE)
     @mesh_tool
-    async def inspect_stream_tool(stream: StreamName) -> Annotated[CallToolResult, StreamReport]:
-        """State of one Redis stream: length, first/last ids, consumer groups (consumers, pending,
-        last-delivered-id, lag), each group's consumers (pending, idle), the pending summary and
-        oldest pending entry, its dead-letter stream, and `anomalies` with stable codes
-        (dead_consumer, stuck_pending, trimmed_pending, no_group, lag_growing, dlq_not_empty,
-        stale_idempotency_lock), each with evidence and a next step. Start here for any stream
-        problem; list_streams gives the names. Read-only."""
+    async def inspect_stream_tool(
+        stream: StreamName, detail: DetailArg = "summary"
+    ) -> Annotated[CallToolResult, StreamReport]:
+        """Start here for any Redis stream problem; list_streams gives the names.
+        Length, consumer groups (pending, lag, last delivered id, dead consumers), oldest pending entry, dead-letter
+        stream, and `anomalies` (dead_consumer, stuck_pending, trimmed_pending, no_group, lag_growing, dlq_not_empty,
+        stale_idempotency_lock), each with evidence and a next step.
+        """
         report = await inspect_stream(runtime.connections, runtime.settings, stream)
-        return tool_result(report, report.summary_text())
+        shown = shaped(report, detail, summarise_stream, runtime.settings.limits.summary_items)
+        return tool_result(shown, report.summary_text())
 
     @server.tool(name="list_pending", annotations=READ_ONLY_REMOTE)
     @mesh_tool
@@ -59,10 +63,10 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         count: int = 50,
         cursor: Cursor = None,
     ) -> Annotated[CallToolResult, PendingPage]:
-        """A page of a consumer group's pending entries (XPENDING extended form), ordered by id:
-        owner consumer, idle time, delivery count, and the message's fields when it still exists
-        (else whether it was trimmed or deleted). Use after inspect_stream reports dead_consumer,
-        stuck_pending or trimmed_pending. Read-only."""
+        """A page of a consumer group's pending entries, by id.
+        Owner consumer, idle time, delivery count, and the message's fields (or whether it was trimmed or deleted).
+        Use after inspect_stream reports dead_consumer, stuck_pending or trimmed_pending.
+        """
         page = await list_pending(
             runtime.connections, runtime.settings, stream, group,
             consumer=consumer, min_idle_ms=min_idle_ms, count=count, cursor=cursor,
@@ -87,11 +91,10 @@ def register(server: MCPServer, runtime: Runtime) -> None:
             str | None, Field(default=None, max_length=256, description="only errors containing this text (any case)")
         ] = None,
     ) -> Annotated[CallToolResult, DeadLetterPage]:
-        """Dead letters of one stream (`<stream>-dlq`) or of all dead-letter streams, oldest first:
-        messageId, error, payload (parsed JSON), timestamp, event type and id, joined with the retry
-        bookkeeping (attempt, lastError, retry-queue score), the idempotency lock, and whether the
-        original message is still in the source stream or a group's PEL. Read-only: export these
-        before any replay."""
+        """Dead letters of one stream (`<stream>-dlq`) or of every dead-letter stream, oldest first.
+        messageId, error, payload, event type and id, retry bookkeeping, idempotency lock, and whether the original
+        is still in the stream or a PEL. Export these before any replay.
+        """
         page = await list_dead_letters(
             runtime.connections, runtime.settings, stream=stream, count=count, cursor=cursor,
             type=type, contains=contains,
@@ -108,10 +111,12 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         limit: int = 100,
         include_bullmq: Annotated[bool, Field(description="also list BullMQ's own <prefix>:<queue>:events")] = False,
     ) -> Annotated[CallToolResult, StreamList]:
-        """Stream keys of the Redis database (bounded SCAN ... TYPE stream), with length, consumer
-        groups, pending count and dead letters; dead-letter streams are marked `dlq`. Use it to
-        discover the names inspect_stream, list_pending and dlq_list take. Read-only."""
+        """Stream keys in Redis (bounded SCAN) with length, groups, pending and dead letters.
+        Dead-letter streams are marked `dlq`. Gives the names inspect_stream, list_pending and dlq_list take.
+        """
         result = await list_streams(
             runtime.connections, runtime.settings, match=match, limit=limit, include_bullmq=include_bullmq
         )
         return tool_result(result, result.summary_text())
+
+    with_summary(server, "inspect_stream", StreamSummary)

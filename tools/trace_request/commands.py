@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from server.cli_support import add_common_flags, print_json, settings_from_args
+from server.cli_support import add_common_flags, add_detail_flag, print_json, settings_from_args
 
 if TYPE_CHECKING:
     from tools.trace_request.model import RequestReport
@@ -22,6 +22,7 @@ def add_parser(sub: Any) -> None:
     way.add_argument("--start", metavar="SERVICE:TABLE:ID", help="any outbox row")
     p.add_argument("--since-s", type=float, default=86400, help="payload search window (default 86400)")
     p.add_argument("--service", action="append", dest="services", help="search only this service (repeatable)")
+    add_detail_flag(p)
 
 
 def cmd_trace_request(args: argparse.Namespace) -> int:
@@ -48,7 +49,10 @@ def cmd_trace_request(args: argparse.Namespace) -> int:
 
     report = anyio.run(go)
     if args.json:
-        print_json(report)
+        from server.detail import shaped
+        from tools.trace_request.summary import summarise_request
+
+        print_json(shaped(report, args.detail, summarise_request, settings.limits.summary_items))
     else:
         print(report.summary_text())
     return 0 if report.verdict.code == "ok" and not report.inconclusive else 1

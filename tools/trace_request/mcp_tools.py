@@ -6,12 +6,14 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
+from server.detail import DetailArg, shaped, with_summary
 from server.runtime import Runtime
 from server.toolkit import READ_ONLY_REMOTE, mesh_tool, tool_result
 from tools.outbox.mcp_tools import catalog_of
 from tools.trace_request.inputs import MAX_SINCE_S
 from tools.trace_request.model import RequestReport
 from tools.trace_request.service import trace_request as trace_request_lib
+from tools.trace_request.summary import RequestSummary, request_text, summarise_request
 
 if TYPE_CHECKING:
     from tools.mesh_index.service import IndexService
@@ -41,33 +43,32 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         ] = None,
         entity_id: Annotated[
             str | None, Field(min_length=1, max_length=200,
-                              description="a business id inside payloads (heuristic search in the time window)")
+                              description="a business id inside payloads (heuristic search)")
         ] = None,
         start: Annotated[
             str | None, Field(min_length=1, max_length=300, description="SERVICE:TABLE:ID of any outbox row")
         ] = None,
         since_s: Annotated[
-            float, Field(gt=0, le=MAX_SINCE_S, description="time window of the entity_id payload search (s)")
+            float, Field(gt=0, le=MAX_SINCE_S, description="window of the entity_id search (s)")
         ] = 86400,
         services: Annotated[
             list[str] | None, Field(min_length=1, max_length=50,
-                                    description="services to search (default: every configured service)")
+                                    description="services to search (default: all)")
         ] = None,
+        detail: DetailArg = "summary",
     ) -> Annotated[CallToolResult, RequestReport]:
         """Follow one request across every service: give exactly one of correlation_id, trace_id, entity_id, start.
-
-        Finds the request's rows in every service database (events by correlation_id, jobs and events by the trace
-        id of their traceparent / traceId, or a payload search), then expands through the correlation and trace
-        ids found. Each item is traced like trace_job / trace_event (job_audit, outcome events, stream entries,
-        per-group delivery). verdict = first broken link of the whole tree (trace verdict codes);
-        `inconclusive` with `unavailable` when a service could not be searched; `trace_context` lists
-        trace_context_broken rows; `skipped` / `unindexed` say which lookups lacked a column or an index;
-        `ws_messages`: the websocket messages the final consumers send, from the static index (evidence
-        static, never seen at run time; needs a workspace, else `ws_note` says why); `mermaid` draws the tree.
+        Finds its rows in every service database, expands through the correlation and trace ids found, and traces
+        each item like trace_job / trace_event. verdict = the tree's first broken link; `inconclusive` with
+        `unavailable`: a service could not be searched; `trace_context`: broken trace contexts; `ws_messages`:
+        websocket messages sent at the end (static).
         """
         report = await trace_request_lib(
             runtime.connections, runtime.settings, catalog_of(runtime), correlation_id=correlation_id,
             trace_id=trace_id, entity_id=entity_id, start=start, since_s=since_s, services=services,
             index=index_of(runtime),
         )
-        return tool_result(report, report.summary_text())
+        shown = shaped(report, detail, summarise_request, runtime.settings.limits.summary_items)
+        return tool_result(shown, request_text(report))
+
+    with_summary(server, "trace_request", RequestSummary)

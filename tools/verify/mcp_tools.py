@@ -40,15 +40,10 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         ],
         ctx: Context,
     ) -> Annotated[CallToolResult, FlowReport]:
-        """The implementation checklist of a job or event type, checked statically in the workspace.
-
-        Use it after adding or changing a job or event flow, or when one never runs: it says whether the flow
-        is wired end to end and what is missing. Each check (stable ids: declared, merged, in_registry,
-        queue_declared, has_producer, producer_uses_outbox, has_handler, handler_routed, queue_matches_target,
-        returns_original_payload, reads_envelope, typed_errors, provided_in_module for a job; declared,
-        has_producer, producer_in_transaction, stream_has_consumer, consumer_accepts_type for an event) is
-        pass, fail or unknown (the code cannot tell, e.g. a dynamic expression), with file:line evidence and
-        the fix in one sentence. `summary` counts them; `failing` lists the failing ids.
+        """Check that a job or event type is wired end to end in the code.
+        Use it after adding or changing a flow, or when one never runs. Each check (declared, has_producer,
+        producer_uses_outbox, has_handler, handler_routed, stream_has_consumer, ...) is pass, fail or unknown, with
+        file:line evidence and a one-sentence fix; `failing` lists the failing check ids.
         """
         index = get_index_service(runtime)
         await refresh_with_progress(index, ctx)

@@ -1,0 +1,107 @@
+"""``detail: "summary" | "full"`` on the large tools: a compact result by default, today's on request.
+
+Claude Code, VS Code and Copilot CLI give the model only ``structuredContent`` when a result has
+one, so a trace's every hop with its raw row columns, stack traces and Mermaid text fills a
+context for little. A *summary* keeps the verdict and next step, every id the next call needs,
+the counts, and the first ``[limits] summary_items`` items of each list; ``omitted`` says what
+was left out and how to get it (``detail="full"``). ``full`` is the result exactly as before.
+
+Each capability writes its own summary model and shaping function next to its tool (for
+example :mod:`tools.outbox.summary`); this module holds what they share, and
+:func:`with_summary` makes the advertised output schema accept either shape (``anyOf`` the full
+model and the summary model), so clients that validate ``structuredContent`` accept both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Annotated, Any, Literal, TypeVar, Union
+
+from mcp.server.mcpserver import MCPServer
+from pydantic import BaseModel, Field, TypeAdapter
+
+from tools.skills.model import RelatedSkill
+
+Detail = Literal["summary", "full"]
+
+DetailArg = Annotated[Detail, Field(
+    description="summary: verdict, next step, ids, counts, first items (cuts counted in `omitted`); full: all")]
+"""The ``detail`` parameter of the large tools (default ``"summary"``)."""
+
+FULL_HINT = 'call again with detail="full" for every item'
+
+T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
+
+
+class Omitted(BaseModel):
+    """What a summary left out."""
+
+    counts: dict[str, int] = Field(description="per field: items (or, for text, characters) left out")
+    how: str = Field(default=FULL_HINT, description="how to get them")
+
+
+class SummaryBase(BaseModel):
+    """Fields every summary has: which shape it is, what it left out, the related runbooks (capped)."""
+
+    detail: Literal["summary"] = Field(default="summary", description="this is the summary shape")
+    omitted: Omitted | None = Field(default=None, description="what was left out; None when nothing was")
+    related_skills: list[RelatedSkill] = Field(default_factory=list, description="runbooks about it (first ones)")
+
+
+class Cutter:
+    """Caps lists and texts for one summary and counts what it cut (``omitted``)."""
+
+    def __init__(self, items: int, text_chars: int = 300) -> None:
+        self.items = items
+        self.text_chars = text_chars
+        self.counts: dict[str, int] = {}
+
+    def first(self, name: str, values: Sequence[T], n: int | None = None) -> list[T]:
+        """The first ``n`` (default ``[limits] summary_items``) of ``values``, counting the rest."""
+        cap = self.items if n is None else n
+        if len(values) > cap:
+            self.counts[name] = self.counts.get(name, 0) + len(values) - cap
+        return list(values[:cap])
+
+    def drop(self, name: str, count: int) -> None:
+        """Record ``count`` items (or characters) of ``name`` left out entirely."""
+        if count:
+            self.counts[name] = self.counts.get(name, 0) + count
+
+    def text(self, name: str, value: str | None) -> str | None:
+        """``value`` cut at ``text_chars`` with an ellipsis (the cut characters are counted)."""
+        if value is None or len(value) <= self.text_chars:
+            return value
+        self.counts[name] = self.counts.get(name, 0) + len(value) - self.text_chars + 1
+        return value[: self.text_chars - 1] + "…"
+
+    def omitted(self) -> Omitted | None:
+        return Omitted(counts=dict(sorted(self.counts.items()))) if self.counts else None
+
+    def related(self, related: Sequence[RelatedSkill] | None) -> list[RelatedSkill]:
+        return self.first("related_skills", list(related or []), 3)
+
+
+def shaped(full: M, detail: Detail, summarise: Callable[[M, int], BaseModel], items: int) -> BaseModel:
+    """``full`` unchanged for ``detail="full"``, else ``summarise(full, items)``."""
+    return full if detail == "full" else summarise(full, items)
+
+
+def with_summary(server: MCPServer, tool_name: str, summary_model: type[BaseModel]) -> None:
+    """Make ``tool_name``'s output model and advertised schema accept its summary shape too.
+
+    The schema stays an object at the root (``type: object``) with ``anyOf`` the full and the
+    summary model; the SDK validates a result against the same union.
+    """
+    tool = server._tool_manager.get_tool(tool_name)
+    if tool is None:
+        raise KeyError(f"{tool_name} is not registered")
+    metadata = tool.fn_metadata
+    full_model = metadata.output_model
+    if full_model is None:
+        raise TypeError(f"{tool_name} has no structured output to summarise")
+    union: Any = Union[full_model, summary_model]  # noqa: UP007 (a runtime union of two classes)
+    schema = TypeAdapter(union).json_schema()
+    metadata.output_model = union
+    metadata.output_schema = {"type": "object", **schema}

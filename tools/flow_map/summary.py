@@ -1,0 +1,78 @@
+"""The ``detail="summary"`` shape of flow_map (:mod:`server.detail`).
+
+The picture itself is in the text content (a ```mermaid block) in both shapes; the summary's
+structured content keeps the counts, the nodes in trouble (static or live) first, then the
+queues and streams (the names the runtime tools take), then the rest, up to the cap; edges and
+the Mermaid text are counted in ``omitted`` (``detail="full"`` has them).
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from server.detail import Cutter, SummaryBase
+from tools.flow_map.model import FlowMap, FlowNode, ServiceProblem, Trouble
+from tools.mesh_index.summary import IndexBrief, MatchBrief
+
+
+class NodeBrief(BaseModel):
+    id: str
+    role: str
+    kind: str
+    label: str
+    value: str | None = None
+    at: str | None = Field(default=None, description="file:line of a code node")
+    groups: list[str] = Field(default_factory=list)
+    trouble: list[Trouble] = Field(default_factory=list)
+    live: str | None = Field(default=None, description="live status: sentence (live=true)")
+    verdicts: list[str] = Field(default_factory=list, description="trace verdict codes of the live read")
+
+
+class FlowSummary(SummaryBase):
+    """flow_map, detail="summary"."""
+
+    target: str
+    depth: int
+    direction: str
+    live: bool
+    matches: list[MatchBrief]
+    counts: dict[str, int] = Field(description="nodes, edges, folded of the full picture")
+    trouble: int
+    nodes: list[NodeBrief] = Field(description="nodes in trouble first, then queues and streams, then the rest")
+    unavailable: list[ServiceProblem] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+    index: IndexBrief
+
+
+def _rank(node: FlowNode) -> int:
+    troubled = bool(node.trouble) or (node.live is not None and node.live.status not in ("ok",))
+    return 0 if troubled else 1 if node.kind in ("queue", "stream") else 2
+
+
+def _brief(node: FlowNode) -> NodeBrief:
+    return NodeBrief(
+        id=node.id, role=node.role, kind=node.kind, label=node.label, value=node.value,
+        at=f"{node.file}:{node.line}" if node.file and node.line else None, groups=node.groups,
+        trouble=node.trouble, live=f"{node.live.status}: {node.live.sentence}" if node.live else None,
+        verdicts=node.live.verdicts if node.live else [],
+    )
+
+
+def summarise_flow(result: FlowMap, items: int) -> FlowSummary:
+    cut = Cutter(items)
+    cut.drop("edges", len(result.edges))
+    cut.drop("mermaid_chars", len(result.mermaid))
+    nodes = sorted(result.nodes, key=_rank)
+    return FlowSummary(
+        target=result.target, depth=result.depth, direction=result.direction, live=result.live,
+        matches=[MatchBrief(kind=m.kind, name=m.name, value=m.value,
+                            defined_at=f"{m.defined_at.file}:{m.defined_at.line}" if m.defined_at else None)
+                 for m in cut.first("matches", result.matches)],
+        counts={"nodes": len(result.nodes), "edges": len(result.edges), "folded": len(result.folded)},
+        trouble=result.trouble,
+        nodes=[_brief(n) for n in cut.first("nodes", nodes, max(items, 8))],
+        unavailable=result.unavailable, notes=cut.first("notes", result.notes),
+        index=IndexBrief(files=result.index.files, parse_errors=result.index.parse_errors,
+                         indexed_at=result.index.indexed_at, stale_files=len(result.index.stale_files)),
+        related_skills=cut.related(result.related_skills), omitted=cut.omitted(),
+    )
