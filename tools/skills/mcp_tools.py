@@ -9,10 +9,12 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
+from resources.skill_catalog import get_skill_catalog
 from server.runtime import Runtime
 from server.toolkit import READ_ONLY_LOCAL, mesh_tool, tool_result
 from tools.skills.check import check_skills as check_skills_lib
 from tools.skills.model import SkillsReport
+from tools.skills.vocab_cache import VocabularyCache
 
 
 def register(server: MCPServer, runtime: Runtime) -> None:
@@ -43,5 +45,8 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         shape of its kind and appears nowhere in the code. Read the skills themselves as skill://workspace/...
         resources.
         """
-        report = await anyio.to_thread.run_sync(check_skills_lib, runtime.settings, name)
+        vocabulary = runtime.service("skills.vocabulary", VocabularyCache)
+        report = await anyio.to_thread.run_sync(
+            lambda: check_skills_lib(runtime.settings, name, vocabulary=vocabulary, catalog=get_skill_catalog(runtime))
+        )
         return tool_result(report, report.summary_text())
