@@ -136,6 +136,16 @@ class Limits(_Strict):
         default=60_000, ge=0, le=7 * 86_400_000,
         description="a BullMQ delayed job past its due time by more than this is not promoted",
     )
+    related_skills_max: int = Field(
+        default=6, ge=0, le=100,
+        description="related_skills listed per result, strongest first (the others are counted in "
+        "related_skills_more)",
+    )
+    related_skills_index_wait_s: float = Field(
+        default=2.0, ge=0, le=120,
+        description="a trace waits this long for the static index to name its types' sites (for paths globs); "
+        "past it the trace links skills by names only and says so",
+    )
 
 
 class ApprovalSettings(_Strict):

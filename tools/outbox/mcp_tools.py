@@ -18,6 +18,8 @@ from tools.outbox import query_outbox as query_lib
 from tools.outbox.model import HealthReport, QueryOutboxResult, TraceReport
 from tools.outbox.schema_discovery import SchemaCatalog
 from tools.outbox.trace import Tracer
+from tools.skills.model import attach_related
+from tools.skills.trace_links import related_to_trace
 
 SERVICE_DOC = "service name from [services.<name>] in mesh.toml; omit (null) for every configured service"
 
@@ -114,7 +116,8 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         """
         report = await Tracer(runtime.connections, runtime.settings, catalog_of(runtime)).trace_job(service, job_id)
         report.mermaid = trace_mermaid(report)
-        return tool_result(report, with_picture(report))
+        related = attach_related(report, await related_to_trace(runtime, report))
+        return tool_result(report, "\n".join(filter(None, [with_picture(report), related])))
 
     @server.tool(name="trace_event", annotations=READ_ONLY_REMOTE)
     @mesh_tool
@@ -133,4 +136,5 @@ def register(server: MCPServer, runtime: Runtime) -> None:
             service, event_id
         )
         report.mermaid = trace_mermaid(report)
-        return tool_result(report, with_picture(report))
+        related = attach_related(report, await related_to_trace(runtime, report))
+        return tool_result(report, "\n".join(filter(None, [with_picture(report), related])))

@@ -9,6 +9,8 @@ from pydantic import Field
 from server.runtime import Runtime
 from server.toolkit import READ_ONLY_REMOTE, mesh_tool, tool_result
 from tools.outbox.mcp_tools import catalog_of
+from tools.skills.model import attach_related
+from tools.skills.trace_links import related_to_request
 from tools.trace_request.inputs import MAX_SINCE_S
 from tools.trace_request.model import RequestReport
 from tools.trace_request.service import trace_request as trace_request_lib
@@ -70,4 +72,5 @@ def register(server: MCPServer, runtime: Runtime) -> None:
             trace_id=trace_id, entity_id=entity_id, start=start, since_s=since_s, services=services,
             index=index_of(runtime),
         )
-        return tool_result(report, report.summary_text())
+        related = attach_related(report, await related_to_request(runtime, report))
+        return tool_result(report, "\n".join(filter(None, [report.summary_text(), related])))
