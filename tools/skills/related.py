@@ -21,7 +21,6 @@ from tools.skills.model import RelatedSkill
 from tools.skills.paths import glob_regex, normalise
 from tools.skills.spans import code_spans
 
-MAX_RELATED = 6
 NOT_LINKING_KEYS = {"paths", "sources", "verified", "generated", "name", "description", "title"}
 
 
@@ -103,10 +102,3 @@ def rank_related(
     ranked.sort(key=lambda item: item[:3])
     return [item[3] for item in ranked]
 
-
-def related_skills(
-    facts: TargetFacts, workspace_skills: Iterable[WorkspaceSkill], bundled: Iterable[Skill], *,
-    limit: int = MAX_RELATED,
-) -> list[RelatedSkill]:
-    """The related skills, strongest link first, at most ``limit``."""
-    return rank_related(facts, workspace_skills, bundled)[:limit]
