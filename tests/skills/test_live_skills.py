@@ -39,7 +39,7 @@ def age_tree(root: Path, seconds: float = 3600) -> None:
     """Date every file and folder under ``root`` ``seconds`` back (folders last: touching a file does not
     change its folder's mtime, but be explicit)."""
     past = time.time() - seconds
-    for dirpath, dirnames, filenames in os.walk(root):
+    for dirpath, _dirnames, filenames in os.walk(root):
         for name in filenames:
             os.utime(os.path.join(dirpath, name), (past, past))
     for dirpath, _dirnames, _filenames in os.walk(root, topdown=False):
@@ -154,7 +154,8 @@ def test_the_vocabulary_is_reused_until_the_code_or_the_config_changes(workspace
 
     # a source file edited in place: rebuilt, and the new declaration counts
     enum = workspace / "npm-packages/packages/shared/src/enums/streams.enum.ts"
-    enum.write_text(enum.read_text().replace("EVENT = 'stream:event',", "EVENT = 'stream:event',\n  EVNT = 'stream:evnt',"))
+    added = "EVENT = 'stream:event',\n  EVNT = 'stream:evnt',"
+    enum.write_text(enum.read_text().replace("EVENT = 'stream:event',", added))
     third = check_skills(settings, "trace-flow", vocabulary=cache)
     assert cache.builds == 2 and not third.vocabulary_reused
     assert "stream:evnt" in {f.name for f in first.skills[0].findings}

@@ -29,7 +29,9 @@ RUNBOOK = "skill://workspace/meta/volontariapp-trace-async-flow"
 RUNBOOK_PATH = "meta/.agents/skills/volontariapp-trace-async-flow/SKILL.md"
 
 SHAPES = {
-    "bom/.agents/skills/with-bom/SKILL.md": "\ufeff---\nname: with-bom\ndescription: Saved by an editor with a BOM.\n---\nb\n",
+    "bom/.agents/skills/with-bom/SKILL.md": (
+        "\ufeff---\nname: with-bom\ndescription: Saved by an editor with a BOM.\n---\nb\n"
+    ),
     "crlf/.claude/skills/crlf/SKILL.md": "---\r\nname: crlf\r\ndescription: Windows line ends.\r\n---\r\nbody\r\n",
     "spec/.agents/skills/spec/SKILL.md": (
         "---\nname: spec-shaped\ndescription: The Agent Skills specification's optional keys.\nlicense: MIT\n"

@@ -106,7 +106,7 @@ async def test_trace_event_links_by_its_type_key(user_db, redis_client, settings
     async with Client(build_server(settings_for({"user": url})), cache=None) as client:
         result = await client.call_tool("trace_event", {"event_id": event_id, "service": "user"})
     related = _related(result)
-    assert list(related)[0] == USER_CREATED
+    assert next(iter(related)) == USER_CREATED
     assert related[USER_CREATED] == "its front matter 'mesh_keys' lists user.created"
     assert WELCOME not in related and QUEUE not in related and GEOCODING not in related
     assert USER_CREATED in result.content[0].text
@@ -167,7 +167,7 @@ async def test_trace_request_links_the_skills_of_its_items(dbs, redis_client, se
         result = await client.call_tool("trace_request", {"correlation_id": s.correlation})
     related = _related(result)
     assert result.structured_content["verdict"]["code"] == "in_pel", "the request's verdict is unchanged"
-    assert list(related)[0] == NOTIFICATIONS
+    assert next(iter(related)) == NOTIFICATIONS
     assert related[NOTIFICATIONS] == "its front matter 'mesh_keys' lists notification:sent"
     assert WELCOME not in related and GEOCODING not in related and USER_CREATED not in related
     assert f"Related skills: {NOTIFICATIONS}" in result.content[0].text
