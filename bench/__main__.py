@@ -26,6 +26,7 @@ BENCHES: dict[str, tuple[list[str], list[str]]] = {
     "flow_map": ([], ["--files", "1000", "--targets", "50"]),
     "trace_request": ([], ["--rows", "2000", "--lookups", "20"]),
     "topology": ([], ["--streams", "200", "--queues", "50", "--runs", "5"]),
+    "skills": ([], ["--files", "2000", "--runs", "3"]),
 }
 
 

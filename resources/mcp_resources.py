@@ -13,21 +13,28 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from pathlib import Path
 from typing import Annotated
 
+import anyio.to_thread
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp.server.mcpserver.prompts.base import Message, UserMessage
 from mcp.server.mcpserver.resources import FunctionResource, TextResource
 from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS, Annotations, EmbeddedResource, TextResourceContents
+from mcp.types import Resource as MCPResource
 from pydantic import Field
 
 from resources import prompts as prompt_texts
 from resources.catalogue import CATALOGUE_MIME_TYPE, CATALOGUE_URI, catalogue_json
+from resources.skill_catalog import get_skill_catalog
 from resources.skills import NAME_PATTERN, SKILL_MIME_TYPE, Skill, find_skill, load_skills
-from resources.workspace_skills import WorkspaceSkill, discover_workspace_skills
+from resources.workspace_skills import (
+    WORKSPACE_SKILL_PREFIX,
+    SkillDiscovery,
+    WorkspaceSkill,
+    discover_workspace_skills,
+)
 from server.config import Settings
 from server.errors import InvalidArgument, MeshError
 from server.runtime import Runtime
@@ -50,41 +57,84 @@ def _skill_resource(skill: Skill) -> TextResource:
     )
 
 
-def _workspace_skill_resource(skill: WorkspaceSkill, path: Path) -> FunctionResource:
-    """A workspace SKILL.md as a resource read from disk at each read (so edits show)."""
-
-    def read() -> str:
-        try:
-            return path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ResourceError(f"{skill.rel_path} cannot be read: {exc}") from None
-
+def _workspace_skill_listing(skill: WorkspaceSkill) -> MCPResource:
+    """How a workspace SKILL.md is listed: its front-matter name and description, problems said."""
     description = skill.description or "(no description in its front matter)"
     if skill.error:
         description = f"{description} [listed with a problem: {skill.error}]"
-    return FunctionResource(
+    return MCPResource(
         uri=skill.uri,
         name=f"{skill.repo}/{skill.slug}",
         title=skill.title,
         description=description,
         mime_type=SKILL_MIME_TYPE,
         annotations=FOR_EVERYONE,
-        meta={"source": "workspace", "repo": skill.repo, "path": skill.rel_path, "tags": skill.tags,
-              "front_matter_keys": sorted(skill.front_matter), "error": skill.error},
-        fn=read,
+        _meta={"source": "workspace", "repo": skill.repo, "path": skill.rel_path, "tags": skill.tags,
+               "front_matter_keys": sorted(skill.front_matter), "error": skill.error},
     )
 
 
-def register_workspace_skills(server: MCPServer, settings: Settings) -> list[WorkspaceSkill]:
-    """List every SKILL.md of the workspace (``skill://workspace/<repo>/<slug>``) beside the bundled ones."""
-    if settings.workspace is None:
-        return []
-    found = discover_workspace_skills(settings.workspace, settings.conventions.static.skip_dirs)
-    for skill in found.skills:
-        server.add_resource(_workspace_skill_resource(skill, settings.workspace / skill.rel_path))
-    if found.truncated:
-        log.warning("workspace skill discovery stopped at its bound; some SKILL.md files are not listed")
-    return found.skills
+def register_workspace_skills(server: MCPServer, runtime: Runtime) -> None:
+    """Every SKILL.md of the workspace as ``skill://workspace/<repo>/<slug>``, as the files are now.
+
+    ``resources/list`` asks the runtime's :class:`~resources.skill_catalog.SkillCatalog` each time
+    (a skill added, removed or renamed while the server runs is listed or dropped at once; the
+    catalogue walks again only when a folder changed), and reads go to the file on disk.
+    """
+    if runtime.settings.workspace is None:
+        return
+    add_lister = getattr(server, "add_resource_lister", None)
+    if add_lister is None:  # a plain MCPServer: list what is there now
+        for skill in discover_workspace_skills(runtime.settings.workspace,
+                                               runtime.settings.conventions.static.skip_dirs).skills:
+            server.add_resource(FunctionResource(uri=skill.uri, name=f"{skill.repo}/{skill.slug}",
+                                                 mime_type=SKILL_MIME_TYPE, fn=_reader(runtime, skill.uri)))
+        return
+
+    def current() -> SkillDiscovery:
+        catalog = get_skill_catalog(runtime)
+        assert catalog is not None
+        found = catalog.current()
+        if found.truncated:
+            log.warning("workspace skill discovery stopped at its bound; some SKILL.md files are not listed")
+        return found
+
+    async def listed() -> list[MCPResource]:
+        found = await anyio.to_thread.run_sync(current)
+        return [_workspace_skill_listing(skill) for skill in found.skills]
+
+    add_lister(listed)
+
+    @server.resource(
+        f"{WORKSPACE_SKILL_PREFIX}{{repo}}/{{slug}}",
+        name="workspace-skill",
+        title="The team's own skill (SKILL.md of the workspace)",
+        description="A SKILL.md under <repo>/**/.agents/skills/ or .claude/skills/ of the workspace, as markdown "
+        "(resources/list names each one; '_root' is the workspace root). Read from disk at each read.",
+        mime_type=SKILL_MIME_TYPE,
+        annotations=FOR_EVERYONE,
+    )
+    async def read_workspace_skill(repo: str, slug: str) -> str:
+        return await anyio.to_thread.run_sync(_reader(runtime, f"{WORKSPACE_SKILL_PREFIX}{repo}/{slug}"))
+
+
+def _reader(runtime: Runtime, uri: str) -> Callable[[], str]:
+    """Reads the SKILL.md behind ``uri`` as the catalogue knows it now (unknown URIs: a clear error)."""
+
+    def read() -> str:
+        catalog = get_skill_catalog(runtime)
+        skills = catalog.current().skills if catalog is not None else []
+        skill = next((s for s in skills if s.uri == uri), None)
+        if skill is None:
+            known = ", ".join(s.uri for s in skills) or "(none)"
+            raise ResourceNotFoundError(f"no workspace skill {uri}; known: {known} (resources/list shows them)")
+        path = runtime.settings.workspace / skill.rel_path
+        try:
+            return path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ResourceError(f"{skill.rel_path} cannot be read: {exc}") from None
+
+    return read
 
 
 def _embedded(skill: Skill | None) -> list[Message]:
@@ -99,7 +149,7 @@ def register(server: MCPServer, runtime: Runtime) -> None:
     skills = load_skills(strict=False)
     for skill in skills:
         server.add_resource(_skill_resource(skill))
-    register_workspace_skills(server, runtime.settings)
+    register_workspace_skills(server, runtime)
     known = ", ".join(skill.name for skill in skills) or "(none)"
 
     @server.resource(

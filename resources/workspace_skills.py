@@ -19,12 +19,16 @@ from __future__ import annotations
 
 import os
 import re
+import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+"""libyaml's safe loader when PyYAML was built with it (about 20x faster), else the pure-Python one."""
 WORKSPACE_SKILL_PREFIX = "skill://workspace/"
 SKILL_FILE_NAMES = ("SKILL.md", "skill.md")
 SKILL_FOLDERS = (".agents", ".claude")
@@ -32,6 +36,8 @@ SKILL_FOLDERS = (".agents", ".claude")
 MAX_SKILL_FILES = 500
 MAX_SKILL_BYTES = 1_000_000
 MAX_WALK_DIRS = 50_000
+RACY_NS = 2_000_000_000
+"""Mtimes this close to a walk are not trusted as freshness proof (coarse file-system clocks: up to 2 s)."""
 
 
 @dataclass(frozen=True)
@@ -105,7 +111,7 @@ def parse_workspace_skill(text: str, *, rel_path: str, repo: str, slug: str) -> 
         error = "no front matter: the file should start with a '---' line, YAML keys, then '---'"
     else:
         try:
-            loaded = yaml.safe_load(source) if source.strip() else {}
+            loaded = yaml.load(source, Loader=SAFE_LOADER) if source.strip() else {}
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f" at line {mark.line + 2}" if mark is not None else ""
@@ -143,6 +149,50 @@ class SkillDiscovery:
     skills: list[WorkspaceSkill]
     truncated: bool = False
     """The walk stopped at a bound before seeing everything."""
+    dirs: dict[str, int] = field(default_factory=dict)
+    """Every folder walked (relative, ``""`` for the root) -> its mtime, read before it was listed: a
+    file or folder added, removed or renamed in it changes it (see :mod:`resources.skill_catalog`)."""
+    files: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """Every SKILL.md found (relative) -> (size, mtime_ns): an edit changes it."""
+    racy: bool = False
+    """A folder or file changed less than :data:`RACY_NS` before the walk: a change in the same clock
+    tick would leave its mtime as recorded, so these mtimes prove nothing yet (walk again)."""
+
+
+def _walk(workspace: Path, skip: set[str], max_files: int) -> tuple[list[tuple[str, Path]], dict[str, int], bool]:
+    """(SKILL.md paths, folder mtimes, truncated): a bounded walk that enters no skipped folder nor link."""
+    root = str(workspace)
+    found: list[tuple[str, Path]] = []
+    dirs: dict[str, int] = {}
+    stack = [""]
+    while stack:
+        if len(dirs) >= MAX_WALK_DIRS:
+            return found, dirs, True
+        rel_dir = stack.pop()
+        abs_dir = f"{root}/{rel_dir}" if rel_dir else root
+        try:
+            mtime = os.stat(abs_dir).st_mtime_ns  # before listing: a later change shows as a newer mtime
+            with os.scandir(abs_dir) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError:
+            continue
+        dirs[rel_dir] = mtime
+        parts = rel_dir.split("/") if rel_dir else []
+        in_skills = _is_skill_path([*parts, ""])
+        children = []
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    if entry.name not in skip:
+                        children.append(f"{rel_dir}/{entry.name}" if rel_dir else entry.name)
+                elif in_skills and entry.name in SKILL_FILE_NAMES:
+                    found.append(("/".join([*parts, entry.name]), Path(entry.path)))
+            except OSError:
+                continue
+        if len(found) >= max_files:
+            return found, dirs, True
+        stack.extend(reversed(children))
+    return found, dirs, False
 
 
 def discover_workspace_skills(
@@ -150,26 +200,10 @@ def discover_workspace_skills(
 ) -> SkillDiscovery:
     """Every SKILL.md under ``<workspace>/**/.agents/skills/`` and ``**/.claude/skills/``, sorted by URI."""
     skip = {d for d in skip_dirs if d not in SKILL_FOLDERS}
-    found: list[tuple[str, Path]] = []
-    truncated = False
-    walked = 0
-    for dirpath, dirnames, filenames in os.walk(workspace):
-        walked += 1
-        if walked > MAX_WALK_DIRS:
-            truncated = True
-            break
-        dirnames[:] = sorted(d for d in dirnames if d not in skip and not os.path.islink(os.path.join(dirpath, d)))
-        rel_dir = os.path.relpath(dirpath, workspace)
-        parts = [] if rel_dir == "." else rel_dir.split(os.sep)
-        if not _is_skill_path([*parts, ""]):
-            continue
-        for name in filenames:
-            if name in SKILL_FILE_NAMES:
-                found.append(("/".join([*parts, name]), Path(dirpath) / name))
-        if len(found) >= max_files:
-            truncated = True
-            break
+    started = time.time_ns()
+    found, dirs, truncated = _walk(workspace, skip, max_files)
     skills: list[WorkspaceSkill] = []
+    files: dict[str, tuple[int, int]] = {}
     used: set[str] = set()
     for rel, path in sorted(found)[:max_files]:
         parts = rel.split("/")
@@ -179,11 +213,27 @@ def discover_workspace_skills(
         while f"{repo}/{slug}" in used:
             slug, n = f"{base}-{n}", n + 1
         used.add(f"{repo}/{slug}")
-        skills.append(_read(path, rel, repo, slug))
-    return SkillDiscovery(sorted(skills, key=lambda s: s.uri), truncated)
+        files[rel] = file_stat(path)
+        skills.append(read_skill_file(path, rel, repo, slug))
+    racy = is_racy([*dirs.values(), *(mtime for _size, mtime in files.values())], started)
+    return SkillDiscovery(sorted(skills, key=lambda s: s.uri), truncated, dirs, files, racy)
 
 
-def _read(path: Path, rel: str, repo: str, slug: str) -> WorkspaceSkill:
+def is_racy(mtimes: Iterable[int], started_ns: int) -> bool:
+    """Whether any of ``mtimes`` is too close to (or after) ``started_ns`` to prove a later change would show."""
+    return any(mtime >= started_ns - RACY_NS for mtime in mtimes)
+
+
+def file_stat(path: Path) -> tuple[int, int]:
+    """(size, mtime_ns) of a file, (-1, -1) when it cannot be read."""
+    try:
+        st = path.stat()
+    except OSError:
+        return -1, -1
+    return st.st_size, st.st_mtime_ns
+
+
+def read_skill_file(path: Path, rel: str, repo: str, slug: str) -> WorkspaceSkill:
     def unreadable(reason: str) -> WorkspaceSkill:
         return WorkspaceSkill(
             uri=f"{WORKSPACE_SKILL_PREFIX}{slugify(repo) if repo != '.' else '_root'}/{slug}", repo=repo,
@@ -194,7 +244,7 @@ def _read(path: Path, rel: str, repo: str, slug: str) -> WorkspaceSkill:
         size = path.stat().st_size
         if size > MAX_SKILL_BYTES:
             return unreadable(f"file is {size} bytes, over the {MAX_SKILL_BYTES}-byte cap")
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a BOM is not part of the front matter
     except UnicodeDecodeError:
         return unreadable("not UTF-8 text")
     except OSError as exc:

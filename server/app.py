@@ -8,7 +8,7 @@ when remediation is enabled, so a read-only server does not even list them.
 from __future__ import annotations
 
 import importlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
@@ -17,6 +17,7 @@ from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult
+from mcp.types import Resource as MCPResource
 from pydantic import BaseModel, Field, ValidationError
 
 from server import __version__
@@ -78,7 +79,25 @@ def describe_invalid_arguments(tool: str, error: ValidationError) -> str:
 
 
 class MeshServer(MCPServer):
-    """MCPServer whose argument-validation errors read as sentences, not pydantic dumps."""
+    """MCPServer whose argument-validation errors read as sentences, not pydantic dumps.
+
+    It also lists resources that come and go while it runs (the workspace's own skills): each
+    lister added by :meth:`add_resource_lister` is asked at every ``resources/list``.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._resource_listers: list[Callable[[], Awaitable[list[MCPResource]]]] = []
+
+    def add_resource_lister(self, lister: Callable[[], Awaitable[list[MCPResource]]]) -> None:
+        """List ``await lister()`` after the registered resources at every resources/list."""
+        self._resource_listers.append(lister)
+
+    async def list_resources(self) -> list[MCPResource]:
+        listed = await super().list_resources()
+        for lister in self._resource_listers:
+            listed.extend(await lister())
+        return listed
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None

@@ -149,6 +149,16 @@ class Limits(_Strict):
         default=5, ge=1, le=1000,
         description='items of each list a detail="summary" result keeps (the rest are counted in omitted)',
     )
+    related_skills_max: int = Field(
+        default=6, ge=0, le=100,
+        description="related_skills listed per result, strongest first (the others are counted in "
+        "related_skills_more)",
+    )
+    related_skills_index_wait_s: float = Field(
+        default=2.0, ge=0, le=120,
+        description="a trace waits this long for the static index to name its types' sites (for paths globs); "
+        "past it the trace links skills by names only and says so",
+    )
 
 
 class ApprovalSettings(_Strict):

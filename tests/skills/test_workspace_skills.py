@@ -250,3 +250,24 @@ def test_a_renamed_table_in_our_own_skill_would_be_caught(tmp_path: Path) -> Non
     checks = check_bundled(root, load_settings(environ={}), root / "skills")
     names = {f.name for c in checks for f in c.findings}
     assert "job_audit_log" in names and "mesh-mcp tracejob" in names
+
+
+def test_a_source_changed_after_our_recorded_digest_is_flagged_with_its_commit(workspace: Path, tmp_path: Path) -> None:
+    """The skill records mesh-mcp's own digest on 2026-03-01: unchanged until a commit touches a source."""
+    skill = workspace / "meta/.agents/skills/trace-flow/SKILL.md"
+    parsed = parse_workspace_skill(skill.read_text(), rel_path="x", repo="meta", slug="trace-flow")
+    present = [s for s in sources_of(parsed.front_matter) if (workspace / s.resource).exists()]
+    text = skill.read_text().replace('"2026-01-10T10:00:00Z"', '"2026-03-01T00:00:00Z"')
+    skill.write_text(text.replace('"0123456789abcdef"', f'"{sources_digest(workspace, present)}"'))
+    _git(workspace, "commit", "-q", "-am", "skill verified", date="2026-03-01T00:00:00+00:00")
+    findings = _by_uri(check_skills(_settings(workspace, tmp_path)))[STALE].findings
+    assert not [f for f in findings if f.code in ("source_changed", "source_unverified")], "digest matches"
+
+    migration = workspace / "ms-user/src/migrations/common/1700000000000-outbox.ts"
+    migration.write_text(migration.read_text() + "// index on status\n")
+    _git(workspace, "commit", "-q", "-am", "migrations: index", date="2026-04-01T00:00:00+00:00")
+    changed = [f for f in _by_uri(check_skills(_settings(workspace, tmp_path)))[STALE].findings
+               if f.code == "source_changed"]
+    assert [f.name for f in changed] == ["ms-user/src/migrations/common"], "only the source that changed"
+    assert "2026-03-01" in changed[0].message and "2026-04-01" in changed[0].message
+    assert changed[0].line == 9, "the line of that source in the front matter"

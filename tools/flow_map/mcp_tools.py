@@ -26,7 +26,7 @@ from tools.flow_map.service import build_map, flow_map
 from tools.flow_map.summary import FlowSummary, summarise_flow
 from tools.mesh_index.mcp_tools import refresh_with_progress
 from tools.mesh_index.service import MAX_DEPTH, get_index_service
-from tools.skills.model import RelatedSkill, related_text
+from tools.skills.model import RelatedPage, attach_related
 from tools.skills.related import TargetFacts
 from tools.skills.service import get_skill_links
 
@@ -34,7 +34,7 @@ MERMAID_MIME_TYPE = "text/vnd.mermaid"
 FLOW_URI = "mesh://flow/{target}"
 
 
-def related_to_flow(runtime: Runtime, result: FlowMap) -> list[RelatedSkill]:
+def related_to_flow(runtime: Runtime, result: FlowMap) -> RelatedPage:
     """The runbooks about the picture: its matches, the queues and streams drawn, the code's files."""
     links = get_skill_links(runtime)
     facts = TargetFacts()
@@ -75,8 +75,8 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         service = get_index_service(runtime)
         await refresh_with_progress(service, ctx)
         result = await flow_map(service, target, depth, live, direction, runtime)
-        result.related_skills = await anyio.to_thread.run_sync(related_to_flow, runtime, result)
-        text = "\n".join(filter(None, [result.summary_text(), related_text(result.related_skills)]))
+        page = await anyio.to_thread.run_sync(related_to_flow, runtime, result)
+        text = "\n".join(filter(None, [result.summary_text(), attach_related(result, page)]))
         return tool_result(shaped(result, detail, summarise_flow, runtime.settings.limits.summary_items), text)
 
     with_summary(server, "flow_map", FlowSummary)

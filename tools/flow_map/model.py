@@ -111,6 +111,7 @@ class FlowMap(BaseModel):
     related_skills: list[RelatedSkill] = Field(
         default_factory=list, description="runbooks (workspace and bundled) about this flow: URI and why"
     )
+    related_skills_more: int = Field(default=0, description="related skills found beyond related_skills (capped)")
 
     def summary_text(self) -> str:
         from tools.flow_map.render import summary_text

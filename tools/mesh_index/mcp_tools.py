@@ -24,7 +24,7 @@ from server.toolkit import READ_ONLY_LOCAL, mesh_tool, tool_result
 from tools.mesh_index.model import Catalogue, ImpactResult
 from tools.mesh_index.service import IndexService, get_index_service
 from tools.mesh_index.summary import ImpactSummary, summarise_impact
-from tools.skills.model import related_text
+from tools.skills.model import attach_related
 from tools.skills.service import get_skill_links
 
 PROGRESS_EVERY_S = 0.25
@@ -70,8 +70,8 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         service = get_index_service(runtime)
         await refresh_with_progress(service, ctx)
         result = await anyio.to_thread.run_sync(lambda: service.analyze_impact(target, depth, include_tests))
-        result.related_skills = await anyio.to_thread.run_sync(get_skill_links(runtime).for_impact, result)
-        text = "\n".join(filter(None, [result.summary_text(), related_text(result.related_skills)]))
+        page = await anyio.to_thread.run_sync(get_skill_links(runtime).for_impact, result)
+        text = "\n".join(filter(None, [result.summary_text(), attach_related(result, page)]))
         return tool_result(shaped(result, detail, summarise_impact, runtime.settings.limits.summary_items), text)
 
     with_summary(server, "analyze_impact", ImpactSummary)

@@ -131,6 +131,7 @@ class ImpactResult(_Model):
     related_skills: list[RelatedSkill] = Field(
         default_factory=list, description="runbooks (workspace and bundled) about this target: URI and why"
     )
+    related_skills_more: int = Field(default=0, description="related skills found beyond related_skills (capped)")
 
     def summary_text(self) -> str:
         from tools.mesh_index.render import impact_text

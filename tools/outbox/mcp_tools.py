@@ -20,6 +20,8 @@ from tools.outbox.model import HealthReport, QueryOutboxResult, TraceReport
 from tools.outbox.schema_discovery import SchemaCatalog
 from tools.outbox.summary import TraceSummary, summarise_trace
 from tools.outbox.trace import Tracer
+from tools.skills.model import attach_related
+from tools.skills.trace_links import related_to_trace
 
 SERVICE_DOC = "a service of [services.<name>] in mesh.toml; omit for every service"
 
@@ -108,8 +110,9 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         """
         report = await Tracer(runtime.connections, runtime.settings, catalog_of(runtime)).trace_job(service, job_id)
         report.mermaid = trace_mermaid(report)
+        related = attach_related(report, await related_to_trace(runtime, report))
         shown = shaped(report, detail, summarise_trace, limits.summary_items)
-        return tool_result(shown, with_picture(report))
+        return tool_result(shown, "\n".join(filter(None, [with_picture(report), related])))
 
     @server.tool(name="trace_event", annotations=READ_ONLY_REMOTE)
     @mesh_tool
@@ -127,8 +130,9 @@ def register(server: MCPServer, runtime: Runtime) -> None:
             service, event_id
         )
         report.mermaid = trace_mermaid(report)
+        related = attach_related(report, await related_to_trace(runtime, report))
         shown = shaped(report, detail, summarise_trace, limits.summary_items)
-        return tool_result(shown, with_picture(report))
+        return tool_result(shown, "\n".join(filter(None, [with_picture(report), related])))
 
     with_summary(server, "trace_job", TraceSummary)
     with_summary(server, "trace_event", TraceSummary)

@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 from server.redis_routing import RedisSource
 from tools.outbox.bull_state import BullJobState
 from tools.outbox.delivery import GroupDelivery, MessageDeadLetter
+from tools.skills.model import RelatedSkill
 from tools.streams.trim_evidence import TrimEvidence
 
 TableKind = Literal["jobs_outbox", "event_queue", "job_audit"]
@@ -236,6 +237,13 @@ class TraceReport(BaseModel):
         default=None, description="the hops walked as a Mermaid flowchart, the verdict's hop marked broken"
     )
     redis_sources: list[RedisSource] = Field(default_factory=list, description="the Redis instances read")
+    related_skills: list[RelatedSkill] = Field(
+        default_factory=list, description="runbooks (workspace and bundled) about what was traced: URI and why"
+    )
+    related_skills_more: int = Field(default=0, description="related skills found beyond related_skills (capped)")
+    related_skills_note: str | None = Field(
+        default=None, description="what the links could not look at (the static index not ready, ...)"
+    )
 
     def summary_text(self) -> str:
         v = self.verdict

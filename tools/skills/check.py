@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
+from resources.skill_catalog import SkillCatalog
 from resources.workspace_skills import WorkspaceSkill, discover_workspace_skills
 from server.config import Settings
 from server.errors import InvalidArgument, MeshError
@@ -20,6 +21,7 @@ from tools.skills.paths import literal_head
 from tools.skills.runs import check_commands
 from tools.skills.sources import check_sources
 from tools.skills.spans import code_spans
+from tools.skills.vocab_cache import VocabularyCache, make_checker
 from tools.skills.vocabulary import Vocabulary, build_vocabulary
 
 
@@ -91,32 +93,37 @@ def our_commands() -> list[str]:
     return sorted({name.split()[0] for name in COMMANDS})
 
 
-def check_skills(settings: Settings, name: str | None = None) -> SkillsReport:
-    """Check the workspace's skills (or the one whose name, slug or URI is ``name``)."""
+REUSED = "; names as read by an earlier call (no folder, source file or setting changed since)"
+
+
+def check_skills(settings: Settings, name: str | None = None, *, vocabulary: VocabularyCache | None = None,
+                 catalog: SkillCatalog | None = None) -> SkillsReport:
+    """Check the workspace's skills (or the one whose name, slug or URI is ``name``).
+
+    A running server passes its ``vocabulary`` cache (kept while the code and config are unchanged)
+    and its skill ``catalog``; without them both are built for this call."""
     if settings.workspace is None:
         raise MeshError("check_skills needs a workspace: start the server with --workspace DIR (or set workspace)")
     root = settings.workspace
     conv = settings.conventions
     static = conv.static
-    found = discover_workspace_skills(root, static.skip_dirs)
+    found = catalog.current() if catalog is not None else discover_workspace_skills(root, static.skip_dirs)
     skills = found.skills
     if name is not None:
         skills = [s for s in skills if name in (s.name, s.slug, s.uri)]
         if not skills:
             known = ", ".join(s.name for s in found.skills) or "(none)"
             raise InvalidArgument(f"no workspace skill named '{name}'; known: {known}")
-    vocab = build_vocabulary(root, static.skip_dirs)
-    declared = [*conv.tables.model_dump().values(), conv.audit_trigger]
-    names = NameChecker(vocab, stream_prefix=conv.stream_prefix, dlq_suffix=conv.dlq_suffix,
-                        known_tables=[t for t in declared if isinstance(t, str)])
+    vocab, names, reused = (vocabulary or VocabularyCache()).get(root, static.skip_dirs, conv)
     commands = our_commands()
     checks = [check_one(s, root, names, vocab, commands) for s in skills]
     counts = {sev: sum(f.severity == sev for c in checks for f in c.findings) for sev in ("error", "warning", "info")}
     searched = (f"{len(vocab.files)} files of {root} (source, SQL, JSON and YAML read), the configured table names "
                 f"and mesh-mcp's commands{'; the walk was cut at its bound' if vocab.truncated else ''}"
-                f"{'; skill discovery was cut at its bound' if found.truncated else ''}")
+                f"{'; skill discovery was cut at its bound' if found.truncated else ''}"
+                f"{REUSED if reused else ''}")
     return SkillsReport(skills=checks, errors=counts["error"], warnings=counts["warning"], infos=counts["info"],
-                        searched=searched)
+                        searched=searched, vocabulary_reused=reused)
 
 
 def check_bundled(package_root: Path, settings: Settings, skills_dir: Path | None = None) -> list[SkillCheck]:
@@ -127,8 +134,7 @@ def check_bundled(package_root: Path, settings: Settings, skills_dir: Path | Non
     conv = settings.conventions
     skip = [".venv", ".git", "tests", "bench", "docs", "node_modules", "dist", "build", ".mesh", "__pycache__"]
     vocab = build_vocabulary(package_root, skip)
-    names = NameChecker(vocab, stream_prefix=conv.stream_prefix, dlq_suffix=conv.dlq_suffix,
-                        known_tables=[*conv.tables.model_dump().values(), conv.audit_trigger])
+    names = make_checker(vocab, conv)
     checks = []
     for bundled in load_skills(skills_dir):
         rel = bundled.path.relative_to(package_root).as_posix() if bundled.path else bundled.name

@@ -9,10 +9,12 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
+from resources.skill_catalog import get_skill_catalog
 from server.runtime import Runtime
 from server.toolkit import READ_ONLY_LOCAL, mesh_tool, tool_result
 from tools.skills.check import check_skills as check_skills_lib
 from tools.skills.model import SkillsReport
+from tools.skills.vocab_cache import VocabularyCache
 
 
 def register(server: MCPServer, runtime: Runtime) -> None:
@@ -37,5 +39,8 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         classes) nothing in the code declares, with the closest existing one; paths and globs matching nothing;
         sources gone or changed since `verified`; commands nothing defines. Read a skill as skill://workspace/...
         """
-        report = await anyio.to_thread.run_sync(check_skills_lib, runtime.settings, name)
+        vocabulary = runtime.service("skills.vocabulary", VocabularyCache)
+        report = await anyio.to_thread.run_sync(
+            lambda: check_skills_lib(runtime.settings, name, vocabulary=vocabulary, catalog=get_skill_catalog(runtime))
+        )
         return tool_result(report, report.summary_text())

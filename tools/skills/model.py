@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, Field
 
@@ -47,6 +47,10 @@ class SkillsReport(BaseModel):
     warnings: int
     infos: int
     searched: str = Field(description="what the names were looked up in (files read, whether the walk was cut)")
+    vocabulary_reused: bool = Field(
+        default=False, description="the names were those read by an earlier call: no folder, source file or "
+        "setting changed since (the server keeps them between calls)",
+    )
 
     def summary_text(self) -> str:
         lines = [
@@ -70,8 +74,31 @@ class RelatedSkill(BaseModel):
     why: str = Field(description="what links it: a paths glob matching a site's file, a key, a tag, or a mention")
 
 
-def related_text(related: list[RelatedSkill]) -> str:
-    """One line listing related skills for a tool's text ('' when there are none)."""
-    if not related:
-        return ""
-    return "Related skills: " + "; ".join(f"{r.uri} ({r.why})" for r in related)
+class RelatedPage(NamedTuple):
+    """The related skills a result shows, how many more were found, and what could not be looked at."""
+
+    skills: list[RelatedSkill]
+    more: int = 0
+    note: str | None = None
+
+
+def related_text(related: list[RelatedSkill], more: int = 0, note: str | None = None) -> str:
+    """One line listing related skills for a tool's text ('' when there are none and nothing to say)."""
+    parts = []
+    if related:
+        parts.append("Related skills: " + "; ".join(f"{r.uri} ({r.why})" for r in related))
+        if more:
+            parts.append(f"(+{more} more related skill(s) not listed: cap [limits] related_skills_max)")
+    if note:
+        parts.append(f"Related skills: {note}" if not related else note)
+    return " ".join(parts)
+
+
+def attach_related(result: BaseModel, page: RelatedPage) -> str:
+    """Put ``page`` on a result (``related_skills``, ``related_skills_more`` and, where the model has
+    it, ``related_skills_note``) and return the text line saying the same."""
+    result.related_skills = page.skills  # type: ignore[attr-defined]
+    result.related_skills_more = page.more  # type: ignore[attr-defined]
+    if "related_skills_note" in type(result).model_fields:
+        result.related_skills_note = page.note  # type: ignore[attr-defined]
+    return related_text(page.skills, page.more, page.note)

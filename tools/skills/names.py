@@ -24,6 +24,7 @@ TYPE_VALUE = re.compile(r"^[a-z][a-z0-9_-]*(?:[.:][a-z0-9_-]+)+$")
 KEBAB = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)+$")
 PATH = re.compile(r"^[\w.@*<>{}-]+(?:/[\w.@*<>{}-]+)+/?$")
 SQL_START = re.compile(r"^\s*(SELECT|UPDATE|INSERT|DELETE|WITH|ALTER|CREATE)\b", re.IGNORECASE)
+ELLIPSIS = re.compile(r"\.\.\.|\u2026")
 CALL = re.compile(r"^(?:this\.)?(?:[a-z]\w*\.)*([a-z]\w*)\(\)?$")
 
 FILE_EXTENSIONS = {
@@ -98,8 +99,8 @@ class NameChecker:
         if span.lang == "sql" or SQL_START.match(text):
             yield from self._sql(span)
             return
-        if span.lang is not None or " " in text or "://" in text or "$" in text:
-            return
+        if span.lang is not None or " " in text or "://" in text or "$" in text or ELLIPSIS.search(text):
+            return  # prose-like, a URL, a shell variable, or cut short ('stream:ms-user...'): not one name
         text = text.rstrip(",;")
         if PATH.match(text) and ":" not in text:
             yield from self._path(text, span.line)
@@ -122,7 +123,11 @@ class NameChecker:
         elif CAMEL.match(text) or CALL.match(text):
             name = CALL.match(text).group(1) if CALL.match(text) else text  # type: ignore[union-attr]
             if CAMEL.match(name) and name not in self.vocab.words:
-                yield Stale("code identifier", text, span.line, closest(name, self._camel_words()))
+                # flagged only as a rename or typo of a declared one: a method or option unlike anything
+                # in the code may be a library's (node_modules is not read)
+                suggestion = closest(name, self._camel_words())
+                if suggestion is not None:
+                    yield Stale("code identifier", text, span.line, suggestion)
         elif TYPE_VALUE.match(text):
             yield from self._type_value(text, span.line)
         elif KEBAB.match(text) and text.rsplit("-", 1)[1] in self._kebab_tails and not self._known_kebab(text):

@@ -21,7 +21,6 @@ from tools.skills.model import RelatedSkill
 from tools.skills.paths import glob_regex, normalise
 from tools.skills.spans import code_spans
 
-MAX_RELATED = 6
 NOT_LINKING_KEYS = {"paths", "sources", "verified", "generated", "name", "description", "title"}
 
 
@@ -32,6 +31,8 @@ class TargetFacts:
     names: list[str] = field(default_factory=list)
     tables: list[str] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
+    file_notes: dict[str, str] = field(default_factory=dict)
+    """Why a file is one of the target's (``a site of user.send_welcome``), said after a glob match."""
 
 
 def _mention(body: str, first_line: int, wanted: set[str]) -> tuple[str, int] | None:
@@ -48,7 +49,8 @@ def _workspace_reason(skill: WorkspaceSkill, facts: TargetFacts) -> tuple[int, s
         regex = glob_regex(normalise(glob))
         hit = next((f for f in facts.files if regex.match(f)), None)
         if hit:
-            return 0, f"its paths glob {glob} matches {hit}"
+            note = f" ({facts.file_notes[hit]})" if hit in facts.file_notes else ""
+            return 0, f"its paths glob {glob} matches {hit}{note}"
     names = [*facts.names, *facts.tables]
     for key, value in sorted(skill.front_matter.items()):
         if key in NOT_LINKING_KEYS or not isinstance(value, list):
@@ -79,11 +81,10 @@ def _bundled_reason(skill: Skill, facts: TargetFacts) -> tuple[int, str] | None:
     return None
 
 
-def related_skills(
-    facts: TargetFacts, workspace_skills: Iterable[WorkspaceSkill], bundled: Iterable[Skill], *,
-    limit: int = MAX_RELATED,
+def rank_related(
+    facts: TargetFacts, workspace_skills: Iterable[WorkspaceSkill], bundled: Iterable[Skill]
 ) -> list[RelatedSkill]:
-    """The related skills, strongest link first (workspace before bundled on a tie), at most ``limit``."""
+    """Every related skill, strongest link first (workspace before bundled on a tie, then by URI)."""
     if not facts.names and not facts.tables and not facts.files:
         return []
     ranked: list[tuple[int, int, str, RelatedSkill]] = []
@@ -99,4 +100,5 @@ def related_skills(
             ranked.append((reason[0], 1, bundled_skill.uri,
                            RelatedSkill(uri=bundled_skill.uri, name=bundled_skill.name, why=reason[1])))
     ranked.sort(key=lambda item: item[:3])
-    return [item[3] for item in ranked[:limit]]
+    return [item[3] for item in ranked]
+

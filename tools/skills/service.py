@@ -1,42 +1,33 @@
 """The skills known to a running server and the related-skills links the other tools attach.
 
-Workspace skills are discovered on first use and again when older than ``REFRESH_S`` (a bounded
-walk), so a SKILL.md edited while the server runs is linked with its new content.
+Workspace skills come from the runtime's :class:`~resources.skill_catalog.SkillCatalog` (the
+same one ``resources/list`` reads): a SKILL.md added, edited or removed while the server runs is
+linked as it is now. Each result shows at most ``[limits] related_skills_max`` skills and counts
+the others (:class:`~tools.skills.model.RelatedPage`).
 """
 
 from __future__ import annotations
 
-import threading
-import time
 from typing import Any
 
+from resources.skill_catalog import get_skill_catalog
 from resources.skills import Skill, load_skills
-from resources.workspace_skills import WorkspaceSkill, discover_workspace_skills
-from server.config import Settings
-from tools.skills.model import RelatedSkill
-from tools.skills.related import TargetFacts, related_skills
-
-REFRESH_S = 30.0
+from resources.workspace_skills import WorkspaceSkill
+from tools.skills.model import RelatedPage
+from tools.skills.related import TargetFacts, rank_related
 
 
 class SkillLinks:
     """Finds the skills related to a tool's result (see :mod:`tools.skills.related`)."""
 
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
+    def __init__(self, runtime: Any) -> None:
+        self.runtime = runtime
+        self.settings = runtime.settings
         self._bundled: list[Skill] = load_skills(strict=False)
-        self._workspace: list[WorkspaceSkill] = []
-        self._at = 0.0
-        self._lock = threading.Lock()
 
     def workspace_skills(self) -> list[WorkspaceSkill]:
-        if self.settings.workspace is None:
-            return []
-        with self._lock:
-            if time.monotonic() - self._at > REFRESH_S:
-                found = discover_workspace_skills(self.settings.workspace, self.settings.conventions.static.skip_dirs)
-                self._workspace, self._at = found.skills, time.monotonic()
-            return self._workspace
+        catalog = get_skill_catalog(self.runtime)
+        return catalog.current().skills if catalog is not None else []
 
     def tables_of(self, kind: str) -> list[str]:
         tables = self.settings.conventions.tables
@@ -46,10 +37,13 @@ class SkillLinks:
             return [tables.event_queue]
         return []
 
-    def related(self, facts: TargetFacts) -> list[RelatedSkill]:
-        return related_skills(facts, self.workspace_skills(), self._bundled)
+    def related(self, facts: TargetFacts, note: str | None = None) -> RelatedPage:
+        """The related skills of ``facts``, capped at ``[limits] related_skills_max``, the rest counted."""
+        ranked = rank_related(facts, self.workspace_skills(), self._bundled)
+        cap = self.settings.limits.related_skills_max
+        return RelatedPage(ranked[:cap], max(0, len(ranked) - cap), note)
 
-    def for_impact(self, result: Any) -> list[RelatedSkill]:
+    def for_impact(self, result: Any) -> RelatedPage:
         """Skills related to an ``ImpactResult``: its matches, routes and sites."""
         facts = TargetFacts()
         for match in result.matches:
@@ -59,7 +53,7 @@ class SkillLinks:
         facts.files = sorted({site.file for site in [*result.producers, *result.consumers]})
         return self.related(facts)
 
-    def for_flow(self, report: Any) -> list[RelatedSkill]:
+    def for_flow(self, report: Any) -> RelatedPage:
         """Skills related to a verify_flow ``FlowReport``: its type and the files of its evidence."""
         target = report.target
         facts = TargetFacts(
@@ -72,4 +66,4 @@ class SkillLinks:
 
 def get_skill_links(runtime: Any) -> SkillLinks:
     """The runtime's :class:`SkillLinks`, built once."""
-    return runtime.service("skill_links", lambda: SkillLinks(runtime.settings))
+    return runtime.service("skill_links", lambda: SkillLinks(runtime))

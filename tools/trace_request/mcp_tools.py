@@ -10,6 +10,8 @@ from server.detail import DetailArg, shaped, with_summary
 from server.runtime import Runtime
 from server.toolkit import READ_ONLY_REMOTE, mesh_tool, tool_result
 from tools.outbox.mcp_tools import catalog_of
+from tools.skills.model import attach_related
+from tools.skills.trace_links import related_to_request
 from tools.trace_request.inputs import MAX_SINCE_S
 from tools.trace_request.model import RequestReport
 from tools.trace_request.service import trace_request as trace_request_lib
@@ -68,7 +70,8 @@ def register(server: MCPServer, runtime: Runtime) -> None:
             trace_id=trace_id, entity_id=entity_id, start=start, since_s=since_s, services=services,
             index=index_of(runtime),
         )
+        related = attach_related(report, await related_to_request(runtime, report))
         shown = shaped(report, detail, summarise_request, runtime.settings.limits.summary_items)
-        return tool_result(shown, request_text(report))
+        return tool_result(shown, "\n".join(filter(None, [request_text(report), related])))
 
     with_summary(server, "trace_request", RequestSummary)

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from tools.outbox.model import Hop, ServiceProblem, Verdict
+from tools.skills.model import RelatedSkill
 
 
 class ContextFinding(BaseModel):
@@ -80,6 +81,13 @@ class RequestReport(BaseModel):
                                          "send, from the static index (evidence: static, not seen at run time)")
     ws_note: str | None = Field(default=None, description="why websocket messages were not joined, when they were not")
     sql_round_trips: int = Field(default=0, description="SQL round trips of the call (lookups of a level go together)")
+    related_skills: list[RelatedSkill] = Field(
+        default_factory=list, description="runbooks (workspace and bundled) about what was traced: URI and why"
+    )
+    related_skills_more: int = Field(default=0, description="related skills found beyond related_skills (capped)")
+    related_skills_note: str | None = Field(
+        default=None, description="what the links could not look at (the static index not ready, ...)"
+    )
 
     def summary_text(self) -> str:
         v = self.verdict

@@ -18,7 +18,7 @@ from server.runtime import Runtime
 from server.toolkit import READ_ONLY_LOCAL, mesh_tool, tool_result
 from tools.mesh_index.mcp_tools import refresh_with_progress
 from tools.mesh_index.service import get_index_service
-from tools.skills.model import related_text
+from tools.skills.model import attach_related
 from tools.skills.service import get_skill_links
 from tools.verify.model import FlowReport
 
@@ -50,6 +50,6 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         from tools.verify.service import verify_flow as verify_flow_lib  # on first call: not at server start-up
 
         report = await anyio.to_thread.run_sync(verify_flow_lib, index, target)
-        report.related_skills = await anyio.to_thread.run_sync(get_skill_links(runtime).for_flow, report)
-        text = "\n".join(filter(None, [report.summary_text(), related_text(report.related_skills)]))
+        page = await anyio.to_thread.run_sync(get_skill_links(runtime).for_flow, report)
+        text = "\n".join(filter(None, [report.summary_text(), attach_related(report, page)]))
         return tool_result(report, text)

@@ -96,6 +96,7 @@ class FlowReport(BaseModel):
     related_skills: list[RelatedSkill] = Field(
         default_factory=list, description="runbooks (workspace and bundled) about this flow: URI and why"
     )
+    related_skills_more: int = Field(default=0, description="related skills found beyond related_skills (capped)")
 
     @classmethod
     def build(cls, target: ResolvedTarget, checks: list[Check]) -> FlowReport:

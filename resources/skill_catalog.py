@@ -1,0 +1,96 @@
+"""The workspace's skills as they are now, re-read only when the files changed.
+
+A running server lists, reads, links and checks the workspace's ``SKILL.md`` files through one
+:class:`SkillCatalog`. Its answer is the last discovery (:func:`discover_workspace_skills`, a
+bounded walk) as long as a cheap freshness check holds:
+
+- every folder the last walk entered still has the mtime it had before it was listed (adding,
+  removing or renaming a file or folder in a folder changes that folder's mtime, so a new
+  ``.agents/skills/x/SKILL.md`` or a new ``.claude`` folder anywhere is seen): one ``stat`` per
+  folder, no listing;
+- every ``SKILL.md`` found still has its size and mtime (an edit in place).
+
+When a folder changed the walk is done again; when only a SKILL.md changed, that file alone is
+read again. Mtimes less than two seconds older than the walk prove nothing (a change in the same
+tick of a coarse file-system clock keeps the mtime): until they are older, each call walks again.
+``walks`` and ``reads`` count both, so callers (and tests) can see what was redone.
+Nothing here imports MCP.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from resources.workspace_skills import (
+    SkillDiscovery,
+    discover_workspace_skills,
+    file_stat,
+    is_racy,
+    read_skill_file,
+)
+
+
+class SkillCatalog:
+    """The workspace skills of one workspace, kept fresh by :meth:`current`."""
+
+    def __init__(self, workspace: Path, skip_dirs: list[str] | tuple[str, ...] = ()) -> None:
+        self.workspace = Path(workspace)
+        self.skip_dirs = tuple(skip_dirs)
+        self.walks = 0
+        """How many times the workspace was walked."""
+        self.reads = 0
+        """How many times one SKILL.md was read again without a walk."""
+        self._found: SkillDiscovery | None = None
+        self._lock = threading.Lock()
+
+    def current(self) -> SkillDiscovery:
+        """The skills as they are on disk now (walked again only when a folder changed)."""
+        with self._lock:
+            found = self._found
+            if found is None or found.racy or self._folders_changed(found):
+                self.walks += 1
+                self._found = discover_workspace_skills(self.workspace, self.skip_dirs)
+                return self._found
+            changed = [rel for rel, stat in found.files.items() if file_stat(self.workspace / rel) != stat]
+            if changed:
+                self._found = found = self._reread(found, changed)
+            return found
+
+    def _folders_changed(self, found: SkillDiscovery) -> bool:
+        root = str(self.workspace)
+        for rel_dir, mtime in found.dirs.items():
+            try:
+                if os.stat(f"{root}/{rel_dir}" if rel_dir else root).st_mtime_ns != mtime:
+                    return True
+            except OSError:
+                return True
+        return False
+
+    def _reread(self, found: SkillDiscovery, changed: list[str]) -> SkillDiscovery:
+        files = dict(found.files)
+        by_path = {skill.rel_path: skill for skill in found.skills}
+        started = time.time_ns()
+        for rel in changed:
+            old = by_path[rel]
+            files[rel] = file_stat(self.workspace / rel)
+            by_path[rel] = read_skill_file(self.workspace / rel, rel, old.repo, old.slug)
+            self.reads += 1
+        skills = sorted(by_path.values(), key=lambda s: s.uri)
+        racy = is_racy((files[rel][1] for rel in changed), started)
+        return replace(found, skills=skills, files=files, racy=racy)
+
+
+def get_skill_catalog(runtime: Any) -> SkillCatalog | None:
+    """The runtime's :class:`SkillCatalog` (None when no workspace is configured), built once."""
+    settings = runtime.settings
+    if settings.workspace is None:
+        return None
+    return runtime.service(
+        "workspace_skills",
+        lambda: SkillCatalog(settings.workspace, settings.conventions.static.skip_dirs),
+    )
