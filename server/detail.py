@@ -47,6 +47,8 @@ class SummaryBase(BaseModel):
     detail: Literal["summary"] = Field(default="summary", description="this is the summary shape")
     omitted: Omitted | None = Field(default=None, description="what was left out; None when nothing was")
     related_skills: list[RelatedSkill] = Field(default_factory=list, description="runbooks about it (first ones)")
+    related_skills_more: int = Field(default=0, description="related runbooks not listed here")
+    related_skills_note: str | None = Field(default=None, description="what the links could not look at, if anything")
 
 
 class Cutter:
@@ -80,12 +82,25 @@ class Cutter:
         return Omitted(counts=dict(sorted(self.counts.items()))) if self.counts else None
 
     def related(self, related: Sequence[RelatedSkill] | None) -> list[RelatedSkill]:
-        return self.first("related_skills", list(related or []), 3)
+        """The first two related skills, each ``why`` cut at 100 characters."""
+        kept = self.first("related_skills", list(related or []), 2)
+        cut = Cutter(self.items, 100)
+        shown = [skill.model_copy(update={"why": cut.text("why", skill.why)}) for skill in kept]
+        self.drop("related_skills.why", cut.counts.get("why", 0))
+        return shown
 
 
 def shaped(full: M, detail: Detail, summarise: Callable[[M, int], BaseModel], items: int) -> BaseModel:
     """``full`` unchanged for ``detail="full"``, else ``summarise(full, items)``."""
-    return full if detail == "full" else summarise(full, items)
+    if detail == "full":
+        return full
+    summary = summarise(full, items)
+    if isinstance(summary, SummaryBase) and hasattr(full, "related_skills"):
+        listed = len(getattr(full, "related_skills", None) or [])
+        more = getattr(full, "related_skills_more", 0) or 0
+        summary.related_skills_more = more + listed - len(summary.related_skills)
+        summary.related_skills_note = getattr(full, "related_skills_note", None)
+    return summary
 
 
 def with_summary(server: MCPServer, tool_name: str, summary_model: type[BaseModel]) -> None:

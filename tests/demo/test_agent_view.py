@@ -56,9 +56,14 @@ async def test_summary_is_small_and_keeps_what_the_next_call_needs(demo_run: Dem
             for kind, value in must_show(small):
                 if kind in ("code", "next_step"):
                     assert (kind, value) in in_full, (name, kind, value)
-            # related runbooks stay, capped
+            # related runbooks stay, capped at two, each why cut short with an ellipsis, the rest counted
             if whole.get("related_skills"):
-                assert small["related_skills"] == whole["related_skills"][:3], name
+                kept = small["related_skills"]
+                assert [r["uri"] for r in kept] == [r["uri"] for r in whole["related_skills"][:2]], name
+                for short, long in zip(kept, whole["related_skills"]):
+                    assert short["why"] == long["why"] or long["why"].startswith(short["why"][:-1]), name
+                more = whole.get("related_skills_more", 0) + len(whole["related_skills"]) - len(kept)
+                assert small["related_skills_more"] == more, name
 
 
 @pytest.mark.anyio

@@ -83,7 +83,7 @@ async def test_trace_job_links_the_skill_of_its_sites_files_and_of_its_queue(use
     url, conn = user_db
     job_id = _pushed_job(conn, redis_client)
     async with Client(build_server(settings_for({"user": url})), cache=None) as client:
-        result = await client.call_tool("trace_job", {"job_id": job_id})
+        result = await client.call_tool("trace_job", {"job_id": job_id, "detail": "full"})
     related = _related(result)
     data = result.structured_content
     assert data["verdict"]["code"] == "pushed_not_consumed", "the trace itself is unchanged"
@@ -104,7 +104,7 @@ async def test_trace_event_links_by_its_type_key(user_db, redis_client, settings
     event_id = sim.insert_event(conn, type="user.created", targets=["user:users"])
     sim.runner_push_event(conn, redis_client, event_id)
     async with Client(build_server(settings_for({"user": url})), cache=None) as client:
-        result = await client.call_tool("trace_event", {"event_id": event_id, "service": "user"})
+        result = await client.call_tool("trace_event", {"event_id": event_id, "service": "user", "detail": "full"})
     related = _related(result)
     assert next(iter(related)) == USER_CREATED
     assert related[USER_CREATED] == "its front matter 'mesh_keys' lists user.created"
@@ -116,9 +116,9 @@ async def test_the_list_is_capped_and_says_how_many_more(user_db, redis_client, 
     url, conn = user_db
     job_id = _pushed_job(conn, redis_client)
     async with Client(build_server(settings_for({"user": url}, related_skills_max=50)), cache=None) as client:
-        every = _related(await client.call_tool("trace_job", {"job_id": job_id}))
+        every = _related(await client.call_tool("trace_job", {"job_id": job_id, "detail": "full"}))
     async with Client(build_server(settings_for({"user": url}, related_skills_max=1)), cache=None) as client:
-        capped = await client.call_tool("trace_job", {"job_id": job_id})
+        capped = await client.call_tool("trace_job", {"job_id": job_id, "detail": "full"})
     assert len(every) >= 3
     assert list(_related(capped)) == [WELCOME]
     assert capped.structured_content["related_skills_more"] == len(every) - 1
@@ -130,7 +130,7 @@ async def test_without_the_index_in_time_names_still_link_and_it_is_said(user_db
     url, conn = user_db
     job_id = _pushed_job(conn, redis_client)
     async with Client(build_server(settings_for({"user": url}, related_skills_index_wait_s=0)), cache=None) as c:
-        never = await c.call_tool("trace_job", {"job_id": job_id})
+        never = await c.call_tool("trace_job", {"job_id": job_id, "detail": "full"})
     assert WELCOME not in _related(never) and QUEUE in _related(never)
     assert "related_skills_index_wait_s = 0" in never.structured_content["related_skills_note"]
 
@@ -149,7 +149,7 @@ async def test_without_the_index_in_time_names_still_link_and_it_is_said(user_db
         worker.start()
         held.wait(10)
         try:
-            late = await client.call_tool("trace_job", {"job_id": job_id})
+            late = await client.call_tool("trace_job", {"job_id": job_id, "detail": "full"})
         finally:
             release.set()
             worker.join(10)
@@ -164,7 +164,7 @@ async def test_trace_request_links_the_skills_of_its_items(dbs, redis_client, se
     s = sg.build(dbs["event"][1], dbs["notification"][1], redis_client)
     settings = settings_for({name: url for name, (url, _conn) in dbs.items()})
     async with Client(build_server(settings), cache=None) as client:
-        result = await client.call_tool("trace_request", {"correlation_id": s.correlation})
+        result = await client.call_tool("trace_request", {"correlation_id": s.correlation, "detail": "full"})
     related = _related(result)
     assert result.structured_content["verdict"]["code"] == "in_pel", "the request's verdict is unchanged"
     assert next(iter(related)) == NOTIFICATIONS
