@@ -45,49 +45,114 @@ class Module:
     name: str
     globs: tuple[str, ...]
     tests: tuple[str, ...]
+    deselect: tuple[str, ...] = ()
+    """slow tests (subprocesses) whose promises faster tests of the subset also defend"""
+    keyword: str = "not stdio"
+    """``pytest -k``: stdio tests cannot run under mutmut's capture; the Redis Cluster variants of the
+    trace tests run the same verdict code on another backend at twice the cost"""
 
 
-REMEDIATION_TESTS = (
-    "tests/remediation/test_promise_ids.py", "tests/remediation/test_promise_backups.py",
-    "tests/remediation/test_promise_prechecks.py", "tests/remediation/test_promise_expiry.py",
-    "tests/remediation/test_races.py", "tests/remediation/test_negative.py", "tests/remediation/test_planners.py",
-    "tests/remediation/test_story.py", "tests/remediation/test_replay_state.py",
-)
+def _rem(*names: str) -> tuple[str, ...]:
+    return tuple(f"tests/remediation/test_{n}.py" for n in names)
 
+
+# Each module runs on the tests that exercise it, no more: mutmut maps every mutated function
+# to the tests (of this subset) that call it and runs those per mutant, so a survivor costs the
+# whole mapped subset. The remediation package is split by concern for the same reason.
 MODULES: tuple[Module, ...] = (
-    Module("redaction", ("server/redaction.py",),
-           ("tests/safety/test_promise_redaction.py", "tests/foundation/test_redaction.py")),
-    Module("verdicts", ("tools/outbox/verdicts.py",),
-           ("tests/outbox/test_promise_verdicts.py", "tests/outbox/test_docs.py")),
-    Module("audit", ("server/audit.py",),
-           ("tests/safety/test_promise_audit.py",
-            "tests/remediation/test_approval.py::test_audit_log_is_chained_and_refuses_secrets")),
-    Module("connections", ("server/connections.py",),
-           ("tests/safety/test_promise_sql_reads.py", "tests/foundation/test_server.py",
-            "tests/outbox/test_health_and_doctor.py")),
-    Module("anomalies", ("tools/streams/anomalies.py",),
-           ("tests/streams/test_promise_anomaly_rules.py", "tests/streams/test_promise_trimmed_pending.py")),
-    Module("trace", ("tools/outbox/trace_*.py",),
-           ("tests/outbox/test_promise_trace.py", "tests/outbox/test_trace_event.py",
-            "tests/outbox/test_trace_job.py")),
-    Module("approval", ("server/approval.py",),
-           ("tests/remediation/test_promise_expiry.py", "tests/remediation/test_approval.py")),
-    Module("remediation-safety", ("tools/remediation/backups.py", "tools/remediation/store.py",
-                                  "tools/remediation/preconditions.py"), REMEDIATION_TESTS),
-    Module("remediation-apply", ("tools/remediation/executor.py", "tools/remediation/runners.py"),
-           REMEDIATION_TESTS),
-    Module("remediation-plan", ("tools/remediation/planner.py", "tools/remediation/plan_*.py"), REMEDIATION_TESTS),
-    Module("remediation-rest", ("tools/remediation/model.py", "tools/remediation/operations.py",
-                                "tools/remediation/redis_reads.py", "tools/remediation/replays.py",
-                                "tools/remediation/mcp_tools.py"), REMEDIATION_TESTS),
+    Module(
+        "redaction",
+        ("server/redaction.py",),
+        ("tests/safety/test_promise_redaction.py", "tests/foundation/test_redaction.py"),
+    ),
+    Module(
+        "verdicts",
+        ("tools/outbox/verdicts.py",),
+        ("tests/outbox/test_promise_verdicts.py", "tests/outbox/test_docs.py"),
+    ),
+    Module(
+        "audit",
+        ("server/audit.py",),
+        (
+            "tests/safety/test_promise_audit.py",
+            "tests/safety/test_promise_audit_verify.py",
+            "tests/remediation/test_audit_anchor.py",
+            "tests/remediation/test_approval.py::test_audit_log_is_chained_and_refuses_secrets",
+        ),
+        deselect=("tests/remediation/test_audit_anchor.py::test_audit_verify_command",),
+    ),
+    Module(
+        "connections",
+        ("server/connections.py",),
+        (
+            "tests/safety/test_promise_sql_reads.py",
+            "tests/safety/test_promise_connections.py",
+            "tests/outbox/test_deadlines.py",
+            "tests/outbox/test_health_and_doctor.py::test_down_service_is_named_and_others_answer",
+        ),
+    ),
+    Module(
+        "anomalies",
+        ("tools/streams/anomalies.py",),
+        ("tests/streams/test_promise_anomaly_rules.py", "tests/streams/test_promise_trimmed_pending.py"),
+    ),
+    Module(
+        "trace",
+        ("tools/outbox/trace_*.py",),
+        ("tests/outbox/test_promise_trace.py", "tests/outbox/test_trace_event.py", "tests/outbox/test_trace_job.py"),
+        keyword="not stdio and not cluster",
+    ),
+    Module(
+        "trace-request",
+        ("tools/trace_request/collect.py", "tools/trace_request/tree.py", "tools/trace_request/lookups.py"),
+        ("tests/trace_request/test_trace_request.py",),
+    ),
+    Module(
+        "approval",
+        ("server/approval.py",),
+        ("tests/remediation/test_promise_expiry.py", "tests/remediation/test_approval.py"),
+    ),
+    Module("remediation-backups", ("tools/remediation/backups.py",), _rem("promise_backups", "races")),
+    Module(
+        "remediation-preconditions",
+        ("tools/remediation/preconditions.py",),
+        _rem("promise_check_kinds", "promise_prechecks", "negative", "races"),
+    ),
+    Module(
+        "remediation-store",
+        ("tools/remediation/store.py",),
+        _rem("promise_ids", "replay_state", "double_replay", "promise_expiry"),
+    ),
+    Module(
+        "remediation-apply",
+        ("tools/remediation/executor.py", "tools/remediation/runners.py"),
+        _rem("promise_backups", "promise_prechecks", "races", "negative", "story", "replay_state"),
+    ),
+    Module(
+        "remediation-plan",
+        ("tools/remediation/planner.py", "tools/remediation/plan_*.py"),
+        _rem("promise_ids", "planners", "story"),
+    ),
+    Module(
+        "remediation-rest",
+        (
+            "tools/remediation/model.py",
+            "tools/remediation/operations.py",
+            "tools/remediation/redis_reads.py",
+            "tools/remediation/replays.py",
+            "tools/remediation/mcp_tools.py",
+        ),
+        _rem("planners", "story", "replay_state", "negative", "mcp"),
+    ),
 )
 
 STATUS_RE = re.compile(r"^\s+(\S+): (.+)$")
 
 
 def _tracked_files() -> list[str]:
-    out = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True,
-                         capture_output=True).stdout.decode()
+    out = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True, capture_output=True
+    ).stdout.decode()
     return [p for p in out.split("\0") if p and (ROOT / p).is_file()]
 
 
@@ -104,19 +169,21 @@ def _setup_cfg(module: Module) -> str:
     def lines(values: tuple[str, ...] | list[str]) -> str:
         return "".join(f"\n    {v}" for v in values)
 
+    deselect = [arg for test in module.deselect for arg in ("--deselect", test)]
     return (
         "[mutmut]\n"
         f"source_paths ={lines(['server', 'tools'])}\n"
         f"only_mutate ={lines(module.globs)}\n"
         f"also_copy ={lines(['resources', 'skills', 'bench', 'tests', 'docs', 'README.md', '.ci'])}\n"
         f"pytest_add_cli_args_test_selection ={lines(module.tests)}\n"
-        f"pytest_add_cli_args ={lines(['-p', 'no:cacheprovider', '-q', '-k', 'not stdio'])}\n"
+        f"pytest_add_cli_args ={lines(['-p', 'no:cacheprovider', '-q', '-k', module.keyword, *deselect])}\n"
     )
 
 
 def _results(workdir: Path) -> dict[str, str]:
-    out = subprocess.run([sys.executable, "-m", "mutmut", "results", "--all", "true"], cwd=workdir,
-                         capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "mutmut", "results", "--all", "true"], cwd=workdir, capture_output=True, text=True
+    ).stdout
     found = {}
     for line in out.splitlines():
         m = STATUS_RE.match(line)
@@ -132,20 +199,44 @@ def _score(statuses: dict[str, str]) -> dict[str, object]:
     skipped = counts.get("skipped", 0) + counts.get("not checked", 0)
     killed = counts.get("killed", 0) + counts.get("timeout", 0) + counts.get("caught by type check", 0)
     considered = len(statuses) - skipped
-    return {"mutants": len(statuses), "counts": counts,
-            "score": round(100 * killed / considered, 1) if considered else None}
+    return {
+        "mutants": len(statuses),
+        "counts": counts,
+        "score": round(100 * killed / considered, 1) if considered else None,
+    }
 
 
-def run_module(module: Module, max_children: int, keep: bool) -> dict[str, object]:
+def _refresh_tests(workdir: Path) -> None:
+    """Copy the current tests over the working copy (and mutmut's ``mutants/`` tree): tests were added."""
+    for rel in _tracked_files():
+        if rel.startswith("tests/"):
+            for base in (workdir, workdir / "mutants"):
+                target = base / rel
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(ROOT / rel, target)
+
+
+def run_module(module: Module, max_children: int, keep: bool, survivors_only: bool = False) -> dict[str, object]:
     workdir = OUT / module.name
-    if not keep or not workdir.exists():
+    names: list[str] = []
+    if survivors_only and (workdir / "mutants").exists():
+        # the previous run's survivors only, against the current tests (killed mutants stay killed:
+        # tests are only ever added between the two runs)
+        names = [k for k, v in _results(workdir).items() if v in ("survived", "no tests")]
+        _refresh_tests(workdir)
+    elif not keep or not workdir.exists():
         _copy_repo(workdir)
     (workdir / "setup.cfg").write_text(_setup_cfg(module), encoding="utf-8")
-    log = OUT / f"{module.name}.log"
+    log = OUT / f"{module.name}{'.rerun' if names else ''}.log"
     started = time.monotonic()
     with log.open("w", encoding="utf-8") as fh:
-        proc = subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", str(max_children)],
-                              cwd=workdir, stdout=fh, stderr=subprocess.STDOUT, env={**os.environ})
+        proc = subprocess.run(
+            [sys.executable, "-m", "mutmut", "run", "--max-children", str(max_children), *names],
+            cwd=workdir,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            env={**os.environ},
+        )
     return collect(module, proc.returncode, time.monotonic() - started)
 
 
@@ -155,17 +246,27 @@ def collect(module: Module, exit_status: int | None, elapsed: float | None) -> d
     log = OUT / f"{module.name}.log"
     statuses = _results(workdir)
     # "not checked": mutmut stopped before testing them (a failing clean run, see the log): no diffs to show
-    survivors = sorted(k for k, v in statuses.items() if v not in ("killed", "timeout", "caught by type check",
-                                                                   "skipped", "not checked"))
+    survivors = sorted(
+        k
+        for k, v in statuses.items()
+        if v not in ("killed", "timeout", "caught by type check", "skipped", "not checked")
+    )
     with (workdir / "survivors.txt").open("w", encoding="utf-8") as fh:
         for name in survivors:
-            shown = subprocess.run([sys.executable, "-m", "mutmut", "show", name], cwd=workdir,
-                                   capture_output=True, text=True).stdout
+            shown = subprocess.run(
+                [sys.executable, "-m", "mutmut", "show", name], cwd=workdir, capture_output=True, text=True
+            ).stdout
             fh.write(shown.rstrip() + "\n\n")
-    result = {"module": module.name, "globs": list(module.globs), "tests": list(module.tests),
-              "exit_status": exit_status, "seconds": round(elapsed, 1) if elapsed is not None else None,
-              **_score(statuses),
-              "survivors": {name: statuses[name] for name in survivors}, "log": str(log)}
+    result = {
+        "module": module.name,
+        "globs": list(module.globs),
+        "tests": list(module.tests),
+        "exit_status": exit_status,
+        "seconds": round(elapsed, 1) if elapsed is not None else None,
+        **_score(statuses),
+        "survivors": {name: statuses[name] for name in survivors},
+        "log": str(log),
+    }
     return result
 
 
@@ -174,9 +275,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("modules", nargs="*", help="module names (default: all, smallest first)")
     parser.add_argument("--max-children", type=int, default=2, help="parallel mutants (default 2)")
     parser.add_argument("--keep", action="store_true", help="reuse the previous copy and mutmut cache")
+    parser.add_argument(
+        "--survivors", action="store_true", help="re-run only the last run's survivors, against the current tests"
+    )
     parser.add_argument("--list", action="store_true", help="print the modules and their tests, run nothing")
-    parser.add_argument("--report", action="store_true",
-                        help="rebuild summary.json and survivors.txt from the last runs, run nothing")
+    parser.add_argument(
+        "--report", action="store_true", help="rebuild summary.json and survivors.txt from the last runs, run nothing"
+    )
     args = parser.parse_args(argv)
     known = {m.name: m for m in MODULES}
     unknown = [n for n in args.modules if n not in known]
@@ -203,21 +308,26 @@ def main(argv: list[str] | None = None) -> int:
             previous = summary.get(module.name, {})
             result = collect(module, previous.get("exit_status"), previous.get("seconds"))
         else:
-            result = run_module(module, args.max_children, args.keep)
+            result = run_module(module, args.max_children, args.keep, args.survivors)
         # re-read: another run of this bench (other modules) may have written meanwhile
         summary = json.loads(summary_path.read_text(encoding="utf-8")) if summary_path.exists() else {}
         summary[module.name] = result
         summary_path.write_text(json.dumps(summary, indent=2), encoding="utf-8")
-        print(f"   {result['mutants']} mutants {result['counts']} score {result['score']}% "
-              f"in {result['seconds']} s (survivors: {OUT / module.name / 'survivors.txt'})", flush=True)
+        print(
+            f"   {result['mutants']} mutants {result['counts']} score {result['score']}% "
+            f"in {result['seconds']} s (survivors: {OUT / module.name / 'survivors.txt'})",
+            flush=True,
+        )
     total = {"killed": 0, "considered": 0}
     for result in summary.values():
         counts = result["counts"]
         total["killed"] += counts.get("killed", 0) + counts.get("timeout", 0) + counts.get("caught by type check", 0)
         total["considered"] += result["mutants"] - counts.get("skipped", 0) - counts.get("not checked", 0)
     if total["considered"]:
-        print(f"total (every module in {summary_path.name}): {total['killed']}/{total['considered']} = "
-              f"{100 * total['killed'] / total['considered']:.1f}%")
+        print(
+            f"total (every module in {summary_path.name}): {total['killed']}/{total['considered']} = "
+            f"{100 * total['killed'] / total['considered']:.1f}%"
+        )
     return 0
 
 
