@@ -175,6 +175,9 @@ def _setup_cfg(module: Module) -> str:
         f"source_paths ={lines(['server', 'tools'])}\n"
         f"only_mutate ={lines(module.globs)}\n"
         f"also_copy ={lines(['resources', 'skills', 'bench', 'tests', 'docs', 'README.md', '.ci'])}\n"
+        # a mutant that makes a read hang (no deadline) is a timeout after 3x the tests' usual time,
+        # not mutmut's default 15x (half an hour for the SQL subset on a loaded machine)
+        "timeout_multiplier = 3.0\n"
         f"pytest_add_cli_args_test_selection ={lines(module.tests)}\n"
         f"pytest_add_cli_args ={lines(['-p', 'no:cacheprovider', '-q', '-k', module.keyword, *deselect])}\n"
     )
@@ -220,9 +223,9 @@ def run_module(module: Module, max_children: int, keep: bool, survivors_only: bo
     workdir = OUT / module.name
     names: list[str] = []
     if survivors_only and (workdir / "mutants").exists():
-        # the previous run's survivors only, against the current tests (killed mutants stay killed:
-        # tests are only ever added between the two runs)
-        names = [k for k, v in _results(workdir).items() if v in ("survived", "no tests")]
+        # the previous run's survivors (and the mutants it did not reach) only, against the current
+        # tests (killed mutants stay killed: tests are only ever added between the two runs)
+        names = [k for k, v in _results(workdir).items() if v in ("survived", "no tests", "not checked")]
         _refresh_tests(workdir)
     elif not keep or not workdir.exists():
         _copy_repo(workdir)
@@ -276,7 +279,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-children", type=int, default=2, help="parallel mutants (default 2)")
     parser.add_argument("--keep", action="store_true", help="reuse the previous copy and mutmut cache")
     parser.add_argument(
-        "--survivors", action="store_true", help="re-run only the last run's survivors, against the current tests"
+        "--survivors",
+        action="store_true",
+        help="re-run only the last run's survivors and unreached mutants, against the current tests",
     )
     parser.add_argument("--list", action="store_true", help="print the modules and their tests, run nothing")
     parser.add_argument(

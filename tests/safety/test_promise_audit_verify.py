@@ -327,6 +327,7 @@ from server.audit import AuditLog
 rx = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
 rx.bind("/dev/log")
 rx.settimeout(5)
+AuditLog(Path(sys.argv[1] + ".plain")).record("not-shipped")  # syslog is off unless asked for
 log = AuditLog(Path(sys.argv[1]), syslog=True)
 log.record("approved", plan_id="p-1", detail="caf\u00e9")
 sys.stdout.write(rx.recv(65536).decode("utf-8", "replace"))
@@ -370,3 +371,25 @@ def test_records_are_shipped_to_syslog(tmp_path: Path) -> None:
     assert tag.split()[-1].startswith("mesh-mcp[") and tag.endswith("]"), tag
     assert message.rstrip("\x00\n") == "audit " + line
     assert "café" in message
+
+
+def test_the_head_of_a_single_line_one_byte_past_a_tail_chunk(tmp_path: Path) -> None:
+    """The tail is read backwards in 64 KiB chunks: a lone line of 64 KiB + 1 bytes is read to its first byte."""
+    log = AuditLog(tmp_path / "audit.log")
+    entry = log.record("x", blob="")
+    line_len = len(log.path.read_bytes()) - 1  # the same record with an empty blob
+    log.path.unlink()
+    log.record("x", blob="a" * (64 * 1024 - line_len))  # the file: 65536 bytes of line + its newline
+    data = log.path.read_bytes()
+    assert len(data) == 64 * 1024 + 1
+    assert log.head() == AuditHead(hashlib.sha256(data[:-1]).hexdigest(), 1)
+    assert log.record("y")["prev"] == hashlib.sha256(data[:-1]).hexdigest()
+    assert entry["seq"] == 1
+
+
+def test_the_head_of_a_lone_line_covers_its_trailing_blanks(tmp_path: Path) -> None:
+    log = AuditLog(tmp_path / "audit.log")
+    log.record("x")
+    edited = log.path.read_bytes().rstrip(b"\n") + b" \n"
+    log.path.write_bytes(edited)
+    assert log.head().sha256 == hashlib.sha256(edited[:-1]).hexdigest()
