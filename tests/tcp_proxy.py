@@ -72,6 +72,13 @@ class FreezingProxy:
     def freeze(self) -> None:
         self.frozen.set()
 
+    def refuse_new(self) -> None:
+        """Stop listening: new connections are refused (a host that is gone); frozen ones stay frozen."""
+        with contextlib.suppress(OSError):
+            self._server.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept()
+        with contextlib.suppress(OSError):
+            self._server.close()
+
     def thaw(self) -> None:
         """Forward again; connections opened or used while frozen are dropped."""
         with self._lock:

@@ -182,6 +182,35 @@ async def test_a_frozen_network_gives_the_whole_deadline_message(make_settings, 
         proxy.close()
 
 
+async def test_a_cancel_that_cannot_reach_the_host_does_not_hold_the_read(make_settings, pg_url) -> None:
+    """The host is gone (nothing listens any more): the cancel is refused, the deadline error comes in time.
+
+    (psycopg's ``cancel_safe`` logs a refused cancel itself and does not raise, which this also shows:
+    the read ends with the deadline error, not with the cancel's.)
+    """
+    target = urlsplit(pg_url)
+    proxy = FreezingProxy(target.hostname or "127.0.0.1", target.port or 5432)
+    user = target.netloc.rpartition("@")[0]
+    dsn = urlunsplit(target._replace(netloc=f"{user}@127.0.0.1:{proxy.port}"))
+    settings = make_settings(
+        services={SVC: {"postgres": dsn}},
+        limits={"statement_timeout_ms": 300, "sql_deadline_margin_ms": 300, "connect_timeout_s": 1},
+    )
+    connections = Connections(settings)
+    try:
+        assert (await connections.read(SVC, "SELECT 1 AS one")).rows == [{"one": 1}]
+        proxy.freeze()
+        proxy.refuse_new()
+        started = time.monotonic()
+        with pytest.raises(ServiceUnavailable) as info, anyio.fail_after(5):
+            await connections.read(SVC, "SELECT 1 AS one")
+        assert time.monotonic() - started < 0.6 + 1.0 + 1.5
+    finally:
+        await connections.aclose()
+        proxy.close()
+    assert "no reply within the client-side deadline of 600 ms" in str(info.value)
+
+
 # -- aclose leaves nothing open ------------------------------------------------------------------
 
 
