@@ -200,3 +200,10 @@ async def test_first_drift_is_the_first_failing_check_in_order(ctx, redis_client
     assert await first_drift([holds, holds], ctx, dynamic=True) is None
     assert await first_drift([holds, first, second], ctx, dynamic=True) == "a is no longer in z"
     assert await first_drift([second, first], ctx, dynamic=False) == "b is no longer in z"
+
+
+async def test_first_drift_passes_the_run_time_flag_on(ctx) -> None:
+    """During the run (``dynamic=True``) an earlier step that did not complete stops the next one."""
+    check = Check(kind="step_ok", args={"step": 1, "output_key": None})
+    assert await first_drift([check], ctx, dynamic=True) == "step 1 did not complete"
+    assert await first_drift([check], ctx, dynamic=False) is None
