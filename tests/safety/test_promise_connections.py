@@ -225,10 +225,11 @@ async def test_aclose_closes_every_pooled_connection_and_redis_client(settings_f
     before = client_ids()  # other tests of this process may still hold clients: only ours are counted
     connections = Connections(settings)
     try:
+        held = []
 
-        async def two_at_once() -> None:
-            async with connections.pg(SVC), connections.pg(SVC):
-                pass
+        async def two_at_once() -> None:  # referenced: no close by GC
+            async with connections.pg(SVC) as a, connections.pg(SVC) as b:
+                held.extend([a, b])
 
         await two_at_once()  # two connections opened, both pooled
         assert _backends(pg_url) == 2
@@ -242,8 +243,52 @@ async def test_aclose_closes_every_pooled_connection_and_redis_client(settings_f
             break
         time.sleep(0.05)
     assert _backends(pg_url) == 0
+    assert all(conn.closed for conn in held)
     assert not ours & client_ids()
     watcher.close()
+
+
+async def test_aclose_closes_the_clients_of_every_redis_instance(make_settings, redis_url) -> None:
+    settings = make_settings(redis={"url": redis_url, "instances": {"other": {"url": redis_url}}})
+    watcher = redis.Redis.from_url(redis_url)
+    before = {int(c["id"]) for c in watcher.client_list()}
+    connections = Connections(settings)
+    try:
+        assert await connections.redis().ping()
+        assert await connections.redis("other").ping()
+        ours = {int(c["id"]) for c in watcher.client_list()} - before - {watcher.client_id()}
+        assert len(ours) >= 2
+    finally:
+        await connections.aclose()
+    for _ in range(100):
+        if not ours & {int(c["id"]) for c in watcher.client_list()}:
+            break
+        time.sleep(0.05)
+    assert not ours & {int(c["id"]) for c in watcher.client_list()}
+    watcher.close()
+
+
+async def test_unknown_service_lists_every_configured_one(make_settings, pg_url) -> None:
+    connections = Connections(make_settings(services={"orders": {"postgres": pg_url}, "billing": {"postgres": pg_url}}))
+    with pytest.raises(NotFound) as info:
+        connections.resolve_services("users")
+    assert str(info.value) == "unknown service 'users': configured services are billing, orders"
+
+
+async def test_an_unreachable_database_names_the_drivers_reason(make_settings) -> None:
+    from server.embedded import free_port
+
+    port = free_port()
+    settings = make_settings(
+        services={SVC: {"postgres": f"postgresql://app@127.0.0.1:{port}/orders"}}, limits={"connect_timeout_s": 2}
+    )
+    connections = Connections(settings)
+    with pytest.raises(ServiceUnavailable) as info:
+        await connections.read(SVC, "SELECT 1")
+    await connections.aclose()
+    message = str(info.value)
+    assert message.startswith("PostgreSQL of service 'orders' is unavailable: ")
+    assert "refused" in message.lower() and f"(dsn postgresql://app@127.0.0.1:{port}/orders)" in message
 
 
 # -- Redis instances: resolution and names in errors ---------------------------------------------
