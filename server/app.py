@@ -54,6 +54,7 @@ REGISTRARS: tuple[str, ...] = (
     "tools.lint.mcp_tools",
     "tools.trace_request.mcp_tools",
     "resources.completions",
+    "tools.plan_flow.mcp_tools",
 )
 """Modules exposing ``register(server, runtime)``, in listing order."""
 

@@ -33,6 +33,7 @@ COMMANDS: dict[str, str] = {
     "audit": "server.audit_cli:cmd_audit",
     "lint": "tools.lint.commands:cmd_lint",
     "trace-request": "tools.trace_request.commands:cmd_trace_request",
+    "plan-flow": "tools.plan_flow.commands:cmd_plan_flow",
 }
 
 
@@ -138,6 +139,9 @@ def build_parser() -> argparse.ArgumentParser:
     from tools.trace_request.commands import add_parser as add_trace_request
 
     add_trace_request(sub)
+    from tools.plan_flow.commands import add_parser as add_plan_flow
+
+    add_plan_flow(sub)
     return parser
 
 
