@@ -38,6 +38,7 @@ class JobFlow:
         self.siblings: dict[str, str] = {}
         self.q_pairs: dict[str, str] = {}
         self.worker_fallback: str | None = None
+        self.merged_name: str | None = None  # set when the plan spreads the domain's enum into the merged object
 
     # --- choices ------------------------------------------------------------------------
     def choose(self, queue: str | None) -> None:
@@ -98,6 +99,14 @@ class JobFlow:
                 f"({cite(self.last)}): declare a {self.dom.name} enum instead if the domain should "
                 "have its own"
             )
+        if self.planner.merged_or_owner(self.last) == self.last.owner and self.conv.merged_job_object:
+            merged = self.planner.spread_into_merged(self.last, self.package)
+            if merged:
+                out.extend(merged)
+                self.merged_name = self.conv.merged_job_object[0]
+            else:
+                self.not_covered["merged"] = f"{self.last.owner} is not spread into " \
+                    f"{'/'.join(self.conv.merged_job_object)} and no spread shows how to add it"
         from tools.verify.service import _session_for
 
         registry = _session_for(self.index).registry()
@@ -312,7 +321,7 @@ class JobFlow:
         if producers:
             phases.append(PlanPhase(name="producers", repo=repo_of(producers), steps=producers))
         phases.append(PlanPhase(name="workers", repo=repo_of(workers), steps=workers))
-        qualified = f"{self.planner.merged_or_owner(self.last)}.{self.name}"
+        qualified = f"{self.merged_name or self.planner.merged_or_owner(self.last)}.{self.name}"
         checks = [c for c in JOB_CHECKS if c not in self.not_covered]
         phases.append(verify_phase(self.name, qualified, checks))
         if self.fallback:

@@ -108,6 +108,8 @@ class JobPlanner:
         )
 
     def payload_type(self, old: str, sib: Member) -> str:
+        if not re.fullmatch(r"[A-Za-z_$][A-Za-z0-9_$]*", old):
+            return old  # an inline type (`{ from: string }`): its shape is kept, its fields are the sibling's
         p_old, p_new = pascal(sib.member), pascal(self.new)
         if p_old in old:
             return old.replace(p_old, p_new, 1)
@@ -178,6 +180,49 @@ class JobPlanner:
                     )
                 )
         return out
+
+    def spread_into_merged(self, last: Member, package: str) -> list[PlanStep]:
+        """Steps spreading ``last``'s enum into the merged job object, after the object's last spread."""
+        import os
+
+        from tools.verify.tsparse import marked_files
+
+        markers = [f"const {name}".encode() for name in self.conv.merged_job_object]
+        for pf in marked_files(self.ws / package, self.conv.skip_dirs, markers, 5000):
+            rel = pf.path.relative_to(self.ws).as_posix()
+            src = read_source(pf.path)
+            if src is None:
+                continue
+            for n in walk(src.root):
+                if n.type != "variable_declarator" or src.node_text(n.child_by_field_name("name")) not in \
+                        self.conv.merged_job_object:
+                    continue
+                spreads = [c for c in walk(n) if c.type == "spread_element"]
+                if not spreads:
+                    continue
+                idents = [c for c in walk(spreads[-1]) if c.type == "identifier"]
+                if not idents:
+                    continue
+                other = src.node_text(idents[-1])
+                rename = Renamer({other: last.owner})
+                edits = sibling_edits(src, {other}, rename, within=spreads[-1].parent)
+                if not edits:
+                    continue
+                name = src.node_text(n.child_by_field_name("name"))
+                out = [step("add_member", rel, edits[0], f"{last.owner} is not spread into {name} yet: spread it "
+                            f"like {other} ({rel}:{edits[0].line})")]
+                if not [i for i in find_identifiers(src, {last.owner}) if _in_import(i)]:
+                    target = os.path.relpath(self.ws / last.file, (self.ws / rel).parent).replace(os.sep, "/")
+                    target = ("./" if not target.startswith(".") else "") + target.rsplit(".", 1)[0]
+                    ext = ".js" if ".js'" in src.text or '.js"' in src.text else ""
+                    imports = [c for c in src.root.named_children if c.type == "import_statement"]
+                    line = imports[-1].end_point[0] + 1 if imports else 0
+                    out.insert(0, step("add_import", rel, Edit("insert", line, line, src.lines[line - 1].strip()
+                                                               if line else "",
+                                                               f"import {{ {last.owner} }} from '{target}{ext}';"),
+                                       f"{last.owner} must be imported where {name} spreads it"))
+                return out
+        return []
 
     def add_queue(self, last: Member, member: str, value: str) -> PlanStep | None:
         src = read_source(self.ws / last.file)
@@ -266,9 +311,15 @@ class JobPlanner:
             snippet=text,
         )
 
-    def worker_vars(self, src: Source, cls_node: Node, handler_cls: str) -> set[str]:
+    def worker_vars(self, src: Source, cls_node: Node, handler_cls: str, others: set[str] | None = None) -> set[str]:
+        """Parameters and fields of the worker that hold the handler itself (not a list of handlers)."""
         out = set()
         for n in walk(cls_node):
+            if others and find_identifiers(src, others, n):
+                continue
+            value = n.child_by_field_name("value")
+            if value is not None and value.type == "array":
+                continue
             if n.type in ("required_parameter", "optional_parameter", "public_field_definition") and find_identifiers(
                 src, {handler_cls}, n
             ):
@@ -283,7 +334,8 @@ class JobPlanner:
             return []
         cls = class_node(src, worker.key[1])
         old_cls, new_cls = self.handler_names(sib)
-        vars_ = self.worker_vars(src, cls, old_cls) if cls is not None else set()
+        handler_classes = {k[1] for k in worker.handlers} - {old_cls}
+        vars_ = self.worker_vars(src, cls, old_cls, handler_classes) if cls is not None else set()
         extra = {old_cls: new_cls}
         for v in vars_:
             extra[v] = self._renamed_var(v, sib)
@@ -302,6 +354,15 @@ class JobPlanner:
 
         edits = [e for e in sibling_edits(src, names, rename, skip=skip) if cls is None or e.line >= 1]
         edits = [e for e in edits if _in_scope(src, e, cls)]
+        if returns:
+            owner = self.merged_or_owner(sib.member)
+            if not find_identifiers(src, {owner}):
+                imported = [i for i in find_identifiers(src, set(package_imports(src))) if _in_import(i)]
+                messaging = [i for i in imported if "messaging" in src.node_text(_import_of(i))] or imported
+                if messaging:
+                    first = src.node_text(messaging[0])
+                    extra_edit = sibling_edits(src, {first}, Renamer({first: owner}), within=_import_of(messaging[0]))
+                    edits.extend(e for e in extra_edit[:1])
         for ret in returns:
             line = ret.start_point[0]
             ind = src.lines[line][: len(src.lines[line]) - len(src.lines[line].lstrip())]
