@@ -130,9 +130,11 @@ def handler_copy(
 
 
 def producer_copy(
-    src: Source, site_line: int, new_method: str, rename: Callable[[str], str], call_names: set[str]
+    src: Source, site_line: int, new_method: str, rename: Callable[[str], str], missing: list[str]
 ) -> tuple[str, Node, str] | None:
-    """(renamed method text, the sibling method, its name): the statements that build and save the job."""
+    """(renamed method text, the sibling method, its name): the statements that build and save the job.
+
+    ``missing`` receives the local names those statements read from the sibling's dropped statements."""
     method = None
     for n in walk(src.root):
         if (
@@ -163,7 +165,20 @@ def producer_copy(
             dropped |= _declared_names(src, s)
     indent = indent_of(src.lines[stmts[first].start_point[0]])
     body_text = "\n".join(indent + src.node_text(s) for s in keep)
+    used = {
+        src.node_text(i) for s in keep for i in walk(s) if i.type in ("identifier", "shorthand_property_identifier")
+    }
+    earlier: set[str] = set()
+    for s in stmts[:first]:
+        earlier |= _declared_names(src, s)
+    missing.extend(sorted(used & earlier))
     head = src.data[method.start_byte : block.start_byte].decode()
+    ret = method.child_by_field_name("return_type")
+    if ret is not None and not any(s.type == "return_statement" for s in keep):
+        void = ": Promise<void>" if "async" in head.split("(", 1)[0] else ": void"
+        old = src.node_text(ret)
+        if "void" not in old:
+            head = head.replace(old, void, 1)
     old_name = method_name(src, method)
     text = head + "{\n" + body_text + "\n" + indent_of(src.lines[method.start_point[0]]) + "}"
     text = indent_of(src.lines[method.start_point[0]]) + rename(text)

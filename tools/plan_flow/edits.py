@@ -180,11 +180,15 @@ def sibling_edits(
     rename: Callable[[str], str],
     within: Node | None = None,
     skip: Callable[[Node], bool] | None = None,
+    accept: Callable[[Node], bool] | None = None,
 ) -> list[Edit]:
-    """One edit per element of ``src`` naming any of ``names`` (a class, a variable, a member)."""
+    """One edit per element of ``src`` naming any of ``names`` (a class, a variable, a member);
+    ``accept`` filters the identifiers (e.g. members read through one enum only)."""
     edits: list[Edit] = []
     seen: set[int] = set()
     for ident in find_identifiers(src, names, within):
+        if accept is not None and not accept(ident):
+            continue
         found = _element(ident, names, src)
         if found is None:
             continue
@@ -216,3 +220,39 @@ def apply_edits(text: str, edits: list[Edit]) -> str:
         else:
             lines[edit.line : edit.line] = new
     return "\n".join(lines) + ("\n" if text.endswith("\n") else "")
+
+
+STATEMENTS = frozenset(
+    {"return_statement", "expression_statement", "lexical_declaration", "variable_declaration", "if_statement"}
+)
+
+
+def comparison_edits(
+    src: Source, names: set[str], rename: Callable[[str], str], accept: Callable[[Node], bool] | None = None
+) -> list[Edit]:
+    """``type === X`` comparisons naming ``names``: the same line with ``|| type === NEW`` after the comparison."""
+    out: list[Edit] = []
+    seen: set[int] = set()
+    for ident in find_identifiers(src, names):
+        if accept is not None and not accept(ident):
+            continue
+        node = ident.parent
+        while node is not None and not (
+            node.type == "binary_expression" and src.node_text(node.child_by_field_name("operator")) in ("===", "==")
+        ):
+            if node.type in STATEMENTS:
+                node = None
+                break
+            node = node.parent
+        if node is None or node.id in seen:
+            continue
+        seen.add(node.id)
+        start, end = node.start_point[0], node.end_point[0]
+        line_start = sum(len(x) + 1 for x in src.lines[:start])
+        rel_start = len(src.data[: node.start_byte].decode("utf-8", errors="replace")) - line_start
+        rel_end = len(src.data[: node.end_byte].decode("utf-8", errors="replace")) - line_start
+        old = "\n".join(src.lines[start : end + 1])
+        expr = src.node_text(node)
+        new = old[:rel_start] + expr + " || " + rename(expr) + old[rel_end:]
+        out.append(Edit("replace", start + 1, end + 1, src.lines[start].strip(), new))
+    return out

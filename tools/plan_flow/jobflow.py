@@ -105,8 +105,10 @@ class JobFlow:
                 out.extend(merged)
                 self.merged_name = self.conv.merged_job_object[0]
             else:
-                self.not_covered["merged"] = f"{self.last.owner} is not spread into " \
+                self.not_covered["merged"] = (
+                    f"{self.last.owner} is not spread into "
                     f"{'/'.join(self.conv.merged_job_object)} and no spread shows how to add it"
+                )
         from tools.verify.service import _session_for
 
         registry = _session_for(self.index).registry()

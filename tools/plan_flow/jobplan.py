@@ -82,6 +82,12 @@ class JobPlanner:
         self, sib: JobSibling, text: str, extra: dict[str, str] | None = None, protected: set[str] | None = None
     ) -> Renamer:
         pairs = member_forms(sib.member.member, self.new)
+        # the member itself only where it is read through its enum (or an alias of it): `Streams.X` is not it
+        del pairs[sib.member.member]
+        owners = {n.split(".")[0] for n in [sib.member.qualified, *sib.member.info.aliases]}
+        owners |= {m.group(1) for o in list(owners) for m in re.finditer(rf"\b{re.escape(o)}\s+as\s+(\w+)", text)}
+        for owner in owners:
+            pairs[f"{owner}.{sib.member.member}"] = f"{self.extra.get(owner, owner)}.{self.new}"
         pairs[sib.member.info.value] = self.value
         pairs.update(derived_pairs(text, sib.member.member, self.new, protected or set()))
         pairs.update(self.extra)
@@ -194,8 +200,10 @@ class JobPlanner:
             if src is None:
                 continue
             for n in walk(src.root):
-                if n.type != "variable_declarator" or src.node_text(n.child_by_field_name("name")) not in \
-                        self.conv.merged_job_object:
+                if (
+                    n.type != "variable_declarator"
+                    or src.node_text(n.child_by_field_name("name")) not in self.conv.merged_job_object
+                ):
                     continue
                 spreads = [c for c in walk(n) if c.type == "spread_element"]
                 if not spreads:
@@ -209,18 +217,35 @@ class JobPlanner:
                 if not edits:
                     continue
                 name = src.node_text(n.child_by_field_name("name"))
-                out = [step("add_member", rel, edits[0], f"{last.owner} is not spread into {name} yet: spread it "
-                            f"like {other} ({rel}:{edits[0].line})")]
+                out = [
+                    step(
+                        "add_member",
+                        rel,
+                        edits[0],
+                        f"{last.owner} is not spread into {name} yet: spread it like {other} ({rel}:{edits[0].line})",
+                    )
+                ]
                 if not [i for i in find_identifiers(src, {last.owner}) if _in_import(i)]:
                     target = os.path.relpath(self.ws / last.file, (self.ws / rel).parent).replace(os.sep, "/")
                     target = ("./" if not target.startswith(".") else "") + target.rsplit(".", 1)[0]
                     ext = ".js" if ".js'" in src.text or '.js"' in src.text else ""
                     imports = [c for c in src.root.named_children if c.type == "import_statement"]
                     line = imports[-1].end_point[0] + 1 if imports else 0
-                    out.insert(0, step("add_import", rel, Edit("insert", line, line, src.lines[line - 1].strip()
-                                                               if line else "",
-                                                               f"import {{ {last.owner} }} from '{target}{ext}';"),
-                                       f"{last.owner} must be imported where {name} spreads it"))
+                    out.insert(
+                        0,
+                        step(
+                            "add_import",
+                            rel,
+                            Edit(
+                                "insert",
+                                line,
+                                line,
+                                src.lines[line - 1].strip() if line else "",
+                                f"import {{ {last.owner} }} from '{target}{ext}';",
+                            ),
+                            f"{last.owner} must be imported where {name} spreads it",
+                        ),
+                    )
                 return out
         return []
 
@@ -246,7 +271,8 @@ class JobPlanner:
         if src is None:
             return None
         rename = self.renamer(sib, src.text, queue_pairs, package_imports(src))
-        copied = producer_copy(src, site.line, camel(self.new), rename, set())
+        missing: list[str] = []
+        copied = producer_copy(src, site.line, camel(self.new), rename, missing)
         if copied is None:
             return None
         text, method, old_name = copied
@@ -257,7 +283,10 @@ class JobPlanner:
             site.file,
             edit,
             f"copy of {site.symbol or old_name} ({cite(site)}), which writes {sib.member.qualified} "
-            "with createJob in the outbox; set the payload fields of the new job",
+            "with createJob in the outbox; set the payload fields of the new job"
+            + (
+                f" (it reads {', '.join(missing)} from the sibling's own code: supply the new job's)" if missing else ""
+            ),
         )
 
     # --- handler, worker, module --------------------------------------------------------
