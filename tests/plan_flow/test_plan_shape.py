@@ -235,3 +235,19 @@ def test_renamed_twin_gives_the_same_plan(
         assert "svc-members/src/members/member.service.ts" in files_b
     if domain == "shop":
         assert "runners/shop-jobs/src/workers/shop.worker.ts" in files_b
+
+
+def test_event_written_by_a_sql_trigger(workspace: Path, make_index: Index) -> None:
+    plan = plan_flow(make_index(workspace), "event", "STOCK_CRITICAL", "stock")
+    trigger = steps(plan, "add_migration_trigger")
+    assert [s.file for s in trigger] == ["ms-shop/src/migrations/domain/1700000000001-StockCriticalTrigger.ts"]
+    assert "create_event_queue_record('stock.critical', 'ms-shop')" in trigger[0].snippet
+    assert "class StockCriticalTrigger1700000000001" in trigger[0].snippet
+    assert "1700000000000-StockLowTrigger.ts:6" in trigger[0].why
+    # the stream a trigger reaches is computed in SQL: the plan does not promise the consumer checks
+    assert plan.checks == ["declared", "has_producer", "producer_in_transaction"]
+    assert set(plan.not_covered) == {"stream_has_consumer", "consumer_accepts_type"}
+    consume = steps(plan, "consume")[0]
+    assert (
+        consume.snippet.strip() == "return type === StockEventType.STOCK_LOW || type === StockEventType.STOCK_CRITICAL;"
+    )

@@ -161,7 +161,11 @@ def plan_event(
                 )
             )
     elif site is not None:
-        made = _migration_copy(ws, site, planner.renamer(sib, "", None))
+        try:
+            mig_text = (ws / site.file).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            mig_text = ""
+        made = _migration_copy(ws, site, planner.renamer(sib, mig_text + "\n" + site.file, None))
         if made is not None:
             file, text = made
             for c in ("stream_has_consumer", "consumer_accepts_type"):

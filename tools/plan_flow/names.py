@@ -158,4 +158,8 @@ def derived_pairs(text: str, old_member: str, new_member: str, protected: set[st
             if left_ok and right_ok:
                 out[ident] = ident[:idx] + new + ident[end:]
                 break
+        else:
+            s_old, s_new = snake(old_member), snake(new_member)
+            if ident != s_old and re.search(rf"(?:^|_){re.escape(s_old)}(?:_|$)", ident):
+                out[ident] = re.sub(rf"(^|_){re.escape(s_old)}(_|$)", rf"\g<1>{s_new}\g<2>", ident, count=1)
     return out

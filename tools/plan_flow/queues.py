@@ -76,6 +76,13 @@ def provide_steps(
             )
         break
     if not out:
+        out = _listed_elsewhere(index, planner, template, worker, pkg)
+        if out:
+            not_covered["provided_in_module"] = (
+                f"no @Module of {pkg} names {old_cls} itself: it is listed in {out[0].file}, which verify_flow "
+                "cannot follow into the module's providers"
+            )
+            return out
         not_covered["provided_in_module"] = (
             f"no @Module of {pkg or 'the worker package'} provides {old_cls}: the workspace shows no provider to follow"
         )
@@ -84,3 +91,40 @@ def provide_steps(
             f"the module does not provide {worker.key[1]}: add {new_worker[0]} where the workers are provided"
         )
     return out
+
+
+def _listed_elsewhere(index: Any, planner: Any, template: Any, worker: Any, pkg: str) -> list[PlanStep]:
+    """The sibling handler listed in a file of the worker package other than its own and its worker's
+    (a ``HANDLERS`` array a module spreads from another file): the same edits there."""
+    from tools.plan_flow.edits import read_source, sibling_edits
+    from tools.verify.tsparse import marked_files
+
+    old_cls, new_cls = planner.handler_names(template)
+    skip = {template.handler.key[0], worker.key[0]}
+    ws = Path(index.workspace)
+    for pf in marked_files(ws / pkg, index.conventions.skip_dirs, [old_cls.encode()], 5000):
+        rel = pf.path.relative_to(ws).as_posix()
+        if rel in skip:
+            continue
+        src = read_source(pf.path)
+        if src is None:
+            continue
+        extra = {_stem(template.handler.key[0]): _stem(planner.new_handler_file(template)), old_cls: new_cls}
+        rename = planner.renamer(template, src.text, extra)
+        edits = sibling_edits(src, {old_cls}, rename)
+        if edits:
+            why = f"{old_cls} is listed here ({rel}:{edits[-1].line}) for the module's providers"
+            return [
+                PlanStep(
+                    action="provide_in_module",
+                    file=rel,
+                    mode=e.mode,
+                    line=e.line,
+                    end_line=e.end_line if e.mode == "replace" else None,
+                    anchor=e.anchor,
+                    snippet=e.snippet,
+                    why=why,
+                )
+                for e in edits
+            ]
+    return []
