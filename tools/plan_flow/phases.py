@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +64,11 @@ def publish_phase(index: Any, package: str, services: list[str]) -> PlanPhase:
         cmds.append(" && ".join(build))
     if tools.changesets:
         cmds += [tools.exec("changeset", "add"), tools.exec("changeset", "version")]
-        how = f"changesets ({tools.changesets}" + (f", snapshot {tools.snapshot}" if tools.snapshot else "") + ")"
+        how = (
+            f"changesets ({tools.changesets}"
+            + (f", snapshot {json.dumps(tools.snapshot)}" if tools.snapshot else "")
+            + ")"
+        )
     else:
         how = "no changesets config: bump the version in package.json by hand"
     cmds.append(
@@ -96,7 +101,7 @@ def publish_phase(index: Any, package: str, services: list[str]) -> PlanPhase:
                 anchor=dep[1] if dep else None,
                 snippet=f"cd {svc or '.'} && {svc_tools.upgrade(name or pkg_dir, '<snapshot version>')}",
                 why=f"{svc or 'the service'} "
-                + ("depends on " + dep[1] if dep else f"does not list {name} yet")
+                + ("depends on " + dep[1].rstrip(",") if dep else f"does not list {name} yet")
                 + f"; package manager {svc_tools.manager} (from {svc_tools.evidence})",
             )
         )
