@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from server.cli_support import add_common_flags, print_json
-from tools.mesh_index.commands import ProgressBar, make_service
+from server.cli_support import add_common_flags
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -20,6 +19,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_plan_flow(args: argparse.Namespace) -> int:
+    from server.cli_support import print_json
+    from tools.mesh_index.commands import ProgressBar, make_service
     from tools.plan_flow.render import plan_text
     from tools.plan_flow.service import plan_flow
 

@@ -19,7 +19,7 @@ from tools.plan_flow.jobplan import JobPlanner, JobSibling, job_siblings, step
 from tools.plan_flow.model import FlowPlan, PlanPhase, PlanStep
 from tools.plan_flow.names import MEMBER_RE, ValueConvention, value_convention
 from tools.plan_flow.phases import in_repo, mark_fallback, publish_phase, repo_of, services_of, verify_phase
-from tools.plan_flow.picks import main_queue, pick, resolve_queue, score, template_on, worker_domain
+from tools.plan_flow.picks import main_queue, pick, refine, resolve_queue, score, template_on, worker_domain
 from tools.plan_flow.queues import provide_steps, queue_value
 from tools.verify.model import JOB_CHECKS
 
@@ -80,6 +80,7 @@ class JobFlow:
                 "own may be the better home"
             )
         t = self.template
+        refine(self.index, t)
         self.worker = next((w for w in t.workers if wanted in w.queues), t.workers[0])
         # a new queue, or a queue no worker of the domain listens on, gets its own worker
         self.needs_worker = self.new_queue is not None or (wanted is not None and wanted not in self.worker.queues)

@@ -17,17 +17,30 @@ def pick(sibs: list[JobSibling], ok: Callable[[JobSibling], bool]) -> JobSibling
 
 
 def score(index: Any, sibs: list[JobSibling]) -> None:
-    """Fill each sibling's passing and failing check ids (verify_flow on the current index)."""
+    """Rank material: each sibling's failing check ids from the index's per-build table (``failing_checks``,
+    computed once per index build and cached); :func:`refine` reads the exact statuses of the chosen one."""
+    from tools.verify.model import JOB_CHECKS
+
+    table = index.failing_checks() if hasattr(index, "failing_checks") else None
+    if table is None:
+        for s in sibs:
+            refine(index, s)
+        return
+    for s in sibs:
+        s.fails = set(table.get(("job", s.member.info.value), []))
+        s.passes = set(JOB_CHECKS) - s.fails
+
+
+def refine(index: Any, sib: JobSibling) -> None:
+    """The sibling's exact statuses (``unknown`` counts as not passing), from verify_flow."""
     from tools.verify.service import _session_for
 
-    session = _session_for(index)
-    for s in sibs:
-        try:
-            report = session.verify(s.member.info.value, kind="job", value=s.member.info.value)
-        except Exception:
-            continue
-        s.passes = {c.id for c in report.checks if c.status == "pass"}
-        s.fails = {c.id for c in report.checks if c.status != "pass"}
+    try:
+        report = _session_for(index).verify(sib.member.info.value, kind="job", value=sib.member.info.value)
+    except Exception:  # a sibling that cannot be verified is only not preferred
+        return
+    sib.passes = {c.id for c in report.checks if c.status == "pass"}
+    sib.fails = {c.id for c in report.checks if c.status != "pass"}
 
 
 def resolve_queue(linked: Any, dom: Domain, queue: str) -> Member | None:

@@ -18,6 +18,7 @@ from tools.plan_flow.model import FlowPlan
 from tools.plan_flow.names import MEMBER_RE, ValueConvention, value_convention
 
 NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,99}$")
+PLACE_RE = re.compile(r"^[A-Za-z0-9@][A-Za-z0-9_.@/-]{0,199}$")  # a repository, package folder or class
 KINDS = ("job", "event")
 
 
@@ -38,7 +39,7 @@ def validate(kind: Any, name: Any, domain: Any, queue: Any, emitter: Any, consum
             f"(EventsQueue.CALENDAR) or a queue value (calendar-queue) (got {queue!r})"
         )
     for label, value in (("emitter", emitter), ("consumer", consumer)):
-        if value is not None and (not isinstance(value, str) or not NAME_RE.match(value)):
+        if value is not None and (not isinstance(value, str) or not PLACE_RE.match(value) or ".." in value):
             raise InvalidArgument(f"{label} must be a repository, package or class name (got {value!r})")
 
 
