@@ -59,4 +59,5 @@ def every_tool_calls(scn: Scenario) -> list[Call]:
         ("inspect_queue", {"queue": scn.queue, "job_id": refs["job_handler_failed"]["job_id"]}),
         ("list_queues", {}),
         ("lint_flows", {}),
+        ("plan_flow", {"kind": "job", "name": "DEMO_NEW_JOB", "domain": "event"}),
     ]

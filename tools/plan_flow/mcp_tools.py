@@ -23,50 +23,18 @@ def register(server: MCPServer, runtime: Runtime) -> None:
     @mesh_tool
     async def plan_flow(
         kind: Annotated[Literal["job", "event"], Field(description="job or event")],
-        name: Annotated[
-            str,
-            Field(
-                min_length=1,
-                max_length=100,
-                description="the new member in UPPER_SNAKE_CASE, e.g. SYNC_EXTERNAL_CALENDAR",
-            ),
-        ],
-        domain: Annotated[
-            str, Field(min_length=1, max_length=100, description="the domain it belongs to, e.g. event, user, ranking")
-        ],
+        name: Annotated[str, Field(min_length=1, max_length=100, description="new member, UPPER_SNAKE_CASE")],
+        domain: Annotated[str, Field(min_length=1, max_length=100, description="its domain, e.g. event")],
         ctx: Context,
-        queue: Annotated[
-            str | None,
-            Field(
-                max_length=100,
-                description=(
-                    "jobs only: an existing queue (member, qualified name or value) or a new queue member to add "
-                    "(then a worker for it); default: the domain's existing queue"
-                ),
-            ),
-        ] = None,
-        emitter: Annotated[
-            str | None,
-            Field(max_length=100, description=("repository or package that writes it (default: the sibling's)")),
-        ] = None,
-        consumer: Annotated[
-            str | None,
-            Field(
-                max_length=100,
-                description=(
-                    "events: post-processor class or repository that should accept it (default: the sibling's)"
-                ),
-            ),
-        ] = None,
+        queue: Annotated[str | None, Field(max_length=100, description="job queue; a new member adds it")] = None,
+        emitter: Annotated[str | None, Field(max_length=100, description="repository that writes it")] = None,
+        consumer: Annotated[str | None, Field(max_length=100, description="event post-processor")] = None,
     ) -> Annotated[CallToolResult, FlowPlan]:
-        """The edit plan for a new job or event type in THIS workspace, before writing any code (read-only).
+        """Read-only edit plan for a new job or event in this workspace, before writing code.
 
-        Returns ordered `phases` (contracts, the publish STOP, producers, workers, consumers, verify), each a
-        list of `steps` with `action`, `file`, `mode` (insert after `line` / replace `line`..`end_line` / create
-        / run), `anchor` (the line's text), `snippet` (the shape of the nearest sibling flow of the domain,
-        renamed) and `why` (the sibling's file:line). The value follows the domain's enum convention; the queue
-        is the domain's unless `queue` is given. `checks` are the verify_flow ids that pass once applied;
-        `not_covered` says which cannot and why. A name or value that exists already is refused with its site.
+        Ordered `phases` (contracts, publish STOP, producers, workers/consumers, verify) of `steps`: action,
+        file, mode, line/anchor, snippet copied from the domain's nearest sibling flow, why (file:line).
+        `checks`: verify_flow ids passing once applied.
         """
         index = get_index_service(runtime)
         await refresh_with_progress(index, ctx)
