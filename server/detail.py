@@ -25,7 +25,7 @@ from tools.skills.model import RelatedSkill
 Detail = Literal["summary", "full"]
 
 DetailArg = Annotated[Detail, Field(
-    description="summary: verdict, next step, ids, counts, first items (cuts counted in `omitted`); full: all")]
+    description="summary: verdict, ids, counts, first items (cuts in `omitted`); full: everything")]
 """The ``detail`` parameter of the large tools (default ``"summary"``)."""
 
 FULL_HINT = 'call again with detail="full" for every item'

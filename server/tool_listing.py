@@ -3,7 +3,10 @@
 The SDK advertises a tool's docstring as written (with the source's indentation) and pydantic's
 generated ``title`` on every parameter ("Job Id" for ``job_id``) and on the argument model
 ("trace_jobArguments"), and on every field and model of an output schema. :func:`compact_listing`
-dedents each description and drops those generated titles (a title written by hand is kept).
+dedents each description and drops those generated titles (a title written by hand is kept), and
+writes an optional parameter's ``anyOf: [{"type": "string", ...}, {"type": "null"}]`` as the
+equivalent ``{"type": ["string", "null"], ...}`` (JSON Schema applies ``maxLength`` and the other
+keywords of one type only to values of that type, so both accept exactly the same values).
 ``bench/tools_list_size.py`` measures the result; docs/benchmarks.md records it (goal: input side
 under 20 KB).
 """
@@ -40,6 +43,29 @@ def _drop_generated_titles(schema: Any) -> Any:
     return out
 
 
+def _nullable_in_place(schema: Any) -> Any:
+    """``anyOf: [{"type": T, ...}, {"type": "null"}]`` as ``{"type": [T, "null"], ...}``, at every depth.
+
+    Only when the non-null branch has a single ``type`` and no ``anyOf``/``$ref`` of its own: the
+    keywords it carries (``maxLength``, ``items``, ``maximum``...) constrain values of type ``T``
+    only, so the collapsed schema accepts exactly what the ``anyOf`` did.
+    """
+    if isinstance(schema, list):
+        return [_nullable_in_place(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: _nullable_in_place(v) for k, v in schema.items()}
+    branches = out.get("anyOf")
+    if isinstance(branches, list) and len(branches) == 2 and {"type": "null"} in branches:
+        other = branches[0] if branches[1] == {"type": "null"} else branches[1]
+        if (isinstance(other, dict) and isinstance(other.get("type"), str)
+                and not {"anyOf", "oneOf", "allOf", "$ref", "enum", "const"} & other.keys()
+                and not other.keys() & (out.keys() - {"anyOf"})):
+            rest = {k: v for k, v in out.items() if k != "anyOf"}
+            return {**other, "type": [other["type"], "null"], **rest}
+    return out
+
+
 def _without_title(schema: Any, generated: str) -> Any:
     if isinstance(schema, dict) and schema.get("title") == generated:
         return {k: v for k, v in schema.items() if k != "title"}
@@ -47,10 +73,11 @@ def _without_title(schema: Any, generated: str) -> Any:
 
 
 def compact_listing(server: MCPServer) -> None:
-    """Dedent every tool description; drop generated titles from every input and output schema."""
+    """Dedent every tool description; drop generated titles from every input and output schema; write
+    optional input parameters as nullable types."""
     for tool in server._tool_manager.list_tools():
         if tool.description:
             tool.description = inspect.cleandoc(tool.description)
-        tool.parameters = _drop_generated_titles(tool.parameters)
+        tool.parameters = _nullable_in_place(_drop_generated_titles(tool.parameters))
         if tool.fn_metadata.output_schema is not None:
             tool.fn_metadata.output_schema = _drop_generated_titles(tool.fn_metadata.output_schema)

@@ -16,12 +16,22 @@ from tests.helpers import in_process_client
 pytestmark = pytest.mark.anyio
 
 
+def _options(prop: dict[str, Any]) -> list[dict[str, Any]]:
+    """The alternatives a parameter's schema accepts: its ``anyOf``, or one per type of a
+    ``"type": [T, "null"]`` (the compact listing's form of an optional parameter), or itself."""
+    if "anyOf" in prop:
+        return prop["anyOf"]
+    if isinstance(prop.get("type"), list):
+        return [{**prop, "type": kind} if kind != "null" else {"type": "null"} for kind in prop["type"]]
+    return [prop]
+
+
 def _minimal_arguments(schema: dict[str, Any]) -> dict[str, Any]:
     """Valid-looking values for the required parameters (validation is all these tests reach)."""
     out: dict[str, Any] = {}
     for name in schema.get("required", []):
         prop = schema["properties"][name]
-        options = prop.get("anyOf", [prop])
+        options = _options(prop)
         first = next((o for o in options if o.get("type") != "null"), prop)
         if "enum" in first:
             out[name] = first["enum"][0]
@@ -55,7 +65,7 @@ async def test_integers_and_booleans_are_not_coerced(make_settings: Callable[...
         checked = 0
         for tool in tools.values():
             for name, prop in tool.input_schema.get("properties", {}).items():
-                kinds = {o.get("type") for o in prop.get("anyOf", [prop])}
+                kinds = {o.get("type") for o in _options(prop)}
                 base = _minimal_arguments(tool.input_schema)
                 if "integer" in kinds and "string" not in kinds:
                     for bad in ("1", True):
@@ -86,7 +96,7 @@ async def test_advertised_integer_bounds_are_the_enforced_ones(
         for tool in (await client.list_tools()).tools:
             base = _minimal_arguments(tool.input_schema)
             for name, prop in tool.input_schema.get("properties", {}).items():
-                option = next((o for o in prop.get("anyOf", [prop]) if o.get("type") == "integer"), None)
+                option = next((o for o in _options(prop) if o.get("type") == "integer"), None)
                 if option is None:
                     continue
                 for bound, past in (("maximum", 1), ("minimum", -1)):
@@ -106,7 +116,7 @@ async def test_advertised_integer_bounds_are_the_enforced_ones(
 def _edges(prop: dict[str, Any]) -> list[tuple[str, Any, Any]]:
     """(bound, a value at the bound the schema accepts, the value one past it) for one parameter."""
     out: list[tuple[str, Any, Any]] = []
-    for option in prop.get("anyOf", [prop]):
+    for option in _options(prop):
         kind = option.get("type")
         if kind == "number":
             for bound, past in (("maximum", 1), ("minimum", -1)):

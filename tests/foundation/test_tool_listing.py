@@ -34,3 +34,29 @@ async def test_descriptions_are_dedented_and_schemas_carry_no_generated_titles(
             assert prop.get("description"), (tool.name, name)  # every parameter says what it is
         text = json.dumps(tool.output_schema or {})
         assert '"title": "Job Id"' not in text and '"title": "Plan Id"' not in text, tool.name
+
+
+def test_an_optional_parameter_written_as_a_nullable_type_accepts_the_same_values() -> None:
+    """The compact listing writes ``anyOf: [{"type": "string", ...}, {"type": "null"}]`` as
+    ``{"type": ["string", "null"], ...}``: both schemas accept and refuse the same values."""
+    import jsonschema
+
+    from server.tool_listing import _nullable_in_place
+
+    originals = [
+        {"anyOf": [{"type": "string", "minLength": 1, "maxLength": 3}, {"type": "null"}], "default": None},
+        {"anyOf": [{"type": "integer", "minimum": 0, "maximum": 5}, {"type": "null"}], "description": "n"},
+        {"anyOf": [{"type": "array", "items": {"type": "string", "maxLength": 2}, "maxItems": 2}, {"type": "null"}]},
+    ]
+    values = [None, "", "a", "abcd", 0, 5, 6, -1, 2.5, True, [], ["ab"], ["abc"], ["a", "b", "c"], {}]
+    for original in originals:
+        compact = _nullable_in_place(original)
+        assert "anyOf" not in compact and "null" in compact["type"], compact
+        for value in values:
+            assert jsonschema.Draft202012Validator(original).is_valid(value) == \
+                jsonschema.Draft202012Validator(compact).is_valid(value), (original, value)
+    # an anyOf of two real types, or one whose branch has keywords of its own at the top, is left alone
+    kept = {"anyOf": [{"type": "string"}, {"type": "integer"}]}
+    assert _nullable_in_place(kept) == kept
+    enum = {"anyOf": [{"enum": ["a", "b"], "type": "string"}, {"type": "null"}]}
+    assert _nullable_in_place(enum) == enum

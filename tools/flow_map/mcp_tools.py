@@ -66,11 +66,11 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         detail: DetailArg = "summary",
     ) -> Annotated[CallToolResult, FlowMap]:
         """The flow of a job, event, websocket message, queue or stream as a Mermaid flowchart.
-        The picture is in the text (a ```mermaid block) and, with detail="full", in `mermaid` with `nodes` and
-        `edges` as data. Producers, queues and streams, workers and handlers, post-processors and their groups, SQL
-        triggers, outcome events; trouble drawn red (dead end, handler not routed, queue without worker, filter
-        matching nothing); big fan-out folded. live=true reads each hop once and colours it by the trace verdict
-        codes; what could not be read is named in `unavailable`.
+        The picture is in the text (```mermaid) and, with detail="full", in `mermaid`, `nodes`, `edges`.
+        Producers, queues, streams, workers, handlers, post-processors and groups, SQL triggers, outcome
+        events; trouble in red (dead end, unrouted handler, queue without worker, filter matching nothing).
+        live=true reads each hop once and colours it by the trace verdict; what could not be read is in
+        `unavailable`.
         """
         service = get_index_service(runtime)
         await refresh_with_progress(service, ctx)

@@ -32,10 +32,9 @@ def register(server: MCPServer, runtime: Runtime) -> None:
             description="hide findings below this severity (catalogue orphans are info)")] = "warning",
     ) -> Annotated[CallToolResult, LintReport]:
         """Workspace-wide flow defects that no single flow's check sees, each with file:line evidence.
-        Filters accepting nothing on their stream, types and streams nothing consumes, workers on unregistered
-        queues, payload fields read at the wrong level, diverging or missing shared migrations, dropped option keys,
-        unread config keys, impossible status preconditions, contract members newer than the pinned package. Each
-        finding: code, severity, file, line, message, fix; errors first.
+        Filters matching nothing, types and streams nothing consumes, workers on unregistered queues, payload
+        fields read at the wrong level, diverging shared migrations, dropped option keys, unread config keys,
+        impossible preconditions, contract members newer than the pinned package. Errors first.
         """
         service = get_index_service(runtime)
         await refresh_with_progress(service, ctx)

@@ -72,9 +72,8 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         ] = None,
     ) -> Annotated[CallToolResult, QueryOutboxResult]:
         """Rows of jobs_outbox, event_queue or job_audit, newest first, filtered and paged (keyset cursor).
-        Each row has its age and a hint reading its state ("COMPLETED but no job_audit row: not consumed"). Use it to
-        find stuck or failed rows, then trace_job / trace_event on an id. Without service every service is read; one
-        that is down is named in `unavailable`.
+        Each row has its age and a hint reading its state. Use it to find stuck or failed rows, then
+        trace_job / trace_event on an id. Without service every service is read (down ones in `unavailable`).
         """
         result = await query_lib.query_outbox(
             runtime.connections, runtime.settings, catalog_of(runtime), service=service, table=table,

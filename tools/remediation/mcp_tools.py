@@ -35,9 +35,8 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         symptom: Annotated[
             Symptom,
             Field(
-                description="dlq_replay (a stream's dead letters), claim_dead_consumer, clear_stale_lock (lock "
-                "blocking a re-read), reconcile_outbox (FAILED rows whose replay succeeded), requeue_stuck_job "
-                "(rows stuck PROCESSING), retry_failed_job (failed BullMQ jobs)"
+                description="the repair: replay dead letters, claim a dead consumer's entries, clear a stale "
+                "lock, reconcile FAILED rows replayed since, requeue rows stuck PROCESSING, retry failed BullMQ jobs"
             ),
         ],
         stream: Annotated[Name | None, Field(description="stream key (dlq_replay, claim_dead_consumer, "
@@ -55,9 +54,9 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         detail: DetailArg = "summary",
     ) -> Annotated[CallToolResult, Plan]:
         """Propose a repair plan for a symptom a runtime tool reported; changes nothing.
-        Steps in the runbook's order (export and back up, claim or acknowledge, clear stale locks, replay, confirm,
-        clean up, guarded SQL, BullMQ retry), each with its exact command, target, precondition and reversibility;
-        plus plan_id, expiry and blast_radius. A human approves it out of band (`mesh-mcp approve PLAN_ID`) before
+        Steps in the runbook's order (back up, claim, clear stale locks, replay, confirm, clean up, guarded
+        SQL, BullMQ retry), each with its command, target, precondition and reversibility; plus plan_id,
+        expiry, blast_radius. A human approves it out of band (`mesh-mcp approve PLAN_ID`) before
         apply_remediation can run it.
         """
         plan = await propose(

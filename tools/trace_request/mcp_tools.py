@@ -60,10 +60,9 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         detail: DetailArg = "summary",
     ) -> Annotated[CallToolResult, RequestReport]:
         """Follow one request across every service: give exactly one of correlation_id, trace_id, entity_id, start.
-        Finds its rows in every service database, expands through the correlation and trace ids found, and traces
-        each item like trace_job / trace_event. verdict = the tree's first broken link; `inconclusive` with
-        `unavailable`: a service could not be searched; `trace_context`: broken trace contexts; `ws_messages`:
-        websocket messages sent at the end (static).
+        Finds its rows in every service, follows the correlation and trace ids, traces each item like
+        trace_job. verdict: the first broken link (`inconclusive` with `unavailable` when a service could not
+        be searched); also `trace_context` findings and `ws_messages` (static).
         """
         report = await trace_request_lib(
             runtime.connections, runtime.settings, catalog_of(runtime), correlation_id=correlation_id,
