@@ -33,10 +33,10 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from server.audit import AuditLog  # noqa: E402
+from server.approval.audit import AuditLog  # noqa: E402
+from server.approval.trust import protection_problems  # noqa: E402
 from server.config import load_settings  # noqa: E402
 from server.filelocks import lock_kind  # noqa: E402
-from server.trust import protection_problems  # noqa: E402
 from tools.remediation.model import ReplayMessage, XAddOp  # noqa: E402
 from tools.remediation.replays import earlier_replay  # noqa: E402
 

@@ -78,7 +78,7 @@ MODULES: tuple[Module, ...] = (
     ),
     Module(
         "audit",
-        ("server/audit.py",),
+        ("server/approval/audit.py",),
         (
             "tests/safety/test_promise_audit.py",
             "tests/safety/test_promise_audit_verify.py",
@@ -115,7 +115,7 @@ MODULES: tuple[Module, ...] = (
     ),
     Module(
         "approval",
-        ("server/approval.py",),
+        ("server/approval/tokens.py",),
         ("tests/remediation/test_promise_expiry.py", "tests/remediation/test_approval.py"),
     ),
     Module("remediation-backups", ("tools/remediation/backups.py",), _rem("promise_backups", "races")),

@@ -48,8 +48,8 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from server.approval import mint_token, verify_token  # noqa: E402
-from server.approver_keys import create_approver_key, load_approver_key  # noqa: E402
+from server.approval.keys import create_approver_key, load_approver_key  # noqa: E402
+from server.approval.tokens import mint_token, verify_token  # noqa: E402
 from server.config import Settings, load_settings  # noqa: E402
 from server.connections import Connections  # noqa: E402
 from tools.remediation.executor import apply_plan  # noqa: E402

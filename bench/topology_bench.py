@@ -45,7 +45,7 @@ if str(REPO) not in sys.path:
 
 from server.config import Settings, load_settings  # noqa: E402
 from server.connections import Connections  # noqa: E402
-from server.embedded import free_port, port_answers  # noqa: E402
+from server.demo.embedded import free_port, port_answers  # noqa: E402
 from tests.helpers import in_process_client  # noqa: E402
 from tests.streams import scenario as sc_mod  # noqa: E402
 from tests.streams.conftest import merged  # noqa: E402

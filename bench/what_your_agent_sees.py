@@ -22,9 +22,9 @@ import anyio
 from mcp import Client
 
 from server.app import build_server
-from server.demo import prepare
-from server.demo_calls import detail_calls
-from server.demo_services import new_root
+from server.demo.calls import detail_calls
+from server.demo.command import prepare
+from server.demo.services import new_root
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "what-your-agent-sees.md"
 

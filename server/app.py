@@ -21,7 +21,8 @@ from mcp.types import Resource as MCPResource
 from pydantic import BaseModel, Field, ValidationError
 
 from server import __version__
-from server.approval import describe_mode
+from server.approval.tokens import describe_mode
+from server.approval.trust import gate_status
 from server.config import Settings
 from server.redaction import redact_settings
 from server.runtime import Runtime
@@ -29,7 +30,6 @@ from server.strict_args import harden_tools
 from server.tool_listing import compact_listing
 from server.tool_titles import apply_titles
 from server.toolkit import READ_ONLY_LOCAL, mesh_tool, tool_result
-from server.trust import gate_status
 
 INSTRUCTIONS = """\
 mesh-mcp maps and diagnoses the asynchronous flows of a TypeScript microservice system:

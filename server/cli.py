@@ -15,26 +15,9 @@ from pathlib import Path
 
 from server import __version__
 from server.cli_support import add_common_flags, add_detail_flag, fail, setup_logging
+from server.commands import COMMANDS
 from server.errors import MeshError
 from tools.lint.cli_parser import add_parser as add_lint_parser
-
-COMMANDS: dict[str, str] = {
-    "serve": "server.serve:cmd_serve",
-    "demo": "server.demo:cmd_demo",
-    "doctor": "server.doctor:cmd_doctor",
-    "index": "tools.mesh_index.commands:cmd_index",
-    "impact": "tools.mesh_index.commands:cmd_impact",
-    "catalogue": "tools.mesh_index.commands:cmd_catalogue",
-    "verify": "tools.verify.commands:cmd_verify",
-    "approve": "server.approve_cli:cmd_approve",
-    "approver": "server.approve_cli:cmd_approver",
-    "skills": "tools.skills.commands:cmd_skills",
-    "map": "tools.flow_map.commands:cmd_map",
-    "audit": "server.audit_cli:cmd_audit",
-    "lint": "tools.lint.commands:cmd_lint",
-    "trace-request": "tools.trace_request.commands:cmd_trace_request",
-    "plan-flow": "tools.plan_flow.commands:cmd_plan_flow",
-}
 
 
 def _depth(value: str) -> int:
@@ -132,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     from tools.flow_map.commands import add_parser as add_map_parser
 
     add_map_parser(sub)
-    from server.audit_cli import add_parser as add_audit_parser
+    from server.approval.audit_cli import add_parser as add_audit_parser
 
     add_audit_parser(sub)
     add_lint_parser(sub)

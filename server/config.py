@@ -339,7 +339,7 @@ def load_settings(
         data = _deep_merge(data, overrides)
     if path is not None:
         data["config_file"] = str(path.resolve())
-    from server.trust import apply_trust_policy  # the approval gate's sources (signature mode)
+    from server.approval.trust import apply_trust_policy  # the approval gate's sources (signature mode)
 
     data = apply_trust_policy(data, file_data=file_data, env_data=env_data, overrides=overrides or {},
                               config_file=path, workspace=data.get("workspace"))

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
-from typing import Literal
 
 import anyio
 from pydantic import BaseModel
 
+from server.checks import Check
 from server.cli_support import print_json, print_table, settings_from_args
 from server.errors import MeshError
 from server.runtime import Runtime
@@ -22,17 +22,10 @@ from server.runtime import Runtime
 CAPABILITY_CHECKS: tuple[str, ...] = (
     "tools.outbox.doctor",
     "tools.streams.doctor",
-    "server.audit_cli",
+    "server.approval.audit_cli",
     "tools.trace_request.doctor",
     "server.topology_doctor",
 )
-
-
-class Check(BaseModel):
-    name: str
-    status: Literal["ok", "warn", "fail"]
-    detail: str
-    fix: str | None = None
 
 
 class DoctorReport(BaseModel):

@@ -11,10 +11,10 @@ import copy
 import logging
 from typing import TYPE_CHECKING, Any
 
+from server.approval.trust import log_gate_at_start
 from server.cli_support import settings_from_args
 from server.config import Settings
 from server.errors import InvalidArgument
-from server.trust import log_gate_at_start
 
 if TYPE_CHECKING:  # the SDK is imported by build_server, after the index warm-up started
     from mcp.server.mcpserver import MCPServer

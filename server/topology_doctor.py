@@ -28,7 +28,7 @@ from typing import Any
 
 import psycopg
 
-from server.doctor import Check
+from server.checks import Check
 from server.errors import MeshError
 from server.redaction import redact_dsn
 from server.redis_clients import single_server_client

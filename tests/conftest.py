@@ -24,7 +24,7 @@ import pytest
 import redis
 
 from server.config import Settings, load_settings
-from server.embedded import EmbeddedServices, port_answers
+from server.demo.embedded import EmbeddedServices, port_answers
 from tests.helpers import render_toml
 
 DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/postgres"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from server.demo import DemoRun, prepare
-from server.demo_services import DEMO_POSTGRES_ENV, DEMO_REDIS_ENV
+from server.demo.command import DemoRun, prepare
+from server.demo.services import DEMO_POSTGRES_ENV, DEMO_REDIS_ENV
 
 
 @pytest.fixture

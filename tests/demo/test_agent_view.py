@@ -16,8 +16,8 @@ import pytest
 from mcp import Client
 
 from server.app import build_server
-from server.demo import DemoRun
-from server.demo_calls import DETAIL_TOOLS, detail_calls, every_tool_calls
+from server.demo.calls import DETAIL_TOOLS, detail_calls, every_tool_calls
+from server.demo.command import DemoRun
 from tests.demo.agent_view import must_show, text_of
 from tests.remediation.conftest import approve
 

@@ -7,8 +7,8 @@ import re
 import pytest
 
 from bench.what_your_agent_sees import DOC, collect, render
-from server.demo import DemoRun
-from server.demo_calls import DETAIL_TOOLS, detail_calls
+from server.demo.calls import DETAIL_TOOLS, detail_calls
+from server.demo.command import DemoRun
 from tests.helpers import REPO_ROOT
 
 

@@ -13,10 +13,10 @@ import psycopg
 import pytest
 import redis
 
-from server.demo import diagnose_run, prepare, run_demo
-from server.demo_report import DemoReport, render_text
-from server.demo_services import DEMO_POSTGRES_ENV, DEMO_REDIS_ENV
-from server.embedded import EmbeddedServices, free_port, port_answers
+from server.demo.command import diagnose_run, prepare, run_demo
+from server.demo.embedded import EmbeddedServices, free_port, port_answers
+from server.demo.report import DemoReport, render_text
+from server.demo.services import DEMO_POSTGRES_ENV, DEMO_REDIS_ENV
 from server.errors import InvalidArgument
 from tests.helpers import REPO_ROOT
 

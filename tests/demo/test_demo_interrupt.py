@@ -13,7 +13,7 @@ from pathlib import Path
 
 import psutil
 
-from server.embedded import free_port, port_answers
+from server.demo.embedded import free_port, port_answers
 from tests.demo.test_demo import clean_env
 from tests.helpers import REPO_ROOT
 

@@ -12,11 +12,11 @@ import pytest
 import redis
 
 from server.config import RedisSettings
-from server.demo import diagnose_run, prepare
-from server.demo_dump import age_consumer_in_dump, crc64
-from server.demo_report import Probe, match_probe, render_text
-from server.demo_services import DEMO_POSTGRES_ENV, DEMO_REDIS_ENV
-from server.embedded import EmbeddedServices, free_port
+from server.demo.command import diagnose_run, prepare
+from server.demo.dump import age_consumer_in_dump, crc64
+from server.demo.embedded import EmbeddedServices, free_port
+from server.demo.report import Probe, match_probe, render_text
+from server.demo.services import DEMO_POSTGRES_ENV, DEMO_REDIS_ENV
 
 
 @pytest.fixture(scope="module")
@@ -114,8 +114,8 @@ def test_demo_settings_ignore_the_users_configuration(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mesh_config: Callable[..., Path]
 ) -> None:
     """MESH_CONFIG and MESH_* variables must not leak a real service into the demo's server."""
-    from server.demo import demo_settings
-    from server.demo_services import DemoServices
+    from server.demo.command import demo_settings
+    from server.demo.services import DemoServices
 
     real = mesh_config({"services": {"billing": {"postgres": "postgresql://prod@db.example/billing"}}})
     monkeypatch.setenv("MESH_CONFIG", str(real))
@@ -133,7 +133,7 @@ def test_sweep_removes_only_directories_of_dead_demos(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    from server.demo_services import PID_FILE, sweep_stale_demos
+    from server.demo.services import PID_FILE, sweep_stale_demos
 
     finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     dead_pid = int(finished.stdout)

@@ -8,8 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from server.demo import DemoRun, write_config
-from server.demo_report import STATIC_TARGET
+from server.demo.command import DemoRun, write_config
+from server.demo.report import STATIC_TARGET
 from tests.helpers import REPO_ROOT
 
 

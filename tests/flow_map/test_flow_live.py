@@ -13,7 +13,7 @@ import psycopg
 import pytest
 import redis
 
-from server.embedded import free_port
+from server.demo.embedded import free_port
 from server.runtime import Runtime
 from tests.flow_map.conftest import copy_workspace
 from tests.flow_map.mermaid_parser import parse_ok, vertices

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from server.embedded import free_port
+from server.demo.embedded import free_port
 from tests.helpers import REPO_ROOT
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from server.config import load_settings
-from server.embedded import free_port, port_answers
+from server.demo.embedded import free_port, port_answers
 from server.errors import InvalidArgument
 from server.http_auth import StaticTokenVerifier, is_loopback, load_http_token
 from tests.helpers import REPO_ROOT

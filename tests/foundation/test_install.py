@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from server.embedded import free_port, port_answers
+from server.demo.embedded import free_port, port_answers
 from tests.helpers import REPO_ROOT
 
 TOKEN = "docker-" + "Zk3p9" * 8

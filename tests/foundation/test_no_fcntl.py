@@ -47,8 +47,8 @@ role = sys.argv[2]
 
 from server.config import load_settings
 from server.app import build_server
-from server.approval import TokenRefused, consume_nonce, mint_token, verify_token
-from server.audit import audit_log
+from server.approval.tokens import TokenRefused, consume_nonce, mint_token, verify_token
+from server.approval.audit import audit_log
 from server.filelocks import lock_kind
 
 settings = load_settings(environ={}, overrides={"state_dir": str(state),
@@ -100,7 +100,7 @@ def test_server_runs_without_fcntl(tmp_path: Path) -> None:
     writers = [_spawn(tmp_path, name) for name in ("writer-a", "writer-b")]
     results = [_result(p) for p in writers]
     assert all(r["lock"] == "SoftFileLock" and r["fcntl_users"] == [] for r in results)
-    from server.audit import AuditLog
+    from server.approval.audit import AuditLog
 
     log = AuditLog(tmp_path / "state" / "audit.log")
     report = log.verify()

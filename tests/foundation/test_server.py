@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from server.embedded import free_port, port_answers
+from server.demo.embedded import free_port, port_answers
 from tests.helpers import REPO_ROOT, in_process_client, stdio_client
 
 pytestmark = pytest.mark.anyio

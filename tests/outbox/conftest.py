@@ -10,7 +10,7 @@ import psycopg
 import pytest
 
 from server.config import Settings
-from server.embedded import free_port
+from server.demo.embedded import free_port
 from server.runtime import Runtime
 from tests.helpers import REPO_ROOT
 from tests.streams.conftest import cluster_backend, redis_cluster  # noqa: F401  (the cluster param of r)

@@ -45,7 +45,7 @@ async def test_unreachable_service_makes_an_all_services_miss_inconclusive(
 
 
 async def test_redis_down_makes_a_job_miss_inconclusive(db, outbox_settings, tools_for) -> None:
-    from server.embedded import free_port
+    from server.demo.embedded import free_port
 
     settings = outbox_settings(redis={"url": f"redis://127.0.0.1:{free_port()}/0"})
     async with tools_for(settings) as tools:

@@ -241,7 +241,7 @@ async def test_job_is_found_in_the_right_service_when_service_is_omitted(
 
 
 async def test_redis_down_still_reports_sql_hops(db, outbox_settings, tools_for) -> None:
-    from server.embedded import free_port
+    from server.demo.embedded import free_port
 
     job_id = sim.insert_job(db, status="COMPLETED", age_s=900)
     settings = outbox_settings(redis={"url": f"redis://127.0.0.1:{free_port()}/0"})

@@ -14,7 +14,7 @@ import psycopg
 import pytest
 import redis
 
-from server.approve_cli import approve_plan
+from server.approval.cli import approve_plan
 from server.config import Settings, load_settings
 from tests.helpers import REPO_ROOT
 from tests.remediation.target_sim import PostProcessor, new_event, push_event

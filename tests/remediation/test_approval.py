@@ -14,7 +14,9 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from server.approval import (
+from server.approval.audit import AuditLog
+from server.approval.keys import create_approver_key, load_approver_key, public_key_text
+from server.approval.tokens import (
     Claims,
     TokenRefused,
     b64u_decode,
@@ -25,8 +27,6 @@ from server.approval import (
     mint_token,
     verify_token,
 )
-from server.approver_keys import create_approver_key, load_approver_key, public_key_text
-from server.audit import AuditLog
 from server.config import Settings, load_settings
 from server.errors import InvalidArgument, MeshError
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from server.audit import GENESIS, AuditLog, parse_anchor
+from server.approval.audit import GENESIS, AuditLog, parse_anchor
 from server.config import load_settings
 from tests.helpers import REPO_ROOT
 
@@ -91,7 +91,7 @@ def test_records_are_shipped_to_the_copy_file(tmp_path: Path) -> None:
     copy.parent.mkdir()
     settings = load_settings(environ={}, overrides={"state_dir": str(tmp_path / "state"),
                                                     "approval": {"audit_copy_file": str(copy)}})
-    from server.audit import audit_log
+    from server.approval.audit import audit_log
 
     log = audit_log(settings)
     for i in range(3):

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from server.approval import verify_token
-from server.approve_cli import approve_plan, init_approver
-from server.approver_keys import fingerprint, parse_public_key
-from server.audit import audit_log
+from server.approval.audit import audit_log
+from server.approval.cli import approve_plan, init_approver
+from server.approval.keys import fingerprint, parse_public_key
+from server.approval.tokens import verify_token
 from server.config import load_settings
 from server.connections import Connections
 from server.errors import RemediationRefused

@@ -12,8 +12,8 @@ import json
 
 import pytest
 
-from server.approval import nonces_path
-from server.audit import audit_log
+from server.approval.audit import audit_log
+from server.approval.tokens import nonces_path
 from tests.remediation.conftest import STREAM, Poison, approve, settings_for
 from tests.remediation.target_sim import ConsumerThread, new_event, push_event
 from tests.remediation.test_negative import _apply, _propose

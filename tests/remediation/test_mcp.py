@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from server.audit import audit_log
+from server.approval.audit import audit_log
 from server.config import load_settings
 from tests.helpers import in_process_client, stdio_client
 from tests.remediation.conftest import GROUP, STREAM, Poison, approve, event_status, settings_for

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import redis
 
-from server.approval import TokenRefused, mint_token
-from server.approver_keys import create_approver_key, load_approver_key
-from server.audit import audit_log
+from server.approval.audit import audit_log
+from server.approval.keys import create_approver_key, load_approver_key
+from server.approval.tokens import TokenRefused, mint_token
 from server.connections import Connections
 from server.errors import RemediationRefused
 from tests.remediation.conftest import GROUP, STREAM, Poison, approve, settings_for

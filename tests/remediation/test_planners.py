@@ -11,7 +11,7 @@ import psycopg
 import pytest
 import redis
 
-from server.audit import audit_log
+from server.approval.audit import audit_log
 from server.connections import Connections
 from server.errors import InvalidArgument, NotFound
 from tests.remediation.conftest import GROUP, STREAM, Poison, approve, event_status, settings_for

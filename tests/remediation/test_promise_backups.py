@@ -19,7 +19,7 @@ import psycopg
 import pytest
 import redis
 
-from server.audit import audit_log
+from server.approval.audit import audit_log
 from server.connections import Connections
 from tests.remediation.conftest import GROUP, STREAM, Poison, approve, event_status
 from tools.remediation import redis_reads as rr

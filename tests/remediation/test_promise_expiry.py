@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from server.approval import (
+from server.approval.tokens import (
     TokenRefused,
     consume_nonce,
     describe_mode,
@@ -137,7 +137,7 @@ def test_the_approval_mode_is_described_honestly(tmp_path: Path) -> None:
     assert describe_mode(local) == (
         "local mode: tokens are HMACs with a secret file readable by this OS user. This stops accidents, "
         "not a determined agent running as the same user; use [approval] mode = \"signature\" for a real gate.")
-    from server.approver_keys import create_approver_key
+    from server.approval.keys import create_approver_key
 
     public = create_approver_key(tmp_path / "alice.key", "alice", "correct horse battery", scrypt_n=2**10)
     signature = load_settings(environ={}, overrides={

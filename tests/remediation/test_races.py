@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import redis
 
-from server.audit import audit_log
+from server.approval.audit import audit_log
 from server.connections import Connections
 from tests.remediation.conftest import Topology, settings_for
 from tools.remediation import redis_reads as rr

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from server.audit import audit_log
+from server.approval.audit import audit_log
 from server.connections import Connections
 from tests.remediation.conftest import GROUP, STREAM, Poison, approve, event_status
 from tests.remediation.target_sim import ConsumerThread

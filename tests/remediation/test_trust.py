@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from server.approver_keys import create_approver_key
+from server.approval.keys import create_approver_key
+from server.approval.trust import check_gate, gate_status, protection_problems, user_trust_path
 from server.config import ConfigError, load_settings
 from server.errors import RemediationRefused
-from server.trust import check_gate, gate_status, protection_problems, user_trust_path
 from tests.helpers import REPO_ROOT, in_process_client
 from tools.remediation.planner import approval_note
 
@@ -68,7 +68,7 @@ def test_environment_cannot_name_the_trust_file_nor_switch_signature_on_with_its
 
 
 def test_no_setting_replaces_the_system_trust_file(tmp_path, monkeypatch) -> None:
-    import server.trust as trust_module
+    import server.approval.trust as trust_module
 
     system = _trust(tmp_path)  # stands for /etc/mesh-mcp/trust.toml (the test does not touch /etc)
     monkeypatch.setattr(trust_module, "system_trust_path", lambda: system)

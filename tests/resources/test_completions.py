@@ -12,7 +12,7 @@ from mcp.types import PromptReference, ResourceTemplateReference
 from resources.completions import MAX_VALUES, rank
 from resources.skills import load_skills
 from server.config import Settings
-from server.demo import sample_workspace_dir
+from server.demo.command import sample_workspace_dir
 from tests.helpers import in_process_client
 
 pytestmark = pytest.mark.anyio

@@ -188,7 +188,7 @@ async def test_catalogue_of_the_sample_workspace(make_settings: Callable[..., Se
     import json
     import shutil
 
-    from server.demo import sample_workspace_dir
+    from server.demo.command import sample_workspace_dir
 
     workspace = tmp_path / "workspace"
     shutil.copytree(sample_workspace_dir(), workspace)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from server.audit import GENESIS, AuditLog
+from server.approval.audit import GENESIS, AuditLog
 
 PLAN = "p-20261130-021033-0a1b2c3d"
 
@@ -151,7 +151,7 @@ def test_the_chain_holds_after_a_line_longer_than_two_tail_chunks(tmp_path: Path
 
 
 def test_audit_path_is_in_the_state_directory(tmp_path: Path) -> None:
-    from server.audit import audit_log, audit_path
+    from server.approval.audit import audit_log, audit_path
     from server.config import load_settings
 
     settings = load_settings(environ={}, overrides={"state_dir": str(tmp_path / "st")})

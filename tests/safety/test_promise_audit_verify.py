@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from server.audit import GENESIS, AuditHead, AuditLog, audit_log, parse_anchor
+from server.approval.audit import GENESIS, AuditHead, AuditLog, audit_log, parse_anchor
 from server.config import load_settings
 
 
@@ -323,7 +323,7 @@ def test_the_head_names_the_last_record_not_the_line_count(tmp_path: Path) -> No
 SYSLOG_CHILD = r"""
 import socket, sys
 from pathlib import Path
-from server.audit import AuditLog
+from server.approval.audit import AuditLog
 rx = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
 rx.bind("/dev/log")
 rx.settimeout(5)

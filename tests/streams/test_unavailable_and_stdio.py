@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from server.config import Conventions, Settings
-from server.embedded import free_port
+from server.demo.embedded import free_port
 from tests.helpers import in_process_client, stdio_client
 from tests.streams import scenario as sc_mod
 from tests.streams.conftest import Backend

@@ -34,7 +34,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from server.embedded import free_port, port_answers
+from server.demo.embedded import free_port, port_answers
 
 
 def need(binary: str, package: str) -> str:

@@ -106,7 +106,7 @@ async def test_key_deletion_runs_slot_by_slot_and_stops_at_a_drifted_slot(
 ) -> None:
     """The DEL runner on a cluster: one WATCH/backup/read-back/MULTI per slot; a key that differs from the
     approved digest stops the step at its slot, earlier slots stay deleted and are named."""
-    from server.audit import audit_log
+    from server.approval.audit import audit_log
     from tools.remediation import redis_reads as rr
     from tools.remediation.backups import BackupFile
     from tools.remediation.model import Check, DelOp, Step

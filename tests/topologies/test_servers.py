@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from server.embedded import free_port
+from server.demo.embedded import free_port
 from tests.topologies import servers
 
 

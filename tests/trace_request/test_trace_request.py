@@ -9,7 +9,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
-from server.embedded import free_port
+from server.demo.embedded import free_port
 from server.errors import InvalidArgument
 from server.runtime import Runtime
 from tests.outbox.conftest import apply_schema

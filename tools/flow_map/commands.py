@@ -75,7 +75,7 @@ def cmd_map(args: argparse.Namespace) -> int:
     finally:
         service.close()
     if args.json:
-        from server.detail import shaped
+        from tools.detail import shaped
         from tools.flow_map.summary import summarise_flow
 
         print_json(shaped(result, args.detail, summarise_flow, settings.limits.summary_items))

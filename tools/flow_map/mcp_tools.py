@@ -17,10 +17,10 @@ from mcp.server.mcpserver.exceptions import ResourceError
 from mcp.types import Annotations, CallToolResult
 from pydantic import Field
 
-from server.detail import DetailArg, shaped, with_summary
 from server.errors import MeshError
 from server.runtime import Runtime
 from server.toolkit import READ_ONLY_REMOTE, mesh_tool, tool_result
+from tools.detail import DetailArg, shaped, with_summary
 from tools.flow_map.model import FlowMap
 from tools.flow_map.service import build_map, flow_map
 from tools.flow_map.summary import FlowSummary, summarise_flow

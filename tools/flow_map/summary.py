@@ -1,4 +1,4 @@
-"""The ``detail="summary"`` shape of flow_map (:mod:`server.detail`).
+"""The ``detail="summary"`` shape of flow_map (:mod:`tools.detail`).
 
 The picture itself is in the text content (a ```mermaid block) in both shapes; the summary's
 structured content keeps the counts, the nodes in trouble (static or live) first, then the
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from server.detail import Cutter, SummaryBase
+from tools.detail import Cutter, SummaryBase
 from tools.flow_map.model import FlowMap, FlowNode, ServiceProblem, Trouble
 from tools.mesh_index.summary import IndexBrief, MatchBrief
 

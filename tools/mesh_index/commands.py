@@ -100,7 +100,7 @@ def cmd_impact(args: argparse.Namespace) -> int:
     finally:
         service.close()
     if args.json:
-        from server.detail import shaped
+        from tools.detail import shaped
         from tools.mesh_index.summary import summarise_impact
 
         items = settings_from_args(args).limits.summary_items

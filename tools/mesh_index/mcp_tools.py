@@ -18,9 +18,9 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
-from server.detail import DetailArg, shaped, with_summary
 from server.runtime import Runtime
 from server.toolkit import READ_ONLY_LOCAL, mesh_tool, tool_result
+from tools.detail import DetailArg, shaped, with_summary
 from tools.mesh_index.model import Catalogue, ImpactResult
 from tools.mesh_index.service import IndexService, get_index_service
 from tools.mesh_index.summary import ImpactSummary, summarise_impact

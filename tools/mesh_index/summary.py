@@ -1,4 +1,4 @@
-"""The ``detail="summary"`` shape of analyze_impact (:mod:`server.detail`).
+"""The ``detail="summary"`` shape of analyze_impact (:mod:`tools.detail`).
 
 Counts of every list, then the first sites, routes and follow-ups with the names the runtime
 tools take (queue, stream, group in each site's ``detail``); unresolved references are counted,
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from server.detail import Cutter, SummaryBase
+from tools.detail import Cutter, SummaryBase
 from tools.mesh_index.model import ImpactResult, Route, Site
 
 

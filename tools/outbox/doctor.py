@@ -10,7 +10,7 @@ traces use (XINFO, XPENDING with a range, LPOS) are checked by ``tools.streams.d
 
 from __future__ import annotations
 
-from server.doctor import Check
+from server.checks import Check
 from server.errors import MeshError
 from server.runtime import Runtime
 from tools.outbox.indexes import missing_indexes, missing_statistics

@@ -10,9 +10,9 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
-from server.detail import DetailArg, shaped, with_summary
 from server.runtime import Runtime
 from server.toolkit import READ_ONLY_REMOTE, mesh_tool, tool_result
+from tools.detail import DetailArg, shaped, with_summary
 from tools.flow_map.trace_mermaid import trace_mermaid
 from tools.outbox import health as health_lib
 from tools.outbox import query_outbox as query_lib

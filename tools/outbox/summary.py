@@ -1,4 +1,4 @@
-"""The ``detail="summary"`` shape of trace_job and trace_event (:mod:`server.detail`).
+"""The ``detail="summary"`` shape of trace_job and trace_event (:mod:`tools.detail`).
 
 A hop keeps its name, reference, state, health and sentence, and the ids the next call takes
 (``ids``: queue and job id, stream, group, entry id, consumer, dead-letter ids, lock key); raw
@@ -12,8 +12,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from server.detail import Cutter, SummaryBase
 from server.redis_routing import RedisSource
+from tools.detail import Cutter, SummaryBase
 from tools.outbox.model import Hop, ServiceProblem, TraceReport, Verdict
 
 

@@ -5,7 +5,7 @@ Order of business for ``apply_plan(plan_id, token)``:
 1. load the plan and prove its integrity (hash and rendered commands);
 2. verify the approval token for this exact plan (mode, MAC or signature, plan id, plan
    hash, expiry); in signature mode check that the trust file is out of the server user's
-   reach (:func:`server.trust.check_gate`); refuse an expired plan or one that was applied before;
+   reach (:func:`server.approval.trust.check_gate`); refuse an expired plan or one that was applied before;
 3. unless ``dry_run``: consume the token's nonce (single use) and claim the plan
    (a plan runs once);
 4. pre-flight: evaluate every step's static preconditions; the first drift stops the run
@@ -29,12 +29,12 @@ import logging
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 
-from server.approval import TokenRefused, consume_nonce, nonce_used, verify_token
-from server.audit import AuditLog, audit_log, audit_path
+from server.approval.audit import AuditLog, audit_log, audit_path
+from server.approval.tokens import TokenRefused, consume_nonce, nonce_used, verify_token
+from server.approval.trust import GateStatus, check_gate
 from server.config import Settings
 from server.connections import Connections
 from server.errors import MeshError, RemediationRefused
-from server.trust import GateStatus, check_gate
 from tools.remediation import store
 from tools.remediation.backups import BackupError, BackupFile, backup_path
 from tools.remediation.model import ApplyReport, Plan, Step, StepResult, XAddOp

@@ -14,9 +14,9 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
-from server.detail import DetailArg, shaped, with_summary
 from server.runtime import Runtime
 from server.toolkit import DESTRUCTIVE_REMOTE, PLANS_ONLY, mesh_tool, tool_result
+from tools.detail import DetailArg, shaped, with_summary
 from tools.remediation.executor import apply_plan
 from tools.remediation.model import ApplyReport, Plan, Symptom
 from tools.remediation.planner import Request, propose

@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from server.approval import canonical_json
+from server.approval.tokens import canonical_json
 
 Symptom = Literal[
     "dlq_replay",

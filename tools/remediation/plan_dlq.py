@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from server.audit import audit_log
+from server.approval.audit import audit_log
 from server.config import Conventions
 from server.connections import Connections
 from tools.remediation import redis_reads as rr

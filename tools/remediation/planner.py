@@ -21,13 +21,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from server.approval import describe_mode
-from server.audit import audit_log
+from server.approval.audit import audit_log
+from server.approval.tokens import describe_mode
+from server.approval.trust import gate_status
 from server.config import Settings
 from server.connections import Connections
 from server.errors import InvalidArgument, NotFound
 from server.redis_settings import DEFAULT_INSTANCE
-from server.trust import gate_status
 from tools.remediation import slots, store
 from tools.remediation.model import SYMPTOMS, BlastRadius, Check, Operation, Plan, Step
 from tools.remediation.operations import render, render_params

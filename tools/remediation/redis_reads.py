@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from server.approval import canonical_json
+from server.approval.tokens import canonical_json
 from tools.outbox.delivery import stream_groups
 
 

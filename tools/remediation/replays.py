@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from server.audit import AuditLog
+from server.approval.audit import AuditLog
 from server.config import Settings
 from tools.outbox.delivery import scan_dead_letters
 from tools.remediation import redis_reads as rr

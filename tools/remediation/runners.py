@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from server.audit import AuditLog
+from server.approval.audit import AuditLog
 from server.config import Settings
 from server.connections import Connections
 from server.errors import MeshError

@@ -1,4 +1,4 @@
-"""The ``detail="summary"`` shape of propose_remediation (:mod:`server.detail`).
+"""The ``detail="summary"`` shape of propose_remediation (:mod:`tools.detail`).
 
 The plan's id, digest, expiry, summary, inputs, blast radius, approval command and each step's
 number, action, description, target and reversibility; the exact commands, bound parameters,
@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from server.detail import Cutter, SummaryBase
+from tools.detail import Cutter, SummaryBase
 from tools.remediation.model import BlastRadius, Plan, Symptom
 
 

@@ -88,7 +88,7 @@ def check_one(skill: WorkspaceSkill, root: Path, names: NameChecker, vocab: Voca
 
 def our_commands() -> list[str]:
     """The ``mesh-mcp`` subcommands (so a skill may tell people to run them)."""
-    from server.cli import COMMANDS
+    from server.commands import COMMANDS
 
     return sorted({name.split()[0] for name in COMMANDS})
 

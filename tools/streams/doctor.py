@@ -16,7 +16,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from server.doctor import Check
+from server.checks import Check
 from server.errors import MeshError
 from server.redis_clients import single_server_client
 from server.redis_settings import DEFAULT_INSTANCE

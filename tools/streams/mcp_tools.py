@@ -12,9 +12,9 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
-from server.detail import DetailArg, shaped, with_summary
 from server.runtime import Runtime
 from server.toolkit import READ_ONLY_REMOTE, annotate, mesh_tool, tool_result
+from tools.detail import DetailArg, shaped, with_summary
 from tools.streams.discovery import StreamList, list_streams
 from tools.streams.dlq import DeadLetterPage, list_dead_letters
 from tools.streams.inspect import inspect_stream

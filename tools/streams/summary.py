@@ -1,4 +1,4 @@
-"""The ``detail="summary"`` shape of inspect_stream (:mod:`server.detail`).
+"""The ``detail="summary"`` shape of inspect_stream (:mod:`tools.detail`).
 
 Groups keep their counters, dead consumers and oldest pending id; anomalies keep code, severity,
 group, consumer, sentence, next step and the ids of their evidence (``ids``); the per-consumer
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from server.detail import Cutter, SummaryBase
 from server.redis_routing import RedisSource
+from tools.detail import Cutter, SummaryBase
 from tools.streams.anomalies import evidence_ids
 from tools.streams.inspect_models import DlqInfo, StreamReport
 

@@ -49,7 +49,7 @@ def cmd_trace_request(args: argparse.Namespace) -> int:
 
     report = anyio.run(go)
     if args.json:
-        from server.detail import shaped
+        from tools.detail import shaped
         from tools.trace_request.summary import summarise_request
 
         print_json(shaped(report, args.detail, summarise_request, settings.limits.summary_items))

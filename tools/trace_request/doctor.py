@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from server.doctor import Check
+from server.checks import Check
 from server.errors import MeshError
 from server.runtime import Runtime
 from tools.outbox.mcp_tools import catalog_of

@@ -6,9 +6,9 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
-from server.detail import DetailArg, shaped, with_summary
 from server.runtime import Runtime
 from server.toolkit import READ_ONLY_REMOTE, mesh_tool, tool_result
+from tools.detail import DetailArg, shaped, with_summary
 from tools.outbox.mcp_tools import catalog_of
 from tools.skills.model import attach_related
 from tools.skills.trace_links import related_to_request

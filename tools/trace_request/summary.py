@@ -1,4 +1,4 @@
-"""The ``detail="summary"`` shape of trace_request (:mod:`server.detail`), applied to its result.
+"""The ``detail="summary"`` shape of trace_request (:mod:`tools.detail`), applied to its result.
 
 Each item keeps its key, row, status, link, parent, verdict and the ids its hops carry
 (``ids``, as trace_job's summary hops); broken items come first. The hops themselves, the
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from server.detail import Cutter, SummaryBase
+from tools.detail import Cutter, SummaryBase
 from tools.outbox.model import ServiceProblem, Verdict
 from tools.outbox.summary import hop_ids
 from tools.trace_request.model import ContextFinding, LookupNote, RequestItem, RequestReport, WsMessage

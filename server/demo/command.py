@@ -1,6 +1,6 @@
 """``mesh-mcp demo``: zero-setup tour on throwaway services and a seeded broken system.
 
-1. Services (:mod:`server.demo_services`): an embedded PostgreSQL and an embedded Redis
+1. Services (:mod:`server.demo.services`): an embedded PostgreSQL and an embedded Redis
    (the ``demo`` extra), in a temporary directory, on free ports, stopped on exit (Ctrl-C
    and SIGTERM included). The demo never touches the services of your ``mesh.toml`` or
    ``MESH_*`` settings. To run it on servers of your own instead, set
@@ -8,8 +8,8 @@
    and ``MESH_DEMO_REDIS_URL`` (an *empty* logical database; only the keys the demo wrote
    are deleted afterwards).
 2. A copy of the bundled sample workspace, and a service database ``event`` with the
-   outbox schema, seeded by :mod:`server.demo_seed` with seven faults.
-3. A diagnosis through a real MCP client session (:mod:`server.demo_report`), printed
+   outbox schema, seeded by :mod:`server.demo.seed` with seven faults.
+3. A diagnosis through a real MCP client session (:mod:`server.demo.report`), printed
    as a report (stdout) or as JSON (``--json``).
 4. ``--serve``: the server stays up on the seeded data (stdio, or streamable HTTP with
    ``--http HOST:PORT``) with remediation enabled, and its ``mesh.toml`` is written
@@ -40,9 +40,9 @@ import redis
 
 from server.cli_support import fail, print_json
 from server.config import Settings
-from server.demo_report import DemoReport, diagnose, render_text
-from server.demo_seed import DEMO_STREAM_MAXLEN, SERVICE, Scenario, seed
-from server.demo_services import DemoServices, new_root, say, start_services
+from server.demo.report import DemoReport, diagnose, render_text
+from server.demo.seed import DEMO_STREAM_MAXLEN, SERVICE, Scenario, seed
+from server.demo.services import DemoServices, new_root, say, start_services
 
 
 def sample_workspace_dir() -> Path:

@@ -9,11 +9,11 @@ canonical JSON (sorted keys, no whitespace) of :class:`Claims`: mode, plan id,
   ``~/.config/mesh-mcp/approval.key``). Zero setup; it stops accidents, not a determined
   agent running as the same OS user (that agent can read the secret).
 - ``signature`` mode: an Ed25519 signature of ``DOMAIN + claims`` by an approver whose public
-  key is listed in the trust file (:mod:`server.trust`; never the workspace config nor
+  key is listed in the trust file (:mod:`server.approval.trust`; never the workspace config nor
   ``MESH_*``). The private key sits in a passphrase-protected file (PKCS8,
   ``BestAvailableEncryption``) whose password is first stretched with scrypt, so nothing
   the server or an agent can read lets anyone mint a token without the passphrase
-  (key files: :mod:`server.approver_keys`).
+  (key files: :mod:`server.approval.keys`).
 
 Verification is strict: canonical base64url and canonical JSON only (a token has exactly
 one spelling), the mode must be the configured one, MACs and hashes are compared in
@@ -44,7 +44,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from server.approver_keys import approver_keys, check_private_file
+from server.approval.keys import approver_keys, check_private_file
 from server.config import Settings
 from server.errors import MeshError, RemediationRefused
 from server.filelocks import exclusive

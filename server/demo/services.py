@@ -27,7 +27,7 @@ from typing import Any
 import psycopg
 import redis
 
-from server.embedded import EmbeddedServices
+from server.demo.embedded import EmbeddedServices
 from server.errors import InvalidArgument, MeshError
 from server.redaction import redact_dsn
 

@@ -2,15 +2,15 @@
 
 :func:`detail_calls` gives one call of each tool with a ``detail`` argument, on the seeded fault
 that makes its result largest; :func:`every_tool_calls` one call of every read tool. The
-arguments come from the :class:`~server.demo_seed.Scenario` (its ids and names), never typed in.
+arguments come from the :class:`~server.demo.seed.Scenario` (its ids and names), never typed in.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from server.demo_report import STATIC_TARGET
-from server.demo_seed import Scenario
+from server.demo.report import STATIC_TARGET
+from server.demo.seed import Scenario
 
 Call = tuple[str, dict[str, Any]]
 

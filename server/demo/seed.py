@@ -34,7 +34,7 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from server.config import Conventions
-from server.demo_dump import age_consumer_in_dump
+from server.demo.dump import age_consumer_in_dump
 from server.errors import MeshError
 
 SERVICE = "event"

@@ -3,7 +3,7 @@
 :func:`diagnose` opens an in-process MCP client session on ``build_server(settings)``
 and calls the tools in the runbook's order (``analyze_impact``, ``outbox_health``,
 ``trace_job``, ``inspect_queue``, ``inspect_stream``, ``dlq_list``, ``trace_event``, then
-``propose_remediation``). Each seeded fault of the :class:`~server.demo_seed.Scenario`
+``propose_remediation``). Each seeded fault of the :class:`~server.demo.seed.Scenario`
 is then checked against what the tools returned: a fault counts as *found* only when a
 tool's structured result carries the expected diagnosis code (a ``verdict``, a
 ``finding`` or an ``anomaly``) about that fault's own identifiers, or, for the listing
@@ -25,7 +25,7 @@ from pydantic import BaseModel, Field
 
 from server.app import build_server
 from server.config import Settings
-from server.demo_seed import Fault, Scenario
+from server.demo.seed import Fault, Scenario
 from server.errors import MeshError
 
 STATIC_TARGET = "GEOCODE_EVENT"

@@ -106,7 +106,7 @@ def read_trust_file(path: Path) -> TrustFile:
         loc = ".".join(str(p) for p in first["loc"]) or "(root)"
         raise ConfigError(f"trust file {path}: invalid '{loc}': {first['msg']} (keys: mode, [approvers], "
                           "audit_copy_file, audit_syslog)") from None
-    from server.approver_keys import APPROVER_ID_RE, parse_public_key
+    from server.approval.keys import APPROVER_ID_RE, parse_public_key
 
     for approver, text in trust.approvers.items():
         if not APPROVER_ID_RE.match(approver):
@@ -289,7 +289,7 @@ class GateStatus:
 
 def gate_status(settings: Settings) -> GateStatus:
     """The approval gate's sources and protection, read now (the trust file is read again)."""
-    from server.approver_keys import approver_keys, fingerprint
+    from server.approval.keys import approver_keys, fingerprint
     from server.config import ConfigError
 
     approval = settings.approval

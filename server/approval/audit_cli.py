@@ -3,7 +3,7 @@
 Prints the records count, the head (``COUNT:SHA256``) and what was checked; exit 0 when
 the chain is intact (and, with ``--expect-head``, the anchored record is still there),
 1 otherwise. Without an anchor, lines dropped from the end or an edited last line cannot
-be seen: the output says so. See :meth:`server.audit.AuditLog.verify`.
+be seen: the output says so. See :meth:`server.approval.audit.AuditLog.verify`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    from server.audit import audit_log, parse_anchor
+    from server.approval.audit import audit_log, parse_anchor
     from server.errors import InvalidArgument
 
     settings = settings_from_args(args)
@@ -46,9 +46,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 async def checks(runtime: object) -> list:
     """``mesh-mcp doctor``'s checks: the audit chain, and the approval gate's trust check."""
-    from server.audit import audit_log
-    from server.doctor import Check
-    from server.trust import gate_status
+    from server.approval.audit import audit_log
+    from server.approval.trust import gate_status
+    from server.checks import Check
 
     settings = runtime.settings  # type: ignore[attr-defined]
     log = audit_log(settings)

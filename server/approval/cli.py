@@ -29,8 +29,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
-from server.approval import describe_mode, mint_token
-from server.approver_keys import (
+from server.approval.audit import audit_log
+from server.approval.keys import (
     MIN_PASSPHRASE_CHARS,
     approver_keys,
     create_approver_key,
@@ -39,11 +39,11 @@ from server.approver_keys import (
     load_approver_key,
     public_key_text,
 )
-from server.audit import audit_log
+from server.approval.tokens import describe_mode, mint_token
+from server.approval.trust import GateStatus, gate_status
 from server.cli_support import settings_from_args
 from server.config import Settings
 from server.errors import InvalidArgument, MeshError, RemediationRefused
-from server.trust import GateStatus, gate_status
 from tools.remediation import store
 from tools.remediation.model import Plan
 
