@@ -26,6 +26,7 @@ from server.conventions import (
     Statuses,
     TableNames,
 )
+from server.errors import ConfigError
 from server.redis_settings import RedisInstanceSettings, RedisSettings
 
 CONFIG_FILE_NAME = "mesh.toml"
@@ -46,10 +47,6 @@ __all__ = [
     "TableNames",
     "load_settings",
 ]
-
-
-class ConfigError(Exception):
-    """The configuration cannot be used; the message names the key and the file."""
 
 
 class _Strict(BaseModel):

@@ -7,6 +7,14 @@ and the command line prints them as one line with a non-zero exit status.
 from __future__ import annotations
 
 
+class ConfigError(Exception):
+    """The configuration cannot be used; the message names the key and the file.
+
+    Raised by :mod:`server.config` (which re-exports it) and by the trust file reader of
+    the approval gate; defined here so the gate does not import the config it feeds.
+    """
+
+
 class MeshError(Exception):
     """An anticipated failure with a message fit for the user."""
 

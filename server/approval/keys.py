@@ -27,13 +27,16 @@ import re
 import secrets
 import stat
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from server.config import Settings
 from server.errors import InvalidArgument, MeshError
 from server.filelocks import IS_POSIX, PRIVATE_FILES_NOTE  # noqa: F401 (documented above)
+
+if TYPE_CHECKING:
+    from server.config import Settings
 
 APPROVER_ID_RE = re.compile(r"^[A-Za-z0-9._@-]{1,64}$")
 MIN_PASSPHRASE_CHARS = 12

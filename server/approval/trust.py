@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from server.errors import RemediationRefused
+from server.errors import ConfigError, RemediationRefused
 from server.filelocks import IS_POSIX
 
 if TYPE_CHECKING:
@@ -90,9 +90,7 @@ def default_trust_path() -> Path:
 
 
 def read_trust_file(path: Path) -> TrustFile:
-    """The parsed trust file; :class:`~server.config.ConfigError` naming the file and the problem."""
-    from server.config import ConfigError
-
+    """The parsed trust file; :class:`~server.errors.ConfigError` naming the file and the problem."""
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -137,11 +135,9 @@ def apply_trust_policy(
 ) -> dict[str, Any]:
     """The merged settings ``data`` with the approval section taken from the trust file in signature mode.
 
-    Raises :class:`~server.config.ConfigError` for every source an agent could use to change
+    Raises :class:`~server.errors.ConfigError` for every source an agent could use to change
     who approves (see the module docstring).
     """
-    from server.config import ConfigError
-
     env_a = env_data.get("approval") if isinstance(env_data.get("approval"), dict) else {}
     file_a = file_data.get("approval") if isinstance(file_data.get("approval"), dict) else {}
     over_a = overrides.get("approval") if isinstance(overrides.get("approval"), dict) else {}
@@ -290,8 +286,6 @@ class GateStatus:
 def gate_status(settings: Settings) -> GateStatus:
     """The approval gate's sources and protection, read now (the trust file is read again)."""
     from server.approval.keys import approver_keys, fingerprint
-    from server.config import ConfigError
-
     approval = settings.approval
     allow = approval.allow_unprotected_approvers
     if approval.mode == "local":
