@@ -16,7 +16,7 @@ Plus the retry bookkeeping (``retry:post-processor:<group>:<messageId>`` and its
 ``:attempt`` / ``:lastError`` keys, the ``retry-queue:post-processor:<group>`` score)
 and the idempotency lock with its TTL. Every key pattern comes from ``Conventions`` and
 is built by :mod:`tools.streams.keys`; dead-letter entries are parsed by
-:func:`tools.streams.dlq.parse_dlq_entry`, values decoded and cut by :mod:`tools.streams.values`.
+:func:`tools.streams.records.parse_dlq_entry`, values decoded and cut by :mod:`tools.streams.values`.
 
 Only read commands: XINFO, XPENDING, XRANGE, GETRANGE, EXISTS, TTL, ZSCORE. Never
 XREADGROUP (it would deliver the message) and never KEYS.
@@ -32,6 +32,11 @@ from server.config import Conventions, Limits
 from server.lazy_modules import LazyModule
 from tools.streams import keys
 from tools.streams.ids import StreamId
+from tools.streams.records import (  # RetryState, IdempotencyLock: re-exported
+    IdempotencyLock,
+    RetryState,
+    parse_dlq_entry,
+)
 from tools.streams.values import capped, text
 
 redis_exceptions = LazyModule("redis.exceptions")
@@ -45,7 +50,7 @@ ATTEMPT_MAX_BYTES = 64
 
 class MessageDeadLetter(BaseModel):
     """One entry of a dead-letter stream that refers to the message (the short form of
-    :class:`tools.streams.dlq.DeadLetter`, which ``dlq_list`` shows in full)."""
+    :class:`tools.streams.records.DeadLetter`, which ``dlq_list`` shows in full)."""
 
     dlq_stream: str
     dlq_entry_id: str
@@ -54,28 +59,6 @@ class MessageDeadLetter(BaseModel):
     error_truncated: bool = Field(default=False, description="error was cut at [limits] payload_max_bytes")
     timestamp: str | None = None
     group: str | None = Field(default=None, description="the group field, when the DLQ entry carries one")
-
-
-class RetryState(BaseModel):
-    """Retry bookkeeping of one group for one message (absent keys give None)."""
-
-    key: str = Field(description="retry:post-processor:<group>:<messageId> (base key)")
-    exists: bool = Field(description="any of the retry keys exists")
-    attempt: int | None = None
-    last_error: str | None = Field(default=None, description="the :lastError key, cut at [limits] payload_max_bytes")
-    last_error_truncated: bool | None = Field(
-        default=None,
-        description="last_error was cut at the byte cap; None where the reader does not say (dlq_list: see "
-        "bookkeeping[].last_error_truncated)",
-    )
-    next_retry_at_ms: int | None = Field(default=None, description="score in the retry queue sorted set")
-    retry_queue_key: str
-
-
-class IdempotencyLock(BaseModel):
-    key: str
-    exists: bool
-    ttl_s: int | None = Field(default=None, description="seconds left; None when absent or without expiry")
 
 
 class PendingEntry(BaseModel):
@@ -139,10 +122,8 @@ async def scan_dead_letters(
     ``limits.scan_max_iterations`` pages; the second value is False when that bound stopped
     the search first (a dead letter further on was not seen). Only the ``messageId`` field
     (``conventions.dlq_message_id_field``) of each entry is looked at; a matching entry is
-    parsed by :func:`tools.streams.dlq.parse_dlq_entry` with ``limits.payload_max_bytes``.
+    parsed by :func:`tools.streams.records.parse_dlq_entry` with ``limits.payload_max_bytes``.
     """
-    from tools.streams.dlq import parse_dlq_entry  # here: tools.streams.dlq imports this module (dlq_joins)
-
     if not message_ids:
         return [], True
     wanted = set(message_ids)

@@ -1,9 +1,8 @@
-"""Dead letters: parsing one entry, and the ``dlq_list`` pages.
+"""Dead letters: the ``dlq_list`` pages.
 
-Stable API: :func:`parse_dlq_entry` (imported by :mod:`tools.remediation.plan_dlq`) turns
-the fields of one ``<stream><dlq_suffix>`` entry into a :class:`DeadLetter` (field names
-from ``[conventions]``: ``messageId``, ``error``, ``payload``, ``timestamp``); it never
-raises on odd content. With ``max_bytes=None`` nothing is cut, which is what a replay needs.
+One entry is parsed by :func:`tools.streams.records.parse_dlq_entry` (into a
+:class:`~tools.streams.records.DeadLetter`), re-exported here for the callers that import it
+from this module (:mod:`tools.remediation.plan_dlq`, the tests).
 
 ``dlq_list`` (:func:`list_dead_letters`) pages through one dead-letter stream or through
 every ``*<dlq_suffix>`` stream found by a bounded ``SCAN ... TYPE stream``, filters by
@@ -13,134 +12,23 @@ bookkeeping and with where the original message still is (:mod:`tools.streams.dl
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping
-from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, Field
 
-from server.config import Conventions, Settings
+from server.config import Settings
 from server.connections import Connections
 from server.errors import InvalidArgument, NotFound
 from server.redis_routing import RedisSource, instances_holding, redis_source
 from tools.streams.cursor import decode_cursor, encode_cursor, fingerprint
-from tools.streams.dlq_joins import GroupBookkeeping, OriginalState, join_dead_letters
+from tools.streams.dlq_joins import join_dead_letters
 from tools.streams.ids import StreamId, parse_id_argument
-from tools.streams.keys import check_key_name, dlq_key, glob_escape, is_dlq, source_of_dlq
+from tools.streams.keys import check_key_name, dlq_key, glob_escape, is_dlq
+from tools.streams.records import DeadLetter, parse_dlq_entry, parse_timestamp_ms  # noqa: F401 (re-exported)
 from tools.streams.scan import bounded_scan
-from tools.streams.values import capped, capped_fields, read_json, text
+from tools.streams.values import text
 
 MAX_FILTER_CHARS = 256
-_MAX_EPOCH_MS = 2**53  # beyond this a "timestamp" is no date (and not exact as a JSON number)
-
-
-class DeadLetter(BaseModel):
-    """One dead-letter entry, parsed. Join fields are filled by ``dlq_list`` only."""
-
-    dlq_stream: str
-    dlq_id: str = Field(description="the entry id in the dead-letter stream")
-    source_stream: str
-    message_id: str | None = Field(description="messageId: the id the message had in the source stream")
-    error: str | None
-    error_truncated: bool = False
-    payload: Any = Field(default=None, description="the message as parsed JSON (None when not JSON or over the cap)")
-    payload_preview: str | None = Field(default=None, description="the payload text when it is not shown parsed")
-    payload_valid_json: bool = False
-    payload_truncated: bool = False
-    payload_bytes: int = 0
-    event_type: str | None = Field(default=None, description="the payload's event type field")
-    event_id: str | None = Field(default=None, description="the payload's event id field (event_queue id)")
-    timestamp: str | None = Field(description="the timestamp field as written")
-    dead_at_ms: int | None = Field(default=None, description="timestamp as epoch ms when it parses")
-    extra_fields: dict[str, str] = Field(
-        default_factory=dict, description="fields beyond the four known ones (names and values share the byte cap)"
-    )
-    fields_truncated: bool = Field(
-        default=False,
-        description="messageId, timestamp, event type or id, or an extra field was cut at the byte cap "
-        "(or extra fields past it left out)",
-    )
-    original: OriginalState | None = None
-    bookkeeping: list[GroupBookkeeping] = Field(
-        default_factory=list, description="per group holding any retry key or idempotency lock for messageId"
-    )
-
-
-def parse_timestamp_ms(value: str | None) -> int | None:
-    """Epoch ms from ``1700000000000`` (ms), ``1700000000`` (s) or an ISO 8601 date; else None.
-
-    Never raises: ``inf``, ``nan``, negative or absurdly large numbers give None.
-    """
-    if not value:
-        return None
-    raw = value.strip()
-    try:
-        number = float(raw)
-    except ValueError:
-        number = None
-    if number is not None:
-        if not math.isfinite(number) or not 0 <= number < _MAX_EPOCH_MS:
-            return None
-        return int(number * 1000) if number < 100_000_000_000 else int(number)
-    try:
-        return int(datetime.fromisoformat(raw.replace("Z", "+00:00")).timestamp() * 1000)
-    except (ValueError, OverflowError, OSError):
-        return None
-
-
-def parse_dlq_entry(
-    fields: Mapping[bytes | str, bytes | str],
-    *,
-    dlq_stream: str = "",
-    dlq_id: str = "",
-    conventions: Conventions | None = None,
-    max_bytes: int | None = None,
-) -> DeadLetter:
-    """The dead letter held by ``fields`` (one entry of a dead-letter stream).
-
-    ``max_bytes`` caps every text taken from the entry: the error and the payload (each
-    with its own flag), and messageId, timestamp, the event type and id and the extra
-    fields (``fields_truncated``); ``None``: no cap. The event type and id are read from
-    the full payload whatever the cap, and only when they are a string or a number.
-    """
-    conv = conventions or Conventions()
-    values = {text(k) or "": v for k, v in fields.items()}
-    known = {conv.dlq_message_id_field, conv.dlq_error_field, conv.dlq_payload_field, conv.dlq_timestamp_field}
-    error, error_cut = capped(values.get(conv.dlq_error_field), max_bytes)
-    payload = read_json(values.get(conv.dlq_payload_field), max_bytes)
-    document = payload.document if isinstance(payload.document, dict) else {}
-    message_id, id_cut = capped(values.get(conv.dlq_message_id_field), max_bytes)
-    timestamp, time_cut = capped(values.get(conv.dlq_timestamp_field), max_bytes)
-    event_type, type_cut = capped(_scalar(document.get(conv.event_type_field)), max_bytes)
-    event_id, event_id_cut = capped(_scalar(document.get(conv.event_id_field)), max_bytes)
-    extra, extra_cut = capped_fields({k: v for k, v in values.items() if k not in known}, max_bytes)
-    return DeadLetter(
-        dlq_stream=dlq_stream,
-        dlq_id=dlq_id,
-        source_stream=source_of_dlq(conv, dlq_stream),
-        message_id=message_id,
-        error=error,
-        error_truncated=error_cut,
-        payload=payload.value,
-        payload_preview=payload.preview,
-        payload_valid_json=payload.valid_json,
-        payload_truncated=payload.truncated,
-        payload_bytes=payload.size_bytes,
-        event_type=event_type,
-        event_id=event_id,
-        timestamp=timestamp,
-        dead_at_ms=parse_timestamp_ms(timestamp) if not time_cut else None,
-        extra_fields=extra,
-        fields_truncated=id_cut or time_cut or type_cut or event_id_cut or extra_cut,
-    )
-
-
-def _scalar(value: Any) -> str | None:
-    """A JSON string or number as text; ``None`` for anything else (an object is no event type)."""
-    if isinstance(value, bool) or not isinstance(value, str | int | float):
-        return None
-    return str(value)
 
 
 class DeadLetterPage(BaseModel):

@@ -16,19 +16,16 @@ Per group, one ``MGET`` reads every attempt counter and one every lock of the pa
 keys; the last error (``GETRANGE``, byte-capped) and the lock TTLs are read only for the
 (letter, group) pairs where something exists.
 
-The models are those of :mod:`tools.outbox.delivery` so every tool describes retry
-bookkeeping and locks the same way. A key of an unexpected type reads as absent.
+The models are those of :mod:`tools.streams.records`, which :mod:`tools.outbox.delivery` uses
+too, so every tool describes retry bookkeeping and locks the same way. A key of an unexpected type reads as absent.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
-from pydantic import BaseModel, Field
+from typing import Any
 
 from server.config import Settings
-from tools.outbox.delivery import IdempotencyLock, RetryState
 from tools.streams.ids import try_parse
 from tools.streams.keys import (
     idempotency_key,
@@ -38,33 +35,15 @@ from tools.streams.keys import (
     retry_queue_key,
 )
 from tools.streams.node_reads import queue_exists_each, queue_get_each
+from tools.streams.records import (
+    DeadLetter,
+    GroupBookkeeping,
+    IdempotencyLock,
+    OriginalState,
+    PendingHolder,
+    RetryState,
+)
 from tools.streams.values import as_int, capped, text
-
-if TYPE_CHECKING:
-    from tools.streams.dlq import DeadLetter
-
-
-class PendingHolder(BaseModel):
-    group: str
-    consumer: str
-    idle_ms: int
-    deliveries: int
-
-
-class OriginalState(BaseModel):
-    """Where the dead-lettered message still is."""
-
-    source_exists: bool = Field(description="the source stream exists")
-    in_stream: bool = Field(description="the original entry (messageId) is still in the source stream")
-    pending_in: list[PendingHolder] = Field(default_factory=list, description="groups whose PEL still holds it")
-    groups_checked: list[str] = Field(default_factory=list)
-
-
-class GroupBookkeeping(BaseModel):
-    group: str
-    retry: RetryState
-    last_error_truncated: bool = Field(default=False, description="retry.last_error was cut at the byte cap")
-    idempotency: IdempotencyLock
 
 
 def _value(reply: Any) -> Any:
