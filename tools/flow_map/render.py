@@ -10,9 +10,12 @@ nodes get a ``click`` link to their file:line (see :func:`tools.flow_map.mermaid
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from tools.flow_map import mermaid as mm
-from tools.flow_map.model import FlowEdge, FlowMap, FlowNode
+
+if TYPE_CHECKING:  # the models call these renderers (summary_text): types only here
+    from tools.flow_map.model import FlowEdge, FlowMap, FlowNode
 
 TROUBLE_WORDS = {
     "no_producer": "nobody produces it",

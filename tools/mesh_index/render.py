@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from tools.mesh_index.model import Catalogue, ImpactResult, IndexInfo, Site
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the models call these renderers (summary_text): types only here
+    from tools.mesh_index.model import Catalogue, ImpactResult, IndexInfo, Site
+
 
 MAX_LINES = 15
 
