@@ -30,9 +30,9 @@ from tools.remediation.model import (
     XDelOp,
     ZRemOp,
 )
+from tools.remediation.plan_base import STREAM_ID_RE, PlanBuilder, Request, check
 from tools.remediation.plan_outbox import add_event_reconcile
 from tools.remediation.plan_streams import pick_group, resolve_stream
-from tools.remediation.planner import STREAM_ID_RE, PlanBuilder, Request, check
 from tools.remediation.replays import prior_replays, replay_state
 from tools.streams.dlq import DeadLetter, parse_dlq_entry
 from tools.streams.keys import (

@@ -23,7 +23,7 @@ from server.lazy_modules import LazyModule
 from tools.outbox.bull_state import bull_job_state
 from tools.remediation.backups import jsonable_value
 from tools.remediation.model import Check, SqlRow, SqlUpdateOp
-from tools.remediation.planner import UUID_RE, PlanBuilder, Request, check
+from tools.remediation.plan_base import UUID_RE, PlanBuilder, Request, check
 from tools.streams.keys import fill
 
 sql = LazyModule("psycopg.sql")

@@ -15,7 +15,7 @@ import re
 from server.connections import Connections
 from tools.remediation import redis_reads as rr
 from tools.remediation.model import BullRetryOp, Check
-from tools.remediation.planner import PlanBuilder, Request, check
+from tools.remediation.plan_base import PlanBuilder, Request, check
 from tools.streams.keys import bull_key
 
 DEFAULT_EVENTS_MAXLEN = 10_000

@@ -30,7 +30,7 @@ from tools.remediation.model import (
     XAckOp,
     XClaimOp,
 )
-from tools.remediation.planner import PlanBuilder, Request, check
+from tools.remediation.plan_base import PlanBuilder, Request, check
 from tools.streams.keys import (
     idempotency_key,
     is_dlq,

@@ -8,6 +8,8 @@ reconcile SQL with guarded UPDATEs, retry a failed BullMQ job):
 - ``reconcile_outbox`` / ``requeue_stuck_job``: :mod:`plan_outbox`;
 - ``retry_failed_job``: :mod:`plan_queues`.
 
+The builders share :mod:`plan_base` (request, builder, checks) and never import this module.
+
 Proposing only reads Redis and the databases; it writes the plan file and one audit
 record. Nothing else changes until a human approves and ``apply_remediation`` runs.
 """
@@ -15,9 +17,7 @@ record. Nothing else changes until a human approves and ``apply_remediation`` ru
 from __future__ import annotations
 
 import getpass
-import re
 import shlex
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -28,80 +28,10 @@ from server.config import Settings
 from server.connections import Connections
 from server.errors import InvalidArgument, NotFound
 from server.redis_settings import DEFAULT_INSTANCE
-from tools.remediation import slots, store
-from tools.remediation.model import SYMPTOMS, BlastRadius, Check, Operation, Plan, Step
-from tools.remediation.operations import render, render_params
+from tools.remediation import plan_dlq, plan_outbox, plan_queues, plan_streams, slots, store
+from tools.remediation.model import SYMPTOMS, BlastRadius, Plan
+from tools.remediation.plan_base import MAX_ID_CHARS, STREAM_ID_RE, UUID_RE, PlanBuilder, Request
 from tools.streams.keys import check_key_name
-
-MAX_ID_CHARS = 256
-UUID_RE = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
-STREAM_ID_RE = re.compile(r"^\d{1,20}-\d{1,20}$")
-
-
-def check(kind: str, **args: Any) -> Check:
-    """A precondition of ``kind`` (see :mod:`tools.remediation.preconditions` for each kind's args)."""
-    return Check(kind=kind, args=args)  # type: ignore[arg-type]
-
-
-@dataclass
-class PlanBuilder:
-    """Collects the steps of a plan and what they touch."""
-
-    settings: Settings
-    summary: str = ""
-    steps: list[Step] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    messages: int = 0
-    rows: int = 0
-    keys: int = 0
-    streams: set[str] = field(default_factory=set)
-    tables: set[str] = field(default_factory=set)
-    groups_reached: set[str] = field(default_factory=set)
-    candidates_found: int = 0
-    truncated: bool = False
-    nothing_to_do: str = "nothing matches this symptom"
-
-    def add(
-        self,
-        *,
-        action: str,
-        description: str,
-        operation: Operation,
-        target: str,
-        precondition: str,
-        checks: list[Check],
-        backup: str | None,
-        reversible: bool,
-    ) -> int:
-        """Append a step (its command rendered from ``operation``); returns its number."""
-        number = len(self.steps) + 1
-        self.steps.append(
-            Step(
-                number=number,
-                action=action,
-                description=description,
-                command=render(operation, self.settings.conventions),
-                params=render_params(operation),
-                target=target,
-                precondition=precondition,
-                checks=checks,
-                backup=backup,
-                reversible=reversible,
-                operation=operation,
-            )
-        )
-        return number
-
-
-@dataclass(frozen=True)
-class Request:
-    symptom: str
-    stream: str | None
-    group: str | None
-    service: str | None
-    queue: str | None
-    ids: list[str] | None
 
 
 def _need(value: str | None, name: str, symptom: str, hint: str) -> str:
@@ -201,8 +131,6 @@ def approval_note(settings: Settings) -> str:
 
 
 async def _build(builder: PlanBuilder, connections: Connections, request: Request) -> None:
-    from tools.remediation import plan_dlq, plan_outbox, plan_queues, plan_streams
-
     builders: dict[str, Any] = {
         "dlq_replay": plan_dlq.build_dlq_replay,
         "claim_dead_consumer": plan_streams.build_claim_dead_consumer,
