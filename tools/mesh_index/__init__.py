@@ -1,4 +1,4 @@
-"""The static index of a TypeScript workspace: analyze_impact and list_catalogue (issue 3).
+"""The static index of a TypeScript workspace: analyze_impact and list_catalogue.
 
 Pipeline, one module per step:
 
