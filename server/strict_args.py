@@ -13,10 +13,12 @@ from __future__ import annotations
 from mcp.server.mcpserver import MCPServer
 from pydantic import ConfigDict
 
+from server.sdk_tools import registered_tools
+
 
 def harden_tools(server: MCPServer) -> None:
     """Make every registered tool refuse unknown arguments and coerced types."""
-    for tool in server._tool_manager.list_tools():
+    for tool in registered_tools(server):
         base = tool.fn_metadata.arg_model
         if getattr(base, "__mesh_strict__", False):
             continue

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from mcp.server.mcpserver import MCPServer
 
+from server.sdk_tools import registered_tools
+
 TITLES: dict[str, str] = {
     "server_info": "Server info: version, mode, tools, configuration",
     "analyze_impact": "Who produces and consumes a job, event, websocket type, queue or stream",
@@ -35,6 +37,6 @@ TITLES: dict[str, str] = {
 
 def apply_titles(server: MCPServer) -> None:
     """Give each registered tool its title from :data:`TITLES` (a title set at registration wins)."""
-    for tool in server._tool_manager.list_tools():
+    for tool in registered_tools(server):
         if not tool.title and tool.name in TITLES:
             tool.title = TITLES[tool.name]
