@@ -17,22 +17,23 @@ from tools.lint import consumers, contracts, migrations, options, orphans, paylo
 from tools.lint.baseline import Baseline
 from tools.lint.context import LintContext
 from tools.lint.model import SEVERITIES, Finding, LintReport, LintSummary, severity_rank
-from tools.lint.rules import BY_CODE, CODES
+from tools.lint.rules import BY_CODE, CODES, codes_of
 from tools.mesh_index.service import IndexService
 
 log = logging.getLogger("mesh.lint")
 
 Check = Callable[[LintContext], list[Finding]]
-CHECKS: tuple[tuple[str, Check, tuple[str, ...]], ...] = (
-    ("consumers", consumers.check, ("consumer-never-matches",)),
-    ("queues", queues.check, ("worker-queue-not-registered", "registered-queue-unread")),
-    ("payload", payload.check, ("payload-wrong-level",)),
-    ("migrations", migrations.check, ("migration-diverges", "migration-missing")),
-    ("options", options.check, ("option-dropped", "config-key-unread")),
-    ("status", status.check, ("status-precondition",)),
-    ("contracts", contracts.check, ("contract-newer-than-pin",)),
+CHECKS: tuple[tuple[str, Check], ...] = (
+    ("consumers", consumers.check),
+    ("queues", queues.check),
+    ("payload", payload.check),
+    ("migrations", migrations.check),
+    ("options", options.check),
+    ("status", status.check),
+    ("contracts", contracts.check),
 )
-ORPHAN_CODES = frozenset({"type-never-consumed", "stream-without-group", "catalogue-orphan"})
+"""Run in this order; the codes each produces come from :data:`tools.lint.rules.RULES` (``check``)."""
+ORPHAN_CODES = frozenset(codes_of("orphans"))
 
 
 def validate_codes(codes: Iterable[str] | None) -> list[str]:
@@ -56,7 +57,8 @@ def validate_severity(severity: str) -> str:
 def collect(ctx: LintContext, codes: list[str]) -> list[Finding]:
     """Every finding of the wanted codes, deduplicated and sorted (no severity filter, no baseline)."""
     found: list[Finding] = []
-    for name, check, produces in CHECKS:
+    for name, check in CHECKS:
+        produces = codes_of(name)
         if not set(produces) & set(codes):
             continue
         try:
