@@ -250,7 +250,7 @@ class TraceReport(BaseModel):
         lines = [f"{self.kind} {self.id}: {v.code} — {v.sentence}", f"next: {v.next_step}"]
         if self.id_note:
             lines.insert(0, f"note: {self.id_note}")
-        from tools.outbox.summary import hop_ids_text
+        from tools.outbox.hop_ids import hop_ids_text
 
         for hop in self.hops:
             mark = "ok" if hop.healthy else ("??" if hop.healthy is None else "XX")

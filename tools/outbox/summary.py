@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field
 
 from server.redis_routing import RedisSource
 from tools.detail import Cutter, SummaryBase
+from tools.outbox.hop_ids import hop_ids, hop_ids_text  # noqa: F401 (hop_ids_text: re-exported)
 from tools.outbox.model import Hop, ServiceProblem, TraceReport, Verdict
 
 
@@ -42,50 +43,6 @@ class TraceSummary(SummaryBase):
     unavailable: list[ServiceProblem] = Field(default_factory=list)
     id_note: str | None = None
     redis_sources: list[RedisSource] = Field(default_factory=list)
-
-
-def hop_ids(hop: Hop) -> dict[str, str]:
-    """The identifiers a hop carries that another tool takes as arguments."""
-    ids: dict[str, str] = {}
-
-    def put(key: str, value: object) -> None:
-        if value not in (None, "") and key not in ids:
-            ids[key] = str(value)
-
-    if hop.row is not None:
-        put("service", hop.row.service)
-        put("table", hop.row.table)
-        put("row_id", hop.row.id)
-        put("job_id", hop.row.job_id)
-    if hop.bull is not None:
-        put("queue", hop.bull.queue)
-        put("job_id", hop.bull.job_id)
-    if hop.entry is not None:
-        put("stream", hop.entry.stream)
-        put("entry_id", hop.entry.entry_id)
-    if hop.delivery is not None:
-        put("stream", hop.delivery.stream)
-        put("group", hop.delivery.group)
-        put("entry_id", hop.delivery.entry_id)
-        if hop.delivery.pending is not None:
-            put("consumer", hop.delivery.pending.consumer)
-        if hop.delivery.lock_stale or hop.delivery.idempotency.exists:
-            put("lock_key", hop.delivery.idempotency.key)
-    letters = hop.dead_letters or (hop.delivery.dead_letters if hop.delivery is not None else [])
-    if letters:
-        put("dlq_stream", letters[0].dlq_stream)
-        put("dlq_entry_id", letters[0].dlq_entry_id)
-        put("message_id", letters[0].message_id)
-    if hop.redis_key is not None:
-        put("key", hop.redis_key.get("key"))
-    return ids
-
-
-def hop_ids_text(hop: Hop, shown: str) -> str:
-    """`` (ids: key=value, ...)`` for the hop's ids not already in ``shown`` ('' when all are)."""
-    extra = [f"{key}={value}" for key, value in hop_ids(hop).items()
-             if key not in ("service", "table") and value not in shown]
-    return f" (ids: {', '.join(extra)})" if extra else ""
 
 
 def _leaves_out(hop: Hop) -> int:
