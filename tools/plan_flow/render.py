@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from tools.plan_flow.model import FlowPlan
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the model calls this renderer (summary_text): types only here
+    from tools.plan_flow.model import FlowPlan
 
 
 def plan_text(plan: FlowPlan, snippets: bool = False) -> str:
