@@ -60,7 +60,7 @@ async def test_summary_is_small_and_keeps_what_the_next_call_needs(demo_run: Dem
             if whole.get("related_skills"):
                 kept = small["related_skills"]
                 assert [r["uri"] for r in kept] == [r["uri"] for r in whole["related_skills"][:2]], name
-                for short, long in zip(kept, whole["related_skills"]):
+                for short, long in zip(kept, whole["related_skills"], strict=False):
                     assert short["why"] == long["why"] or long["why"].startswith(short["why"][:-1]), name
                 more = whole.get("related_skills_more", 0) + len(whole["related_skills"]) - len(kept)
                 assert small["related_skills_more"] == more, name
