@@ -7,7 +7,9 @@ refresh of a process — parses the others (in parallel when many), and relinks 
 when anything changed. Queries (:meth:`analyze_impact`, :meth:`catalogue`) use the last
 built index and report the files changed since as ``stale_files`` (checked at most every
 ``stale_check_interval_s``). All methods are thread-safe (one lock); the MCP adapters call
-them from a worker thread.
+them from a worker thread. Change detection lives in :mod:`tools.mesh_index.freshness`, the
+snapshot and derived-results bookkeeping in :mod:`tools.mesh_index.build_cache` (both mixed
+into :class:`IndexService`).
 
 Other capabilities use :func:`get_index_service` and the resolved facts through
 :meth:`IndexService.linked` (declarations, handlers, workers, post-processors, mappings,
@@ -20,8 +22,6 @@ import contextlib
 import gc
 import hashlib
 import json
-import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -29,33 +29,22 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from server import __version__
 from server.config import Conventions, StaticConventions
 from server.errors import InvalidArgument, MeshError
-from tools.mesh_index import snapshot
+from tools.mesh_index.build_cache import BuildCacheMixin
 from tools.mesh_index.cache import FactCache
 from tools.mesh_index.catalogue import build_catalogue
+from tools.mesh_index.freshness import FreshnessMixin
 from tools.mesh_index.impact import ImpactEngine
 from tools.mesh_index.linked import LinkedIndex
 from tools.mesh_index.literal_facts import FACTS_VERSION
 from tools.mesh_index.model import Catalogue, ImpactResult, IndexInfo
 from tools.mesh_index.ts_queries import ExtractConfig
-from tools.mesh_index.workspace import (
-    Discovery,
-    Layout,
-    Package,
-    SourceFile,
-    TsConfig,
-    discover,
-    find_stale,
-    read_package,
-    read_tsconfig,
-)
+from tools.mesh_index.workspace import Discovery, Layout, Package, TsConfig, discover
 
 if TYPE_CHECKING:
     from tools.mesh_index.watch import FolderWatch
 
-log = logging.getLogger("mesh.index")
 
 Progress = Callable[[int, int, str], None]
 MAX_TARGET = 512
@@ -108,8 +97,14 @@ def _import_linker() -> None:
     import tools.mesh_index.sites  # noqa: F401
 
 
-class IndexService:
-    """The static index of ``workspace`` (see the module docstring)."""
+class IndexService(FreshnessMixin, BuildCacheMixin):
+    """The static index of ``workspace`` (see the module docstring).
+
+    Change detection (folder watches, files to parse again, stale files) comes from
+    :class:`~tools.mesh_index.freshness.FreshnessMixin`; the linked snapshot and the derived
+    results (:meth:`failing_checks`, :meth:`summary`) from
+    :class:`~tools.mesh_index.build_cache.BuildCacheMixin`.
+    """
 
     def __init__(self, workspace: Path, conventions: Conventions | StaticConventions,
                  cache_dir: Path | None = None, *, known_emitters: list[str] | None = None,
@@ -236,48 +231,6 @@ class IndexService:
             gc.freeze()
         return self._info
 
-    # -- folder watches (long-running server only) -----------------------------------------------
-    def _unchanged_since_last_walk(self) -> bool:
-        """True when folder watches prove that nothing changed since the last walk (no walk needed)."""
-        if self._watch is None or not self._watch_clean or self._info is None or self._index is None:
-            return False
-        if self._watch.changed():
-            self._watch_clean = False
-            return False
-        return True
-
-    def _watch_before_walk(self) -> None:
-        """Watch every folder known so far before walking, so that a change during the walk is queued."""
-        self._watch_clean = False
-        if not self._watch_wanted:
-            return
-        if self._watch is None:
-            from tools.mesh_index.watch import FolderWatch
-
-            self._watch = FolderWatch.create()
-            if self._watch is None:
-                self._watch_wanted = False
-                return
-            if not self._files and (cache := self._open_cache()) is not None:
-                self._preloaded_stats = cache.load_stats()  # a new process: the folders indexed before
-        self._watch.changed()  # drain: the walk that follows sees whatever was queued
-        root = str(self.workspace)
-        folders = {root, *(root + "/" + d for d in self._dirs if d)}
-        for rel in self._files or self._preloaded_stats:
-            head = rel.rpartition("/")[0]
-            while head and (root + "/" + head) not in folders:
-                folders.add(root + "/" + head)
-                head = head.rpartition("/")[0]
-        self._watch.add(sorted(folders))
-
-    def _watch_after_walk(self, found: Discovery) -> None:
-        """Watch the folders the walk found; the next call skips the walk only if none was new."""
-        if self._watch is None:
-            return
-        root = str(self.workspace)
-        added = self._watch.add([root + "/" + d if d else root for d in found.dirs])
-        self._watch_clean = added == 0
-
     def _make_info(self, reparsed: int, started: float, cache: FactCache | None) -> IndexInfo:
         self._stale, self._stale_checked = [], time.monotonic()
         return IndexInfo(
@@ -298,53 +251,6 @@ class IndexService:
                     self._facts[rel] = facts
         self._facts_loaded = True
 
-    def _from_snapshot(self, found: Discovery, cache: FactCache, started: float) -> bool:
-        """A new process on an unchanged workspace: load the linked snapshot instead of facts + link.
-
-        Also answers the refreshes that follow while nothing changes (facts stay unloaded)."""
-        if self._index is None:
-            self._files = self._preloaded_stats or cache.load_stats()
-            self._preloaded_stats = {}
-        to_parse, touched = self._changed(found.files)
-        current = {f.rel for f in found.files}
-        if to_parse or not all(rel in current for rel in self._files):
-            return False
-        digest = self._digest(found, snapshot.config_mtimes(self.workspace, found))
-        if self._index is not None:
-            if digest != self._snapshot_digest:
-                return False
-            self._build_digest = digest
-            cache.touch(touched)
-            self._info = self._make_info(0, started, cache)
-            return True
-        data = cache.load_snapshot(digest)
-        if data is None:
-            return False
-        try:
-            self._index, self._errors = snapshot.load(data)
-        except (ValueError, KeyError, TypeError, IndexError) as exc:
-            log.warning("ignoring the index snapshot: %s", exc)
-            return False
-        cache.touch(touched)
-        self._snapshot_digest = self._build_digest = digest
-        self._engine = ImpactEngine(self._index)
-        self._layout = None
-        self._info = self._make_info(0, started, cache)
-        return True
-
-    def _digest(self, found: Discovery, configs: dict[str, int] | None = None) -> str:
-        """Digest of the state the index was built from (config mtimes as read by the last refresh)."""
-        if configs is None:
-            configs = {rel: mtime for rel, (mtime, _parsed) in self._packages.items()}
-        return snapshot.digest(self._signature + self.full_conventions.model_dump_json(), self.known_emitters,
-                               self._files, configs, found.git_roots)
-
-    def _write_snapshot(self) -> None:
-        cache = self._cache if self._cache is not None and self._cache.enabled else None
-        if cache is not None and self._pending_snapshot and self._index is not None and self._found is not None:
-            cache.store_snapshot(self._digest(self._found), snapshot.dump(self._index, self._errors))
-        self._pending_snapshot = False
-
     def _make_layout(self) -> Layout:
         if self._found is not None and not self._packages:
             self._read_configs(self._found.packages, self._found.tsconfigs)
@@ -354,61 +260,11 @@ class IndexService:
             self._found.git_roots if self._found is not None else [],
             [t for _m, t in self._packages.values() if isinstance(t, TsConfig)])
 
-    def _changed(self, files: list[SourceFile]) -> tuple[list[tuple[str, str]], list[tuple[str, int, int]]]:
-        """Files to parse, and files whose mtime changed but content did not (rel, size, mtime)."""
-        to_parse: list[tuple[str, str]] = []
-        touched: list[tuple[str, int, int]] = []
-        for f in files:
-            known = self._files.get(f.rel)
-            if known is None:
-                to_parse.append((f.rel, f.kind))
-                continue
-            if known[0] == f.size and known[1] == f.mtime_ns:
-                continue
-            try:
-                data = (self.workspace / f.rel).read_bytes()
-            except OSError:
-                continue
-            if hashlib.sha1(data, usedforsecurity=False).hexdigest() == known[2]:
-                self._files[f.rel] = (f.size, f.mtime_ns, known[2])
-                touched.append((f.rel, f.size, f.mtime_ns))
-            else:
-                to_parse.append((f.rel, f.kind))
-        return to_parse, touched
-
-    def _read_configs(self, package_files: list[str], tsconfig_files: list[str]) -> bool:
-        """Read package.json and tsconfig.json files that changed; True when any did."""
-        changed = False
-        seen = set(package_files) | set(tsconfig_files)
-        for rel in list(self._packages):
-            if rel not in seen:
-                del self._packages[rel]
-                changed = True
-        for rel in [*package_files, *tsconfig_files]:
-            try:
-                mtime = os.stat(self.workspace / rel).st_mtime_ns
-            except OSError:
-                continue
-            known = self._packages.get(rel)
-            if known is None or known[0] != mtime:
-                reader = read_package if rel.endswith("package.json") else read_tsconfig
-                self._packages[rel] = (mtime, reader(self.workspace, rel))
-                changed = True
-        return changed
-
     def _ensure(self) -> ImpactEngine:
         if self._engine is None:
             self.refresh()
         assert self._engine is not None
         return self._engine
-
-    def _current_info(self) -> IndexInfo:
-        assert self._info is not None
-        now = time.monotonic()
-        if now - self._stale_checked >= self.stale_check_interval_s:
-            self._stale_checked = now
-            self._stale = find_stale(self.workspace, self._files, self._dirs, self.conventions.skip_dirs)
-        return self._info.model_copy(update={"stale_files": self._stale[:200]})
 
     # -- queries -------------------------------------------------------------------------------
     def analyze_impact(self, target: str, depth: int = 1, include_tests: bool = False) -> ImpactResult:
@@ -445,59 +301,6 @@ class IndexService:
             for entry in catalogue.entries:
                 entry.failing_checks = list(table.get((entry.kind, entry.value), []))
         return catalogue
-
-    def failing_checks(self) -> dict[tuple[str, str], list[str]]:
-        """(kind, value) -> ids of the verify_flow checks that job or event type fails (see :meth:`catalogue`)."""
-
-        def compute() -> list[list[Any]]:
-            # verify_flow is built on this index; imported here to keep the dependency one-way at load time
-            from tools.verify.service import failing_checks_by_type
-
-            return [[k, v, ids] for (k, v), ids in sorted(failing_checks_by_type(self).items())]
-
-        rows = self._derived("checks", compute)
-        return {(k, v): list(ids) for k, v, ids in rows}
-
-    def summary(self) -> tuple[dict[str, int], int]:
-        """The catalogue's counts by kind and its number of orphans (what ``mesh-mcp index`` prints),
-        kept in memory and in the cache like :meth:`failing_checks`."""
-
-        def compute() -> list[Any]:
-            catalogue = self.catalogue(with_checks=False)
-            return [catalogue.counts, catalogue.orphans]
-
-        counts, orphans = self._derived("summary", compute)
-        return dict(counts), int(orphans)
-
-    def _derived(self, name: str, compute: Callable[[], Any]) -> Any:
-        """``compute()`` for the current build: from memory, else from the cache (same digest), else computed
-        (outside the lock: it may query the index) and stored for this build only."""
-        with self._lock:
-            self._ensure()
-            index = self._index
-            memo = self._memo.get(name)
-            if memo is not None and memo[0] is index:
-                return memo[1]
-            cache = self._cache if self._cache is not None and self._cache.enabled else None
-            key = self._build_key() if cache is not None else None
-            value = cache.load_derived(name, key) if cache is not None and key is not None else None
-        if value is None:
-            value = compute()
-            with self._lock:
-                if cache is not None and key is not None and self._index is index:
-                    cache.store_derived(name, key, value)
-        with self._lock:
-            if self._index is index:
-                self._memo[name] = (index, value)
-        return value
-
-    def _build_key(self) -> str | None:
-        """The digest of the current build (as the snapshot's) plus the code version, or None."""
-        if self._found is None:
-            return None
-        if self._build_digest is None:  # built here: file hashes and config mtimes as this build read them
-            self._build_digest = self._digest(self._found)
-        return f"{self._build_digest}:{__version__}"
 
     def info(self) -> IndexInfo:
         with self._lock:
