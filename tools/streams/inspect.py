@@ -21,21 +21,20 @@ Five pipelined round trips at most, read commands only, each bounded:
    it exactly;
 5. only when locks were found: their ``PTTL``.
 
-Anomaly rules live in :mod:`tools.streams.anomalies`.
+Anomaly rules live in :mod:`tools.streams.anomalies`; they are applied to the facts gathered here
+by :mod:`tools.streams.inspect_anomalies`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from server.config import Settings
 from server.connections import Connections
 from server.redis_clients import is_cluster
 from server.redis_routing import redis_source
-from tools.streams import anomalies as rules
-from tools.streams.anomalies import Anomaly
 from tools.streams.ids import StreamId, try_parse
+from tools.streams.inspect_anomalies import GroupProbe, report_anomalies
 from tools.streams.inspect_models import (
     ConsumerInfo,
     DlqInfo,
@@ -49,24 +48,7 @@ from tools.streams.inspect_models import (
 from tools.streams.keys import check_key_name, dlq_key, idempotency_key, is_bull_events, is_dlq, retry_queue_key
 from tools.streams.node_reads import queue_get_each, server_facts, server_time
 from tools.streams.server_features import RedisServer, require_stream, server_from_info
-from tools.streams.trim_evidence import trim_evidence
 from tools.streams.values import as_int, redis_time_ms, reply_or_raise, text
-
-
-@dataclass
-class _GroupProbe:
-    """What round 3 and 4 learnt about one group."""
-
-    info: GroupInfo
-    trimmed_ids: list[str] = field(default_factory=list)
-    idle_sample: list[dict[str, Any]] = field(default_factory=list)
-    retry_members: list[str] = field(default_factory=list)
-    lock_ttls: dict[str, int] = field(default_factory=dict)
-    count_from: str | None = None
-    """Oldest undelivered id when the lag must still be counted (round 4)."""
-    consumers_read_at_ms: int = 0
-    """Redis time of round 3, when XINFO CONSUMERS measured the consumers' idle times (on a cluster: read
-    just after them, an upper bound)."""
 
 
 def _age(now_ms: int, entry_id: str | None) -> int | None:
@@ -140,7 +122,7 @@ async def inspect_stream(connections: Connections, settings: Settings, stream: s
             sample_size=limits.stream_sample,
         ),
     )
-    report.anomalies = _anomalies(settings, report, probes, sinfo)
+    report.anomalies = report_anomalies(settings, report, probes, sinfo)
     return report
 
 
@@ -163,7 +145,7 @@ async def _probe_groups(
     raw_groups: list[dict[str, Any]],
     sinfo: dict[str, Any],
     now: int,
-) -> list[_GroupProbe]:
+) -> list[GroupProbe]:
     limits, conv = settings.limits, settings.conventions
     cap = limits.max_count
     sample = limits.stream_sample
@@ -265,7 +247,7 @@ async def _probe_groups(
              "idle_ms": int(r["time_since_delivered"]), "deliveries": int(r["times_delivered"])}
             for r in idle_rows
         ]
-        probes.append(_GroupProbe(info=info, trimmed_ids=trimmed, idle_sample=sample_rows,
+        probes.append(GroupProbe(info=info, trimmed_ids=trimmed, idle_sample=sample_rows,
                                   retry_members=retry_members, count_from=oldest_undelivered if needs_count else None,
                                   consumers_read_at_ms=read_at))
     return probes
@@ -292,12 +274,12 @@ def _consumer(row: dict[str, Any], dead_ms: int) -> ConsumerInfo:
 
 
 async def _round_four(
-    redis: Any, settings: Settings, stream: str, probes: list[_GroupProbe], sinfo: dict[str, Any]
+    redis: Any, settings: Settings, stream: str, probes: list[GroupProbe], sinfo: dict[str, Any]
 ) -> None:
     """Which sampled messages (pending long enough, or in the retry queue) hold an idempotency lock,
     and the exact lag of the groups whose estimated lag is small (a bounded XRANGE each)."""
     conv, sample = settings.conventions, settings.limits.stream_sample
-    wanted: list[tuple[_GroupProbe, list[str]]] = []
+    wanted: list[tuple[GroupProbe, list[str]]] = []
     for probe in probes:
         ids = {row["message_id"] for row in probe.idle_sample if row["idle_ms"] >= conv.claim_interval_ms}
         ids.update(probe.retry_members)
@@ -312,7 +294,7 @@ async def _round_four(
     for probe in counting:
         pipe.xrange(stream, probe.count_from, "+", count=sample + 1)
     replies = iter(await pipe.execute())
-    found: list[tuple[_GroupProbe, str]] = []
+    found: list[tuple[GroupProbe, str]] = []
     for probe, ids in wanted:
         found.extend((probe, mid) for mid in ids if next(replies) is not None)
     for probe in counting:
@@ -333,74 +315,3 @@ async def _round_four(
     for (probe, mid), ttl in zip(found, await pipe.execute(), strict=True):
         if int(ttl) != -2:
             probe.lock_ttls[mid] = int(ttl)
-
-
-def _anomalies(
-    settings: Settings, report: StreamReport, probes: list[_GroupProbe], sinfo: dict[str, Any] | None = None
-) -> list[Anomaly]:
-    limits, conv = settings.limits, settings.conventions
-    stream = report.stream
-    found: list[Anomaly | None] = []
-    if not report.groups and report.dlq is not None:
-        found.append(rules.no_group(stream, report.length))
-    last_entry = try_parse(report.last_id)
-    for probe in probes:
-        g = probe.info
-        dead_names = set()
-        for c in g.consumer_list:
-            # before Redis 7.2 (no `inactive`), an empty read or claim leaves idle growing: on a stream where
-            # nothing arrived since the consumer's last read, a live consumer looks as idle as a dead one
-            last_seen_ms = probe.consumers_read_at_ms - c.idle_ms
-            quiet = last_entry is None or last_entry.ms <= last_seen_ms + 1  # idle is rounded to the ms
-            hit = rules.dead_consumer(stream, g.name, c.name, c.pending, c.idle_ms, limits.dead_consumer_idle_ms,
-                                      idle_ambiguous=c.inactive_ms is None and quiet)
-            if hit is not None:
-                dead_names.add(c.name)
-            found.append(hit)
-        found.extend(_stuck(stream, g, probe, dead_names, limits.dead_consumer_idle_ms, limits.stream_sample))
-        trimmed = probe.trimmed_ids[: limits.stream_sample]
-        proof = None
-        if trimmed and sinfo is not None:
-            oldest = min((i for i in (try_parse(t) for t in trimmed) if i is not None), default=None)
-            proof = trim_evidence(sinfo, conv.stream_maxlen, oldest)
-        found.append(rules.trimmed_pending(stream, g.name, len(trimmed), len(probe.trimmed_ids) > len(trimmed),
-                                           report.first_id, trimmed[:10], proof))
-        found.append(rules.lag_growing(stream, g.name, g.lag, g.lag_source, g.oldest_undelivered_id,
-                                       g.oldest_undelivered_age_ms, limits.lag_max_age_ms, g.consumers))
-        found.append(rules.stale_idempotency_lock(stream, g.name, _stale_locks(probe, conv.claim_interval_ms),
-                                                  len(probe.idle_sample) + len(probe.retry_members)))
-    if report.dlq is not None:
-        found.append(rules.dlq_not_empty(stream, report.dlq.stream, report.dlq.length, report.dlq.newest_id,
-                                         report.dlq.newest_age_ms))
-    return [a for a in found if a is not None]
-
-
-def _stuck(stream: str, g: GroupInfo, probe: _GroupProbe, dead: set[str], threshold: int,
-           sampled: int) -> list[Anomaly]:
-    if g.consumers_truncated:
-        return []
-    live = {c.name for c in g.consumer_list} - dead
-    by_consumer: dict[str, list[dict[str, Any]]] = {}
-    for row in probe.idle_sample:
-        if row["idle_ms"] >= threshold and row["consumer"] in live:
-            by_consumer.setdefault(row["consumer"], []).append(row)
-    return [
-        rules.stuck_pending(stream, g.name, consumer, len(rows), rows[0]["message_id"],
-                           max(r["idle_ms"] for r in rows), threshold, min(sampled, len(probe.idle_sample)))
-        for consumer, rows in sorted(by_consumer.items())
-    ]
-
-
-def _stale_locks(probe: _GroupProbe, claim_interval_ms: int) -> list[dict[str, Any]]:
-    out = []
-    pending = {row["message_id"]: row for row in probe.idle_sample}
-    retrying = set(probe.retry_members)
-    for mid, ttl in sorted(probe.lock_ttls.items()):
-        row = pending.get(mid)
-        if row is not None and row["idle_ms"] >= claim_interval_ms:
-            out.append({"message_id": mid, "reason": "pending", "consumer": row["consumer"],
-                        "idle_ms": row["idle_ms"], "lock_ttl_ms": ttl if ttl >= 0 else None})
-        elif mid in retrying:
-            out.append({"message_id": mid, "reason": "retry_queue", "lock_ttl_ms": ttl if ttl >= 0 else None})
-    return out
-
