@@ -118,7 +118,8 @@ MODULES: tuple[Module, ...] = (
         ("server/approval/tokens.py",),
         ("tests/remediation/test_promise_expiry.py", "tests/remediation/test_approval.py"),
     ),
-    Module("remediation-backups", ("tools/remediation/backups.py",), _rem("promise_backups", "races")),
+    Module("remediation-backups", ("tools/remediation/backups.py",),
+           _rem("promise_backups", "promise_backup_records", "races")),
     Module(
         "remediation-preconditions",
         ("tools/remediation/preconditions.py",),

@@ -16,7 +16,7 @@ from tools.remediation.backups import BackupFile, jsonable_value, read_backup
 
 
 def test_each_record_carries_its_time_plan_step_and_data(tmp_path: Path) -> None:
-    path = tmp_path / "backups" / "p-1.jsonl"
+    path = tmp_path / "state" / "backups" / "p-1.jsonl"  # neither folder exists yet: both are made
     backup = BackupFile(path, "p-1", "ab" * 32)
     before = datetime.now(UTC)
     assert backup.write(3, [("key", "k:1", {"type": "string", "value": "v"}), ("zset_member", "z m", [1, 2])]) == 2
