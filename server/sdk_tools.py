@@ -19,3 +19,11 @@ def registered_tools(server: MCPServer) -> list[Tool]:
     if manager is None:
         raise RuntimeError("this mcp SDK has no MCPServer._tool_manager: update server/sdk_tools.py for it")
     return list(manager.list_tools())
+
+
+def registered_tool(server: MCPServer, name: str) -> Tool:
+    """The registered tool called ``name`` (KeyError when there is none)."""
+    for tool in registered_tools(server):
+        if tool.name == name:
+            return tool
+    raise KeyError(f"{name} is not registered")

@@ -18,6 +18,8 @@ from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 
+from server.sdk_tools import registered_tools
+
 
 def _generated_title(name: str) -> str:
     """pydantic's default title of a field called ``name``."""
@@ -75,7 +77,7 @@ def _without_title(schema: Any, generated: str) -> Any:
 def compact_listing(server: MCPServer) -> None:
     """Dedent every tool description; drop generated titles from every input and output schema; write
     optional input parameters as nullable types."""
-    for tool in server._tool_manager.list_tools():
+    for tool in registered_tools(server):
         if tool.description:
             tool.description = inspect.cleandoc(tool.description)
         tool.parameters = _nullable_in_place(_drop_generated_titles(tool.parameters))

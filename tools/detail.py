@@ -20,6 +20,7 @@ from typing import Annotated, Any, Literal, TypeVar, Union
 from mcp.server.mcpserver import MCPServer
 from pydantic import BaseModel, Field, TypeAdapter
 
+from server.sdk_tools import registered_tool
 from tools.skills.model import RelatedSkill
 
 Detail = Literal["summary", "full"]
@@ -109,9 +110,7 @@ def with_summary(server: MCPServer, tool_name: str, summary_model: type[BaseMode
     The schema stays an object at the root (``type: object``) with ``anyOf`` the full and the
     summary model; the SDK validates a result against the same union.
     """
-    tool = server._tool_manager.get_tool(tool_name)
-    if tool is None:
-        raise KeyError(f"{tool_name} is not registered")
+    tool = registered_tool(server, tool_name)
     metadata = tool.fn_metadata
     full_model = metadata.output_model
     if full_model is None:
