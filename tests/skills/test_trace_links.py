@@ -9,7 +9,11 @@ may link. Rows go to a real PostgreSQL and keys to a real Redis (tests/outbox/si
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,7 +25,7 @@ from mcp import Client
 
 from server.app import build_server
 from server.config import Settings, load_settings
-from tests.helpers import FIXTURES
+from tests.helpers import FIXTURES, REPO_ROOT
 from tests.outbox import sim
 from tests.outbox.conftest import apply_schema
 from tests.trace_request import saga as sg
@@ -171,3 +175,26 @@ async def test_trace_request_links_the_skills_of_its_items(dbs, redis_client, se
     assert related[NOTIFICATIONS] == "its front matter 'mesh_keys' lists notification:sent"
     assert WELCOME not in related and GEOCODING not in related and USER_CREATED not in related
     assert f"Related skills: {NOTIFICATIONS}" in result.content[0].text
+
+
+def test_the_cli_prints_the_same_related_skills(dbs, redis_url, redis_client, workspace: Path,  # noqa: F811
+                                                mesh_config, tmp_path: Path) -> None:
+    """``mesh-mcp trace-request`` carries the tool's related_skills, in its JSON and in its text."""
+    s = sg.build(dbs["event"][1], dbs["notification"][1], redis_client)
+    config = mesh_config({
+        "state_dir": str(tmp_path / "state"),
+        "services": {name: {"postgres": url} for name, (url, _conn) in dbs.items()},
+        "redis": {"url": redis_url}, "limits": {"related_skills_index_wait_s": 120},
+    })
+    base = [sys.executable, "-m", "server.cli", "trace-request", "--workspace", str(workspace),
+            "--config", str(config), "--correlation-id", s.correlation]
+    out = subprocess.run([*base, "--json", "--detail", "full"], capture_output=True, text=True, cwd=REPO_ROOT,
+                         timeout=180, env={**os.environ, "MESH_STATE_DIR": str(tmp_path / "state")})
+    assert out.returncode == 1, out.stderr  # in_pel: the verdict is not ok
+    data = json.loads(out.stdout)
+    related = {r["uri"]: r["why"] for r in data["related_skills"]}
+    assert related[NOTIFICATIONS] == "its front matter 'mesh_keys' lists notification:sent"
+    assert WELCOME not in related and GEOCODING not in related
+    text = subprocess.run(base, capture_output=True, text=True, cwd=REPO_ROOT, timeout=180,
+                          env={**os.environ, "MESH_STATE_DIR": str(tmp_path / "state")})
+    assert f"Related skills: {NOTIFICATIONS}" in text.stdout, text.stdout

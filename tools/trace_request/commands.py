@@ -26,33 +26,39 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_trace_request(args: argparse.Namespace) -> int:
-    """Print the report (or its JSON); exit 1 when the verdict is not ok or the answer is inconclusive."""
+    """Print the report (or its JSON) with its related skills.
+
+    Exit 1 when the verdict is not ok or the answer is inconclusive."""
     import anyio  # imported here: building the CLI parser stays cheap for every other command
 
     from server.runtime import Runtime
     from tools.outbox.mcp_tools import catalog_of
+    from tools.skills.model import attach_related
+    from tools.skills.trace_links import related_to_request
     from tools.trace_request.mcp_tools import index_of
     from tools.trace_request.service import trace_request
 
     settings = settings_from_args(args)
 
-    async def go() -> RequestReport:
+    async def go() -> tuple[RequestReport, str | None]:
         runtime = Runtime(settings)
         try:
-            return await trace_request(
+            report = await trace_request(
                 runtime.connections, settings, catalog_of(runtime), correlation_id=args.correlation_id,
                 trace_id=args.trace_id, entity_id=args.entity_id, start=args.start, since_s=args.since_s,
                 services=args.services, index=index_of(runtime),
             )
+            # the same related_skills as the tool's (the skills of the request's types, tables, queues)
+            return report, attach_related(report, await related_to_request(runtime, report))
         finally:
             await runtime.aclose()
 
-    report = anyio.run(go)
+    report, related = anyio.run(go)
     if args.json:
         from tools.detail import shaped
         from tools.trace_request.summary import summarise_request
 
         print_json(shaped(report, args.detail, summarise_request, settings.limits.summary_items))
     else:
-        print(report.summary_text())
+        print("\n".join(filter(None, [report.summary_text(), related])))
     return 0 if report.verdict.code == "ok" and not report.inconclusive else 1
