@@ -4,11 +4,11 @@
 
 Starts ``mesh-mcp serve --workspace DIR`` over stdio (or ``CMD`` after ``--``, to time another
 checkout's server), sends initialize, initialized and ``tools/list``, then optionally one
-``analyze_impact`` call, prints the milliseconds each took, kills the server and exits
-(``--wait`` closes the server's stdin and waits for its exit instead). Wrapped in a harness that
-times whole processes (``/usr/bin/time -v``, or hyperfine), against ``python -c 'import
-mcp.server.mcpserver'``, it gives serve's start-up as a ratio of the SDK's import measured in the
-same minutes. ``--dump`` writes the ``tools/list``
+``analyze_impact`` call, prints the milliseconds each took (and the server's CPU seconds when
+``tools/list`` answered), kills the server and exits (``--wait`` closes the server's stdin and
+waits for its exit instead). Wrapped in a harness that times whole processes (``/usr/bin/time
+-v``, or hyperfine), against ``python -c 'import mcp.server.mcpserver'``, it gives serve's start-up
+as a ratio of the SDK's import measured in the same minutes. ``--dump`` writes the ``tools/list``
 result as JSON (to compare two servers' listings byte for byte).
 """
 
@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench.static_processes import _Stdio, console_script
+from bench.static_processes import _Stdio, console_script, process_cpu_s
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,8 +45,9 @@ def main(argv: list[str] | None = None) -> int:
         session.send("notifications/initialized", notify=True)
         listed = session.send("tools/list")
         ready = time.perf_counter() - start
+        cpu = process_cpu_s(session.proc.pid)
         assert listed is not None and listed["tools"], listed
-        line = f"tools/list after {ready * 1000:.0f} ms ({len(listed['tools'])} tools)"
+        line = f"tools/list after {ready * 1000:.0f} ms, server CPU {cpu:.2f} s ({len(listed['tools'])} tools)"
         if args.dump is not None:
             args.dump.write_text(json.dumps(listed, indent=1, sort_keys=False))
         if args.impact is not None:
