@@ -4,9 +4,11 @@ Registering a tool, the MCP SDK has pydantic generate the JSON schema of its out
 :func:`tools.detail.with_summary` generates the ``anyOf`` of the full and the summary model for
 seven tools: about 0.1-0.2 s of a ``mesh-mcp serve`` start, for schemas that only change with the
 code. :func:`server.app.build_server` writes them, as they stand once every tool is registered,
-to ``<state dir>/tool-schemas.json`` and reads them back at the next start; the output models
-themselves are still the ones the tools declare (each result is validated against them), and
-the input schemas and argument models are still built from the signatures (cheap).
+to ``<state dir>/tool-schemas/<key>.json`` and reads them back at the next start; the output
+models themselves are still the ones the tools declare (each result is validated against them), and
+the input schemas and argument models are still built from the signatures (cheap). One file
+per key, the :data:`KEEP` most recently written kept, so that servers of different settings
+(read-only and remediation) on one state folder do not overwrite each other's.
 
 The file is used only when its key matches: a digest of this package's version, the versions of
 the MCP SDK, pydantic, pydantic-core and Python, every ``.py`` file of ``server``, ``tools`` and
@@ -35,8 +37,10 @@ from server.config import Settings
 
 log = logging.getLogger("mesh.serve")
 
-FILE_NAME = "tool-schemas.json"
+FOLDER = "tool-schemas"
 FORMAT = 1
+KEEP = 4
+"""Cache files kept in the folder (the most recently written; older ones are deleted)."""
 PACKAGES = ("server", "tools", "resources")
 """The packages whose source decides the schemas (``skills`` holds only Markdown)."""
 
@@ -102,8 +106,8 @@ class SchemaCache:
         """The cache of ``settings``' state folder (empty when missing, stale or damaged)."""
         if settings.workspace is None and settings.state_dir is None:
             return cls.disabled()
-        path = settings.resolved_state_dir / FILE_NAME
         key = cache_key(settings)
+        path = settings.resolved_state_dir / FOLDER / f"{key[:32]}.json"
         return cls(path, key, _read(path, key))
 
     def output_schema(self, tool: str) -> dict[str, Any] | None:
@@ -123,14 +127,22 @@ class SchemaCache:
         if self.path is None or schemas == self.schemas:
             return
         body = {"key": self.key, "digest": _content_digest(schemas), "schemas": schemas}
-        tmp = self.path.with_name(f".{FILE_NAME}.{os.getpid()}.tmp")
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             tmp.write_text(json.dumps(body, separators=(",", ":")))
             os.replace(tmp, self.path)
+            _prune(self.path.parent)
         except OSError as exc:
             log.debug("tool schema cache not written to %s: %s", self.path, exc)
             tmp.unlink(missing_ok=True)
+
+
+def _prune(folder: Path) -> None:
+    """Delete all but the :data:`KEEP` most recently written cache files of ``folder``."""
+    files = sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime_ns, reverse=True)
+    for old in files[KEEP:]:
+        old.unlink(missing_ok=True)
 
 
 def _read(path: Path, key: str) -> dict[str, Any]:

@@ -19,7 +19,7 @@ import pytest
 
 from server.app import build_server
 from server.config import Settings, load_settings
-from server.schema_cache import FILE_NAME, SchemaCache, cache_key, source_digest
+from server.schema_cache import KEEP, SchemaCache, cache_key, source_digest
 from server.sdk_tools import registered_tools
 from tests.foundation.test_strict_arguments import _minimal_arguments, _options
 from tests.helpers import FIXTURES, in_process_client
@@ -40,9 +40,14 @@ async def _listing(server: Any) -> str:
     return json.dumps([t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in tools])
 
 
+def _cache_file(settings: Settings) -> Path:
+    path = SchemaCache.for_settings(settings).path
+    assert path is not None
+    return path
+
+
 def _cached_tools(settings: Settings) -> set[str]:
-    body = json.loads((settings.resolved_state_dir / FILE_NAME).read_text())
-    return set(body["schemas"])
+    return set(json.loads(_cache_file(settings).read_text())["schemas"])
 
 
 @pytest.mark.parametrize("remediation", [False, True])
@@ -51,7 +56,7 @@ async def test_a_cached_start_lists_byte_identical_schemas(
 ) -> None:
     settings = make_settings(workspace=str(workspace), enable_remediation=remediation)
     fresh = build_server(settings, cache_schemas=False)
-    assert not (settings.resolved_state_dir / FILE_NAME).exists()  # a fresh generation writes nothing
+    assert not _cache_file(settings).exists()  # a fresh generation writes nothing
     writer = build_server(settings)
     assert writer.schema_cache.used == set()
     with_output = {t.name for t in registered_tools(fresh) if t.fn_metadata.output_schema is not None}
@@ -116,7 +121,7 @@ async def test_a_stale_edited_or_damaged_cache_is_not_used(
     make_settings: Callable[..., Settings], workspace: Path
 ) -> None:
     settings = make_settings(workspace=str(workspace))
-    path = settings.resolved_state_dir / FILE_NAME
+    path = _cache_file(settings)
     build_server(settings)
     good = path.read_text()
 
@@ -138,6 +143,22 @@ async def test_a_stale_edited_or_damaged_cache_is_not_used(
     other = make_settings(workspace=str(workspace), limits={"summary_items": 7})
     assert cache_key(other) != cache_key(settings)  # settings (bounds, modes) are part of the key
     assert SchemaCache.for_settings(other).schemas == {}
+
+
+def test_servers_of_different_settings_keep_their_own_cache(
+    make_settings: Callable[..., Settings], workspace: Path
+) -> None:
+    read_only = make_settings(workspace=str(workspace))
+    remediation = make_settings(workspace=str(workspace), enable_remediation=True)
+    for settings in (read_only, remediation):
+        build_server(settings)
+    assert build_server(read_only).schema_cache.used and build_server(remediation).schema_cache.used
+    assert "apply_remediation" in _cached_tools(remediation) and "apply_remediation" not in _cached_tools(read_only)
+    folder = _cache_file(read_only).parent
+    for items in range(3, 3 + KEEP + 2):
+        build_server(make_settings(workspace=str(workspace), limits={"summary_items": items}))
+    assert len(list(folder.glob("*.json"))) == KEEP  # the oldest are deleted
+    assert not _cache_file(read_only).exists()
 
 
 def test_the_source_digest_follows_every_python_file(tmp_path: Path) -> None:
