@@ -25,10 +25,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
+from server.lazy_modules import LazyModule
 
-SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-"""libyaml's safe loader when PyYAML was built with it (about 20x faster), else the pure-Python one."""
+yaml = LazyModule("yaml")
+"""PyYAML, imported when the first skill is parsed, not while ``mesh-mcp serve`` starts."""
+
+
+def _safe_loader() -> Any:
+    """libyaml's safe loader when PyYAML was built with it (about 20x faster), else the pure-Python one."""
+    return getattr(yaml, "CSafeLoader", None) or yaml.SafeLoader
 WORKSPACE_SKILL_PREFIX = "skill://workspace/"
 SKILL_FILE_NAMES = ("SKILL.md", "skill.md")
 SKILL_FOLDERS = (".agents", ".claude")
@@ -111,7 +116,7 @@ def parse_workspace_skill(text: str, *, rel_path: str, repo: str, slug: str) -> 
         error = "no front matter: the file should start with a '---' line, YAML keys, then '---'"
     else:
         try:
-            loaded = yaml.load(source, Loader=SAFE_LOADER) if source.strip() else {}
+            loaded = yaml.load(source, Loader=_safe_loader()) if source.strip() else {}
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f" at line {mark.line + 2}" if mark is not None else ""

@@ -8,8 +8,10 @@ when remediation is enabled, so a read-only server does not even list them.
 from __future__ import annotations
 
 import importlib
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+import logging
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Annotated, Any
 
 from mcp.server.auth.provider import TokenVerifier
@@ -26,6 +28,8 @@ from server.approval.trust import gate_status
 from server.config import Settings
 from server.redaction import redact_settings
 from server.runtime import Runtime
+from server.schema_cache import SchemaCache
+from server.sdk_tools import add_tool_with_output_schema, registered_tools
 from server.strict_args import harden_tools
 from server.tool_listing import compact_listing
 from server.tool_titles import apply_titles
@@ -79,16 +83,48 @@ def describe_invalid_arguments(tool: str, error: ValidationError) -> str:
     )
 
 
+@contextmanager
+def _rich_unimportable_if_logging_is_set_up() -> Iterator[None]:
+    """While ``MCPServer()`` runs, make ``rich`` unimportable when the root logger has handlers.
+
+    ``MCPServer.__init__`` calls the SDK's ``configure_logging``, which imports rich (when it is
+    installed: mutmut brings it) to build a ``RichHandler`` for ``logging.basicConfig``; with the
+    root logger already configured (``mesh-mcp`` does it first, on stderr) ``basicConfig`` does
+    nothing, and the import costs about 0.06 s of the start for nothing. Without root handlers
+    (a library caller) the SDK is left to do as it does.
+    """
+    if not logging.getLogger().handlers or "rich" in sys.modules:
+        yield
+        return
+    sys.modules["rich"] = None  # type: ignore[assignment]  # import rich -> ImportError
+    try:
+        yield
+    finally:
+        if sys.modules.get("rich", 0) is None:
+            del sys.modules["rich"]
+
+
 class MeshServer(MCPServer):
     """MCPServer whose argument-validation errors read as sentences, not pydantic dumps.
 
     It also lists resources that come and go while it runs (the workspace's own skills): each
-    lister added by :meth:`add_resource_lister` is asked at every ``resources/list``.
+    lister added by :meth:`add_resource_lister` is asked at every ``resources/list``. Tools whose
+    output schema ``schema_cache`` holds are registered without generating it again.
     """
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, *args: Any, schema_cache: SchemaCache | None = None, **kwargs: Any) -> None:
+        with _rich_unimportable_if_logging_is_set_up():
+            super().__init__(*args, **kwargs)
         self._resource_listers: list[Callable[[], Awaitable[list[MCPResource]]]] = []
+        self.schema_cache = schema_cache or SchemaCache.disabled()
+
+    def add_tool(self, fn: Callable[..., Any], name: str | None = None, **kwargs: Any) -> None:
+        cached = self.schema_cache.output_schema(name or fn.__name__)
+        if (cached is not None and kwargs.get("structured_output") is None
+                and add_tool_with_output_schema(self, fn, cached, name=name, **kwargs)):
+            return
+        self.schema_cache.used.discard(name or fn.__name__)
+        super().add_tool(fn, name=name, **kwargs)
 
     def add_resource_lister(self, lister: Callable[[], Awaitable[list[MCPResource]]]) -> None:
         """List ``await lister()`` after the registered resources at every resources/list."""
@@ -125,12 +161,15 @@ class ServerInfo(BaseModel):
 
 
 def build_server(
-    settings: Settings, *, auth: AuthSettings | None = None, token_verifier: TokenVerifier | None = None
+    settings: Settings, *, auth: AuthSettings | None = None, token_verifier: TokenVerifier | None = None,
+    cache_schemas: bool = True,
 ) -> MCPServer:
     """A fresh MCP server bound to ``settings`` (one Runtime per server).
 
     ``auth`` and ``token_verifier`` protect streamable HTTP mode (see :mod:`server.http_auth`);
-    stdio and in-process sessions need neither.
+    stdio and in-process sessions need neither. The tools' output schemas are read from, and
+    written to, the state folder's cache (:mod:`server.schema_cache`) unless ``cache_schemas`` is
+    false (every schema is then generated, and nothing written).
     """
     runtime = Runtime(settings)
 
@@ -148,6 +187,7 @@ def build_server(
         lifespan=lifespan,
         auth=auth,
         token_verifier=token_verifier,
+        schema_cache=SchemaCache.for_settings(settings) if cache_schemas else None,
     )
     server.runtime = runtime  # type: ignore[attr-defined]
 
@@ -181,5 +221,9 @@ def build_server(
         module.register(server, runtime)
     harden_tools(server)
     apply_titles(server)
+    server.schema_cache.store({
+        tool.name: tool.fn_metadata.output_schema
+        for tool in registered_tools(server) if tool.fn_metadata.output_schema is not None
+    })
     compact_listing(server)
     return server

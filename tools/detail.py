@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal, TypeVar, Union
 from mcp.server.mcpserver import MCPServer
 from pydantic import BaseModel, Field, TypeAdapter
 
-from server.sdk_tools import registered_tool
+from server.sdk_tools import registered_tool, set_output
 from tools.skills.model import RelatedSkill
 
 Detail = Literal["summary", "full"]
@@ -108,14 +108,14 @@ def with_summary(server: MCPServer, tool_name: str, summary_model: type[BaseMode
     """Make ``tool_name``'s output model and advertised schema accept its summary shape too.
 
     The schema stays an object at the root (``type: object``) with ``anyOf`` the full and the
-    summary model; the SDK validates a result against the same union.
+    summary model; the SDK validates a result against the same union. The schema is not generated
+    again when the server's schema cache (:mod:`server.schema_cache`) gave the tool this very
+    schema at registration.
     """
-    tool = registered_tool(server, tool_name)
-    metadata = tool.fn_metadata
-    full_model = metadata.output_model
+    full_model = registered_tool(server, tool_name).fn_metadata.output_model
     if full_model is None:
         raise TypeError(f"{tool_name} has no structured output to summarise")
     union: Any = Union[full_model, summary_model]  # noqa: UP007 (a runtime union of two classes)
-    schema = TypeAdapter(union).json_schema()
-    metadata.output_model = union
-    metadata.output_schema = {"type": "object", **schema}
+    cache = getattr(server, "schema_cache", None)
+    set_output(server, tool_name, union, lambda: {"type": "object", **TypeAdapter(union).json_schema()},
+               keep_schema=cache is not None and cache.is_cached(tool_name))

@@ -22,12 +22,10 @@ from server.runtime import Runtime
 from server.toolkit import READ_ONLY_REMOTE, mesh_tool, tool_result
 from tools.detail import DetailArg, shaped, with_summary
 from tools.flow_map.model import FlowMap
-from tools.flow_map.service import build_map, flow_map
 from tools.flow_map.summary import FlowSummary, summarise_flow
 from tools.mesh_index.mcp_tools import refresh_with_progress
 from tools.mesh_index.service import MAX_DEPTH, get_index_service
 from tools.skills.model import RelatedPage, attach_related
-from tools.skills.related import TargetFacts
 from tools.skills.service import get_skill_links
 
 MERMAID_MIME_TYPE = "text/vnd.mermaid"
@@ -36,6 +34,8 @@ FLOW_URI = "mesh://flow/{target}"
 
 def related_to_flow(runtime: Runtime, result: FlowMap) -> RelatedPage:
     """The runbooks about the picture: its matches, the queues and streams drawn, the code's files."""
+    from tools.skills.related import TargetFacts
+
     links = get_skill_links(runtime)
     facts = TargetFacts()
     for match in result.matches:
@@ -74,6 +74,8 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         """
         service = get_index_service(runtime)
         await refresh_with_progress(service, ctx)
+        from tools.flow_map.service import flow_map
+
         result = await flow_map(service, target, depth, live, direction, runtime)
         page = await anyio.to_thread.run_sync(related_to_flow, runtime, result)
         text = "\n".join(filter(None, [result.summary_text(), attach_related(result, page)]))
@@ -91,6 +93,8 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         annotations=Annotations(audience=["user", "assistant"], priority=0.6),
     )
     def read_flow(target: str) -> str:
+        from tools.flow_map.service import build_map
+
         try:
             service = get_index_service(runtime)
             service.refresh()

@@ -11,7 +11,6 @@ from pydantic import Field
 
 from server.runtime import Runtime
 from server.toolkit import READ_ONLY_LOCAL, mesh_tool, tool_result
-from tools.lint.engine import lint
 from tools.lint.model import LintReport
 from tools.lint.rules import CODES
 from tools.mesh_index.mcp_tools import refresh_with_progress
@@ -38,5 +37,7 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         """
         service = get_index_service(runtime)
         await refresh_with_progress(service, ctx)
+        from tools.lint.engine import lint
+
         report = await anyio.to_thread.run_sync(lambda: lint(service, codes, min_severity))
         return tool_result(report, report.summary_text())

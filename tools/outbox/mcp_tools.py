@@ -13,15 +13,11 @@ from pydantic import Field
 from server.runtime import Runtime
 from server.toolkit import READ_ONLY_REMOTE, mesh_tool, tool_result
 from tools.detail import DetailArg, shaped, with_summary
-from tools.flow_map.trace_mermaid import trace_mermaid
-from tools.outbox import health as health_lib
 from tools.outbox import query_outbox as query_lib
 from tools.outbox.model import HealthReport, QueryOutboxResult, TraceReport
 from tools.outbox.schema_discovery import SchemaCatalog
 from tools.outbox.summary import TraceSummary, summarise_trace
-from tools.outbox.trace import Tracer
 from tools.skills.model import attach_related
-from tools.skills.trace_links import related_to_trace
 
 SERVICE_DOC = "a service of [services.<name>] in mesh.toml; omit for every service"
 
@@ -91,6 +87,8 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         and verdicts (pending_in_outbox, event_pending, stuck_processing, handler_failed, push_failed, table_missing,
         slow, unavailable) with a next step. A service that is down is reported; the others answer.
         """
+        from tools.outbox import health as health_lib
+
         report = await health_lib.outbox_health(runtime.connections, runtime.settings, catalog_of(runtime), service)
         return tool_result(report, report.summary_text())
 
@@ -107,6 +105,10 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         handler_failed, success_not_cleaned, event_pending, in_pel, dead_consumer, in_dlq, trimmed,
         idempotency_lock_stale, purged or not_found, with a sentence and the next step.
         """
+        from tools.flow_map.trace_mermaid import trace_mermaid
+        from tools.outbox.trace import Tracer
+        from tools.skills.trace_links import related_to_trace
+
         report = await Tracer(runtime.connections, runtime.settings, catalog_of(runtime)).trace_job(service, job_id)
         report.mermaid = trace_mermaid(report)
         related = attach_related(report, await related_to_trace(runtime, report))
@@ -125,6 +127,10 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         verdict.code (the first broken link): event_pending, stuck_processing, pushed_not_consumed, in_pel,
         dead_consumer, in_dlq, trimmed, idempotency_lock_stale, not_found or ok, with the next step.
         """
+        from tools.flow_map.trace_mermaid import trace_mermaid
+        from tools.outbox.trace import Tracer
+        from tools.skills.trace_links import related_to_trace
+
         report = await Tracer(runtime.connections, runtime.settings, catalog_of(runtime)).trace_event(
             service, event_id
         )

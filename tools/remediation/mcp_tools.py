@@ -17,9 +17,7 @@ from pydantic import Field
 from server.runtime import Runtime
 from server.toolkit import DESTRUCTIVE_REMOTE, PLANS_ONLY, mesh_tool, tool_result
 from tools.detail import DetailArg, shaped, with_summary
-from tools.remediation.executor import apply_plan
 from tools.remediation.model import ApplyReport, Plan, Symptom
-from tools.remediation.planner import Request, propose
 from tools.remediation.summary import PlanSummary, summarise_plan
 
 Name = Annotated[str, Field(min_length=1, max_length=512)]
@@ -59,6 +57,8 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         expiry, blast_radius. A human approves it out of band (`mesh-mcp approve PLAN_ID`) before
         apply_remediation can run it.
         """
+        from tools.remediation.planner import Request, propose
+
         plan = await propose(
             runtime.settings, runtime.connections, Request(symptom, stream, group, service, queue, ids)
         )
@@ -91,6 +91,8 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         Every step goes to the audit log; the result's audit_head (COUNT:SHA256) is the log's new
         head. dry_run checks everything and changes nothing (the token stays unused).
         """
+        from tools.remediation.executor import apply_plan
+
         report = await apply_plan(
             runtime.settings, runtime.connections, plan_id, approval_token, dry_run=dry_run
         )

@@ -12,9 +12,7 @@ from pydantic import Field
 from resources.skill_catalog import get_skill_catalog
 from server.runtime import Runtime
 from server.toolkit import READ_ONLY_LOCAL, mesh_tool, tool_result
-from tools.skills.check import check_skills as check_skills_lib
 from tools.skills.model import SkillsReport
-from tools.skills.vocab_cache import VocabularyCache
 
 
 def register(server: MCPServer, runtime: Runtime) -> None:
@@ -39,6 +37,9 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         classes) nothing in the code declares, with the closest existing one; paths and globs matching nothing;
         sources gone or changed since `verified`; commands nothing defines. Read a skill as skill://workspace/...
         """
+        from tools.skills.check import check_skills as check_skills_lib
+        from tools.skills.vocab_cache import VocabularyCache
+
         vocabulary = runtime.service("skills.vocabulary", VocabularyCache)
         report = await anyio.to_thread.run_sync(
             lambda: check_skills_lib(runtime.settings, name, vocabulary=vocabulary, catalog=get_skill_catalog(runtime))

@@ -17,7 +17,6 @@ from server.toolkit import READ_ONLY_REMOTE, annotate, mesh_tool, tool_result
 from tools.detail import DetailArg, shaped, with_summary
 from tools.streams.discovery import StreamList, list_streams
 from tools.streams.dlq import DeadLetterPage, list_dead_letters
-from tools.streams.inspect import inspect_stream
 from tools.streams.inspect_models import StreamReport
 from tools.streams.pending import MAX_IDLE_MS, PendingPage, list_pending
 from tools.streams.summary import StreamSummary, summarise_stream
@@ -44,6 +43,8 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         stream, and `anomalies` (dead_consumer, stuck_pending, trimmed_pending, no_group, lag_growing, dlq_not_empty,
         stale_idempotency_lock), each with evidence and a next step.
         """
+        from tools.streams.inspect import inspect_stream
+
         report = await inspect_stream(runtime.connections, runtime.settings, stream)
         shown = shaped(report, detail, summarise_stream, runtime.settings.limits.summary_items)
         return tool_result(shown, report.summary_text())

@@ -11,10 +11,8 @@ from server.toolkit import READ_ONLY_REMOTE, mesh_tool, tool_result
 from tools.detail import DetailArg, shaped, with_summary
 from tools.outbox.mcp_tools import catalog_of
 from tools.skills.model import attach_related
-from tools.skills.trace_links import related_to_request
 from tools.trace_request.inputs import MAX_SINCE_S
 from tools.trace_request.model import RequestReport
-from tools.trace_request.service import trace_request as trace_request_lib
 from tools.trace_request.summary import RequestSummary, request_text, summarise_request
 
 if TYPE_CHECKING:
@@ -64,6 +62,9 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         trace_job. verdict: the first broken link (`inconclusive` with `unavailable` when a service could not
         be searched); also `trace_context` findings and `ws_messages` (static).
         """
+        from tools.skills.trace_links import related_to_request
+        from tools.trace_request.service import trace_request as trace_request_lib
+
         report = await trace_request_lib(
             runtime.connections, runtime.settings, catalog_of(runtime), correlation_id=correlation_id,
             trace_id=trace_id, entity_id=entity_id, start=start, since_s=since_s, services=services,
