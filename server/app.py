@@ -8,10 +8,8 @@ when remediation is enabled, so a read-only server does not even list them.
 from __future__ import annotations
 
 import importlib
-import logging
-import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
 from mcp.server.auth.provider import TokenVerifier
@@ -83,27 +81,6 @@ def describe_invalid_arguments(tool: str, error: ValidationError) -> str:
     )
 
 
-@contextmanager
-def _rich_unimportable_if_logging_is_set_up() -> Iterator[None]:
-    """While ``MCPServer()`` runs, make ``rich`` unimportable when the root logger has handlers.
-
-    ``MCPServer.__init__`` calls the SDK's ``configure_logging``, which imports rich (when it is
-    installed: mutmut brings it) to build a ``RichHandler`` for ``logging.basicConfig``; with the
-    root logger already configured (``mesh-mcp`` does it first, on stderr) ``basicConfig`` does
-    nothing, and the import costs about 0.06 s of the start for nothing. Without root handlers
-    (a library caller) the SDK is left to do as it does.
-    """
-    if not logging.getLogger().handlers or "rich" in sys.modules:
-        yield
-        return
-    sys.modules["rich"] = None  # type: ignore[assignment]  # import rich -> ImportError
-    try:
-        yield
-    finally:
-        if sys.modules.get("rich", 0) is None:
-            del sys.modules["rich"]
-
-
 class MeshServer(MCPServer):
     """MCPServer whose argument-validation errors read as sentences, not pydantic dumps.
 
@@ -113,8 +90,7 @@ class MeshServer(MCPServer):
     """
 
     def __init__(self, *args: Any, schema_cache: SchemaCache | None = None, **kwargs: Any) -> None:
-        with _rich_unimportable_if_logging_is_set_up():
-            super().__init__(*args, **kwargs)
+        super().__init__(*args, **kwargs)
         self._resource_listers: list[Callable[[], Awaitable[list[MCPResource]]]] = []
         self.schema_cache = schema_cache or SchemaCache.disabled()
 
