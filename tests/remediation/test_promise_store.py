@@ -17,6 +17,7 @@ What ``tools/remediation/store.py`` guarantees, checked on real files in a scrat
 from __future__ import annotations
 
 import json
+import locale
 import multiprocessing
 import os
 import re
@@ -129,6 +130,26 @@ def test_a_plan_with_a_bad_id_is_not_saved(settings: Settings) -> None:
     assert not settings.resolved_state_dir.exists()
 
 
+@pytest.fixture
+def ascii_locale() -> Iterator[None]:
+    """The process's locale switched to C (ASCII) after start, as on a host whose locale is not UTF-8."""
+    previous = locale.setlocale(locale.LC_CTYPE)
+    locale.setlocale(locale.LC_CTYPE, "C")
+    try:
+        assert locale.getpreferredencoding(False) == "ANSI_X3.4-1968"
+        yield
+    finally:
+        locale.setlocale(locale.LC_CTYPE, previous)
+
+
+def test_a_plan_file_is_utf8_whatever_the_locale(settings: Settings, ascii_locale: None) -> None:
+    """A plan file is copied to another machine for ``approve --plan-file``: it reads the same everywhere."""
+    plan = _plan(settings, summary="replay one dead letter: entité introuvable — «e-1»").sealed()
+    path = store.save_plan(settings, plan)
+    assert "entité introuvable — «e-1»".encode() in path.read_bytes()
+    assert store.load_plan(settings, PLAN_ID) == plan == store.load_plan_file(path)
+
+
 # -- loading: missing, damaged, edited ------------------------------------------------------
 
 
@@ -219,6 +240,13 @@ def test_changed_conventions_make_the_shown_command_stale(settings: Settings) ->
     with pytest.raises(RemediationRefused) as info:
         store.check_integrity(_plan(settings), renamed.conventions)
     assert str(info.value) == _step_mismatch(2)
+
+
+def test_a_plan_is_expired_from_its_expiry_instant_on_the_current_clock(settings: Settings) -> None:
+    """Without an explicit time the current UTC time is used (the executor's and approve's call)."""
+    now = datetime.now(UTC)
+    assert store.is_expired(_plan(settings, expires_at=(now - timedelta(seconds=5)).isoformat())) is True
+    assert store.is_expired(_plan(settings, expires_at=(now + timedelta(hours=1)).isoformat())) is False
 
 
 # -- a plan runs once: the claim and its record ---------------------------------------------
