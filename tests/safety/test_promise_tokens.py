@@ -138,9 +138,9 @@ def test_canonical_json_sorts_keys_drops_blanks_and_keeps_utf8() -> None:
     assert canonical_json({"b": 1, "a": ["é", None]}) == '{"a":["é",null],"b":1}'.encode()
 
 
-@pytest.mark.parametrize("size", range(0, 7))
-def test_base64url_round_trips_without_padding(size: int) -> None:
-    data = bytes(range(250, 250 - size, -1))  # high bytes: the url-safe alphabet's - and _ appear
+@pytest.mark.parametrize("data", [bytes(range(250, 250 - size, -1)) for size in range(7)]  # - and _ appear
+                         + [b"\x00\x00\x17"], ids=lambda d: d.hex() or "empty")  # the last: "AAAX"
+def test_base64url_round_trips_without_padding(data: bytes) -> None:
     text = b64u_encode(data)
     assert text == _b64u(data) and "=" not in text
     assert b64u_decode(text) == data
@@ -368,6 +368,22 @@ def test_the_secret_is_made_once_private_and_reused(tmp_path: Path) -> None:
     assert load_secret(_local(tmp_path / "other"), create=True) != secret
 
 
+def test_the_secret_is_made_in_an_existing_folder_too(tmp_path: Path) -> None:
+    settings = _local(tmp_path)
+    secret_path(settings).parent.mkdir(parents=True, mode=0o700)  # e.g. ~/.config/mesh-mcp holds other files
+    assert len(load_secret(settings, create=True)) == 32
+
+
+def test_a_secret_readable_by_others_is_refused_by_name(tmp_path: Path) -> None:
+    settings = _local(tmp_path)
+    load_secret(settings, create=True)
+    os.chmod(secret_path(settings), 0o640)
+    with pytest.raises(MeshError) as info:
+        load_secret(settings, create=False)
+    assert str(info.value) == (f"approval secret {secret_path(settings)} is readable by other users (mode 0o640): "
+                               "chmod 600 it")
+
+
 def test_the_secret_file_defaults_to_the_users_config_folder(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     default = load_settings(environ={}, overrides={"state_dir": str(tmp_path / "state")})
@@ -376,7 +392,10 @@ def test_the_secret_file_defaults_to_the_users_config_folder(tmp_path: Path, mon
     assert secret_path(tilde) == tmp_path / "home" / "keys" / "approval.key"
 
 
-@pytest.mark.parametrize("content", [b"not hex at all\n", b"AB" * 32 + b"\n", b"ab" * 31 + b"\n", b"\xff" * 64])
+@pytest.mark.parametrize("content", [
+    b"not hex at all\n", b"AB" * 32 + b"\n", b"ab" * 31 + b"\n", b"\xff" * 64,
+    b"ab" * 32 + "\u00a0".encode(),  # a non-ASCII blank after the hex: damage, not a blank line
+])
 def test_a_damaged_secret_is_refused_with_how_to_start_over(tmp_path: Path, content: bytes) -> None:
     settings = _local(tmp_path)
     path = secret_path(settings)
@@ -447,13 +466,14 @@ def test_pruning_starts_at_5000_lines(tmp_path: Path, lines: int, pruned: bool) 
 def test_pruning_keeps_unreadable_lines_and_tokens_not_yet_expired(tmp_path: Path) -> None:
     settings = _local(tmp_path)
     path = nonces_path(settings)
-    _fill(path, 4996, T0 - 1)
-    odd = ["garbled", "n1 n2 123", f"n3 {T0 - 5} extra", "n4 -5", f"n5 {T0 + 1}", f"n6 {T0}"]
+    _fill(path, 4994, T0 - 1)
+    odd = ["garbled", "n1 n2 123", f"n3 {T0 - 5} extra", "n4 -5", f"n7\t{T0 - 5}", f"n8  {T0 - 5}",
+           f"n5 {T0 + 1}", f"n6 {T0}"]
     with path.open("a", encoding="ascii") as fh:
         fh.write("".join(f"{line}\n" for line in odd))
     claims = _mint(settings)[1]
     consume_nonce(settings, claims, now=T0 + 0.9)  # whole seconds: n6 expired at T0, n5 one second later
-    assert path.read_text(encoding="ascii").splitlines() == [*odd[:5], f"{claims.nonce} {claims.exp}"]
+    assert path.read_text(encoding="ascii").splitlines() == [*odd[:7], f"{claims.nonce} {claims.exp}"]
 
 
 def test_pruning_without_a_time_uses_the_clock(tmp_path: Path) -> None:
@@ -506,6 +526,8 @@ def test_signature_mode_is_described_with_its_approvers_trust_file_and_warning(t
         "signature mode: tokens are Ed25519 signatures by one of 1 approver key(s) listed in the trust file "
         f"{settings.approval.trust_file}, made with a passphrase the agent never sees; this gate holds as long as the agent "
         "cannot change the trust file or the server's code.")
+    in_code = settings.model_copy(update={"approval": settings.approval.model_copy(update={"trust_file": None})})
+    assert "listed in the trust file (default place), made with" in describe_mode(in_code)  # Settings built in code
     unprotected, _ = _signature(tmp_path / "u", allow_unprotected_approvers=True)
     assert describe_mode(unprotected).endswith(
         "or the server's code. WARNING: the server was started with --allow-unprotected-approvers: it applies "
