@@ -124,6 +124,13 @@ MODULES: tuple[Module, ...] = (
             "any_single_character_change_is_refused", "any_byte_flip_in_the_decoded_parts_is_refused",
             "truncation_or_insertion_is_refused", "arbitrary_input_is_refused_cleanly")),
     ),
+    Module(
+        "approval-keys",
+        ("server/approval/keys.py",),
+        ("tests/safety/test_promise_keys.py",),
+        # scrypt at the CLI's default cost (128 MiB, 3 s a run); the cost is a module constant, not mutated
+        deselect=("tests/safety/test_promise_keys.py::test_the_default_scrypt_cost_is_2_to_the_17",),
+    ),
     Module("remediation-backups", ("tools/remediation/backups.py",),
            _rem("promise_backups", "promise_backup_records", "races")),
     Module(
