@@ -128,8 +128,6 @@ MODULES: tuple[Module, ...] = (
         "approval-keys",
         ("server/approval/keys.py",),
         ("tests/safety/test_promise_keys.py",),
-        # scrypt at the CLI's default cost (128 MiB, 3 s a run); the cost is a module constant, not mutated
-        deselect=("tests/safety/test_promise_keys.py::test_the_default_scrypt_cost_is_2_to_the_17",),
     ),
     Module("remediation-backups", ("tools/remediation/backups.py",),
            _rem("promise_backups", "promise_backup_records", "races")),

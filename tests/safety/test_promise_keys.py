@@ -42,6 +42,7 @@ from server.config import load_settings
 from server.errors import InvalidArgument, MeshError
 
 PASS = "correct horse battery"
+KEY_TEXT = "11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo="  # a valid public key
 N = 2**10  # the smallest cost the files accept: fast tests (the CLI's default is 2**17)
 
 
@@ -109,9 +110,11 @@ def test_each_key_file_has_its_own_key_and_salt(tmp_path: Path) -> None:
     assert kdf[0] != kdf[1]
 
 
-def test_a_key_file_written_from_the_format_loads(tmp_path: Path) -> None:
-    """Compatibility: a v1 file made by any writer of the format (here: the test itself) is read."""
-    key = _key_file(tmp_path / "bob.key", "bob@ops", PASS)
+@pytest.mark.parametrize("salt", [b"0123456789abcdef", b"0123456789", b"0123456789abcdefg"], ids=len)
+def test_a_key_file_written_from_the_format_loads(tmp_path: Path, salt: bytes) -> None:
+    """Compatibility: a v1 file made by any writer of the format (here: the test itself) is read,
+    whatever the length of its salt (base64url without padding: 14, 22 and 23 characters here)."""
+    key = _key_file(tmp_path / "bob.key", "bob@ops", PASS, salt=salt)
     who, loaded = load_approver_key(tmp_path / "bob.key", PASS)
     assert who == "bob@ops" and _raw(loaded.public_key()) == _raw(key.public_key())
 
@@ -191,20 +194,31 @@ def test_missing_or_binary_key_files_are_refused_by_name(tmp_path: Path) -> None
         key_file_approver(missing)
     assert str(info.value) == (f"approver key {missing} not found: pass --key FILE (and --approver ID), or create "
                                "one with `mesh-mcp approver init`")
-    binary = tmp_path / "binary.key"
-    binary.write_bytes(b"\xff\xfe mesh-mcp approver key v1\n")
-    os.chmod(binary, 0o600)
-    for read in (lambda: load_approver_key(binary, PASS), lambda: key_file_approver(binary)):
-        with pytest.raises(MeshError) as info:
-            read()
-        assert str(info.value) == f"{binary} is not a mesh-mcp approver key"
+    for content in (b"\xff\xfe mesh-mcp approver key v1\n", "mesh-mcp approver key v1\napprover: bób\n".encode()):
+        binary = tmp_path / "binary.key"  # not ASCII (the second one is valid UTF-8): not a key file
+        binary.write_bytes(content)
+        os.chmod(binary, 0o600)
+        for read in (lambda: load_approver_key(binary, PASS), lambda: key_file_approver(binary)):
+            with pytest.raises(MeshError) as info:
+                read()
+            assert str(info.value) == f"{binary} is not a mesh-mcp approver key"
+
+
+def test_a_key_file_readable_by_others_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "a.key"
+    create_approver_key(path, "alice", PASS, scrypt_n=N)
+    os.chmod(path, 0o640)
+    with pytest.raises(MeshError) as info:
+        load_approver_key(path, PASS)
+    assert str(info.value) == f"approver key {path} is readable by other users (mode 0o640): chmod 600 it"
 
 
 def test_the_approver_of_a_key_file_is_read_without_its_passphrase(tmp_path: Path) -> None:
     path = tmp_path / "k"
     _key_file(path, "ignored", PASS, header="mesh-mcp approver key v1\napprover: carol  \nkdf: broken\n")
     assert key_file_approver(path) == "carol"
-    for header in ("mesh-mcp approver key v1 \napprover: carol\n", "mesh-mcp approver key v1\nowner: carol\n"):
+    for header in ("mesh-mcp approver key v1 \napprover: carol\n", "mesh-mcp approver key v1X\napprover: carol\n",
+                   "mesh-mcp approver key v1\nowner: carol\n"):
         path.write_text(header, encoding="ascii")
         with pytest.raises(MeshError) as info:
             key_file_approver(path)
@@ -225,10 +239,10 @@ def test_a_key_file_is_never_overwritten(tmp_path: Path) -> None:
     create_approver_key(tmp_path / "b.key", "bob", PASS, scrypt_n=N)  # the folder exists: another key is fine
 
 
-@pytest.mark.parametrize("approver", ["a", "A.b_c@d-9", "x" * 64])
+@pytest.mark.parametrize("approver", ["a", "A.b_c@d-9", "x" * 64, "REX"])
 def test_approver_ids_that_are_accepted(tmp_path: Path, approver: str) -> None:
     create_approver_key(tmp_path / "k", approver, PASS, scrypt_n=N)
-    assert load_approver_key(tmp_path / "k", PASS)[0] == approver
+    assert load_approver_key(tmp_path / "k", PASS)[0] == approver == key_file_approver(tmp_path / "k")
 
 
 @pytest.mark.parametrize("approver", ["", "x" * 65, "bob smith", "bob\n", "bob:1", "bób", "bob/x"])
@@ -253,9 +267,11 @@ def test_the_scrypt_cost_is_a_power_of_two_of_at_least_1024(tmp_path: Path, n: i
     assert str(info.value) == "scrypt n must be a power of two >= 1024"
 
 
-def test_the_default_scrypt_cost_is_2_to_the_17(tmp_path: Path) -> None:
-    create_approver_key(tmp_path / "k", "bob", PASS)
+def test_the_default_scrypt_cost_is_2_to_the_17_and_such_a_key_loads(tmp_path: Path) -> None:
+    """128 MiB of scrypt memory: above OpenSSL's default 32 MiB ceiling, which the stretching raises."""
+    public = create_approver_key(tmp_path / "k", "bob", PASS)
     assert (tmp_path / "k").read_text(encoding="ascii").splitlines()[2].startswith("kdf: scrypt n=131072 r=8 p=1 ")
+    assert public_key_text(load_approver_key(tmp_path / "k", PASS)[1].public_key()) == public
 
 
 # -- public keys ------------------------------------------------------------------------------
@@ -273,6 +289,8 @@ def test_public_keys_as_base64_or_pem(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("text", "message"), [
     ("not base64!", "^not base64$"),
+    (KEY_TEXT[:10] + "!" + KEY_TEXT[10:], "^not base64$"),  # a stray character is refused, not dropped
+    (KEY_TEXT[:10] + " " + KEY_TEXT[10:], "^not base64$"),
     (base64.b64encode(b"\x01" * 31).decode(), "^an Ed25519 public key is 32 bytes, this one is 31$"),
     (base64.b64encode(b"\x01" * 33).decode(), "^an Ed25519 public key is 32 bytes, this one is 33$"),
     (X25519PrivateKey.generate().public_key().public_bytes(
