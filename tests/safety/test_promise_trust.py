@@ -28,10 +28,13 @@ from server.approval.keys import fingerprint, parse_public_key
 from server.approval.trust import (
     GateStatus,
     check_gate,
+    default_trust_path,
     gate_status,
     log_gate_at_start,
     protection_problems,
     read_trust_file,
+    system_trust_path,
+    user_trust_path,
 )
 from server.config import ConfigError, load_settings
 from server.errors import RemediationRefused
@@ -113,6 +116,18 @@ def test_an_unreadable_or_broken_trust_file_is_named(tmp_path: Path) -> None:
 
 
 # -- what an agent could use to change the approvers ---------------------------------------------
+
+
+def test_the_default_places_of_the_trust_file() -> None:
+    """``/etc/mesh-mcp/trust.toml``, then ``~<account>/.config/mesh-mcp/trust.toml`` (home from pwd)."""
+    import pwd
+
+    assert system_trust_path() == Path("/etc/mesh-mcp/trust.toml")
+    home = Path(pwd.getpwuid(os.geteuid()).pw_dir)
+    assert user_trust_path() == home / ".config" / "mesh-mcp" / "trust.toml"
+    if system_trust_path().exists() or user_trust_path().exists():
+        pytest.skip("this machine has a trust file: the fallback to the system place is not observable")
+    assert default_trust_path() == Path("/etc/mesh-mcp/trust.toml")
 
 
 def test_no_trust_file_and_no_signature_asked_is_local_mode(tmp_path: Path) -> None:
