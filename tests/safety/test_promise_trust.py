@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -324,6 +325,8 @@ def test_the_gate_of_local_mode(tmp_path: Path) -> None:
     assert status.lines() == [
         "approval mode: local (HMAC secret readable by this OS user: stops accidents, not an agent)"]
     assert check_gate(_load(None)) == status  # local mode: nothing to refuse
+    allowed = gate_status(_load(None, approval={"allow_unprotected_approvers": True}))
+    assert allowed.as_dict()["allow_unprotected_approvers"] is True  # the flag is shown in local mode too
 
 
 def test_the_gate_of_signature_mode_lists_approvers_with_fingerprints(tmp_path: Path) -> None:
@@ -385,6 +388,11 @@ def test_check_gate_refuses_while_the_check_fails_unless_allowed(tmp_path: Path)
         "say so)")
     allowed = _load(trust, approval={"allow_unprotected_approvers": True})
     assert check_gate(allowed).problems == problems
+    trust.write_text("[approvers\n", encoding="utf-8")  # two problems now: each one named, "; " between them
+    problems = gate_status(settings).problems
+    assert len(problems) >= 2
+    with pytest.raises(RemediationRefused, match=re.escape("its own key: " + "; ".join(problems) + ". Fix")):
+        check_gate(settings)
 
 
 def test_the_start_logs_each_failing_condition(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
