@@ -119,7 +119,7 @@ def test_a_saved_plan_is_never_overwritten(settings: Settings) -> None:
 
 @pytest.mark.parametrize("seal", ["", "0" * 64])
 def test_only_a_sealed_plan_is_saved(settings: Settings, seal: str) -> None:
-    with pytest.raises(ValueError, match="^only sealed plans are saved$"):
+    with pytest.raises(ValueError, match=r"^only sealed plans are saved$"):
         store.save_plan(settings, _plan(settings, plan_sha256=seal))
     assert not store.plans_dir(settings).exists()
 

@@ -198,7 +198,7 @@ def test_missing_or_binary_key_files_are_refused_by_name(tmp_path: Path) -> None
         binary = tmp_path / "binary.key"  # not ASCII (the second one is valid UTF-8): not a key file
         binary.write_bytes(content)
         os.chmod(binary, 0o600)
-        for read in (lambda: load_approver_key(binary, PASS), lambda: key_file_approver(binary)):
+        for read in (lambda b=binary: load_approver_key(b, PASS), lambda b=binary: key_file_approver(b)):
             with pytest.raises(MeshError) as info:
                 read()
             assert str(info.value) == f"{binary} is not a mesh-mcp approver key"

@@ -124,7 +124,7 @@ def test_a_signature_token_is_an_ed25519_signature_of_the_same_message(tmp_path:
     assert json.loads(body)["mode"] == "signature" and claims.mode == "signature"
     key.public_key().verify(b64u_decode(proof_text), DOMAIN + body)  # raises if it is not that signature
     assert verify_token(settings, token, plan_id=PLAN, plan_sha256=SHA, now=T0 + 1).approver == "alice"
-    with pytest.raises(MeshError, match="^signature mode: an approver private key is needed to mint a token$"):
+    with pytest.raises(MeshError, match=r"^signature mode: an approver private key is needed to mint a token$"):
         _mint(settings, approver="alice")
 
 
@@ -148,14 +148,14 @@ def test_base64url_round_trips_without_padding(data: bytes) -> None:
 
 @pytest.mark.parametrize("text", ["ab+c", "ab/c", "abc=", "ab c", "a", "abcde", "é"])
 def test_base64url_outside_its_alphabet_or_length_is_refused(text: str) -> None:
-    with pytest.raises(ValueError, match="^not base64url$"):
+    with pytest.raises(ValueError, match=r"^not base64url$"):
         b64u_decode(text)
 
 
 @pytest.mark.parametrize("text", ["AB", "AAB", "Ab", "AAAAAB"])
 def test_a_second_spelling_of_the_same_bytes_is_refused(text: str) -> None:
     """Unused low bits set ("AB" decodes to the byte of "AA"): one byte string, one spelling."""
-    with pytest.raises(ValueError, match="^not canonical base64url$"):
+    with pytest.raises(ValueError, match=r"^not canonical base64url$"):
         b64u_decode(text)
 
 
@@ -267,7 +267,7 @@ def test_no_secret_file_means_no_token_was_minted_here(tmp_path: Path) -> None:
 
 
 def test_signatures_by_an_unlisted_approver_or_another_key_are_refused(tmp_path: Path) -> None:
-    settings, alice = _signature(tmp_path)
+    settings, _ = _signature(tmp_path)
     create_approver_key(tmp_path / "mallory.key", "mallory", "mallory's own pass", scrypt_n=2**10)
     _, mallory = load_approver_key(tmp_path / "mallory.key", "mallory's own pass")
     unlisted, _ = _mint(settings, approver="mallory", private_key=mallory)
@@ -483,8 +483,8 @@ def test_pruning_without_a_time_uses_the_clock(tmp_path: Path) -> None:
     _fill(path, 4999, now - 60)
     with path.open("a", encoding="ascii") as fh:
         fh.write(f"valid {now + 3600}\n")
-    token, claims = mint_token(settings, plan_id=PLAN, plan_sha256=SHA, approver="local:test",
-                               plan_expires_at=datetime.fromtimestamp(now + 7200, UTC))
+    _, claims = mint_token(settings, plan_id=PLAN, plan_sha256=SHA, approver="local:test",
+                           plan_expires_at=datetime.fromtimestamp(now + 7200, UTC))
     consume_nonce(settings, claims)
     assert path.read_text(encoding="ascii").splitlines() == [f"valid {now + 3600}", f"{claims.nonce} {claims.exp}"]
 
@@ -524,8 +524,8 @@ def test_signature_mode_is_described_with_its_approvers_trust_file_and_warning(t
     settings, _ = _signature(tmp_path)
     assert describe_mode(settings) == (
         "signature mode: tokens are Ed25519 signatures by one of 1 approver key(s) listed in the trust file "
-        f"{settings.approval.trust_file}, made with a passphrase the agent never sees; this gate holds as long as the agent "
-        "cannot change the trust file or the server's code.")
+        f"{settings.approval.trust_file}, made with a passphrase the agent never sees; this gate holds as long as "
+        "the agent cannot change the trust file or the server's code.")
     in_code = settings.model_copy(update={"approval": settings.approval.model_copy(update={"trust_file": None})})
     assert "listed in the trust file (default place), made with" in describe_mode(in_code)  # Settings built in code
     unprotected, _ = _signature(tmp_path / "u", allow_unprotected_approvers=True)

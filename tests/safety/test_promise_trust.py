@@ -333,7 +333,8 @@ def test_the_gate_of_signature_mode_lists_approvers_with_fingerprints(tmp_path: 
     trust = _trust(tmp_path, f'[approvers]\nzed = "{EVE}"\nalice = "{KEY}"\n')
     status = gate_status(_load(trust))
     assert (status.mode, status.trust_file, status.source) == ("signature", str(trust), f"the trust file {trust}")
-    assert status.approvers == [("alice", fingerprint(parse_public_key(KEY))), ("zed", fingerprint(parse_public_key(EVE)))]
+    assert status.approvers == [("alice", fingerprint(parse_public_key(KEY))),
+                                ("zed", fingerprint(parse_public_key(EVE)))]
     assert status.problems == protection_problems(trust)  # run as this user: root, or the owner of the test files
     assert status.as_dict() == {
         "mode": "signature", "trust_file": str(trust), "source": f"the trust file {trust}",
