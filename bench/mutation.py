@@ -116,7 +116,28 @@ MODULES: tuple[Module, ...] = (
     Module(
         "approval",
         ("server/approval/tokens.py",),
-        ("tests/remediation/test_promise_expiry.py", "tests/remediation/test_approval.py"),
+        ("tests/safety/test_promise_tokens.py", "tests/remediation/test_promise_expiry.py",
+         "tests/remediation/test_approval.py"),
+        # the four hypothesis properties (300 examples each, and a shrink per killed mutant): their promise,
+        # any change to a token is refused, is tried at every position by test_any_change_at_any_position_is_refused
+        deselect=tuple(f"tests/remediation/test_approval.py::test_{name}" for name in (
+            "any_single_character_change_is_refused", "any_byte_flip_in_the_decoded_parts_is_refused",
+            "truncation_or_insertion_is_refused", "arbitrary_input_is_refused_cleanly")),
+    ),
+    Module(
+        "approval-keys",
+        ("server/approval/keys.py",),
+        ("tests/safety/test_promise_keys.py",),
+    ),
+    Module(
+        "approval-trust",
+        ("server/approval/trust.py",),
+        ("tests/safety/test_promise_trust.py", "tests/remediation/test_trust.py"),
+        # two `mesh-mcp serve` subprocesses (15 s) and a whole MCP session (5 s): the refusals and the
+        # start-time log they show are checked in-process by test_promise_trust.py
+        deselect=tuple(f"tests/remediation/test_trust.py::test_{name}" for name in (
+            "the_server_refuses_to_start_with_an_approver_in_its_environment", "the_server_checks_the_gate_at_start",
+            "allow_unprotected_is_shown_by_server_info_and_plans")),
     ),
     Module("remediation-backups", ("tools/remediation/backups.py",),
            _rem("promise_backups", "promise_backup_records", "races")),
@@ -128,7 +149,9 @@ MODULES: tuple[Module, ...] = (
     Module(
         "remediation-store",
         ("tools/remediation/store.py",),
-        _rem("promise_ids", "replay_state", "double_replay", "promise_expiry"),
+        # the store's own promises (files, modes, the claim and its records, integrity); the double-replay
+        # tests defend the replay guard (remediation-apply), not the store, and cost a Redis Cluster per run
+        _rem("promise_store", "promise_ids", "promise_expiry"),
     ),
     Module(
         "remediation-apply",

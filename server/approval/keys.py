@@ -38,7 +38,7 @@ from server.filelocks import IS_POSIX, PRIVATE_FILES_NOTE  # noqa: F401 (documen
 if TYPE_CHECKING:
     from server.config import Settings
 
-APPROVER_ID_RE = re.compile(r"^[A-Za-z0-9._@-]{1,64}$")
+APPROVER_ID_RE = re.compile(r"\A[A-Za-z0-9._@-]{1,64}\Z")  # \Z: "$" would also match before a final newline
 MIN_PASSPHRASE_CHARS = 12
 KEY_FILE_MAGIC = "mesh-mcp approver key v1"
 DEFAULT_SCRYPT_N = 2**17

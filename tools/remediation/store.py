@@ -84,6 +84,7 @@ def load_plan_file(path: Path) -> Plan:
 
 
 def load_plan(settings: Settings, plan_id: str) -> Plan:
+    plan_id = validate_plan_id(plan_id)
     path = plan_path(settings, plan_id)
     if not path.exists():
         raise NotFound(
