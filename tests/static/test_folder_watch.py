@@ -8,17 +8,20 @@
 - The answers after each change are those of a service that walks (``watch=False``); the
   whole state is compared with a cold build in ``test_incremental_equals_cold.py``.
 - The server's shared service watches; one-shot commands do not.
-- ``serve`` starts the refresh at start-up (``warmup.py``) and hands that service to the runtime.
+- ``serve`` starts the refresh at start-up (``warmup.py``: the walk in a forked child, then the
+  skills' walk) and hands that service and the skill catalog to the runtime.
 """
 
 from __future__ import annotations
 
 import shutil
+import threading
 from pathlib import Path
 
 import pytest
 
 import tools.mesh_index.service as service_module
+from resources.skill_catalog import get_skill_catalog
 from server.runtime import Runtime
 from tools.mesh_index.service import get_index_service, service_for_settings
 from tools.mesh_index.warmup import adopt, start_warm_up
@@ -159,12 +162,16 @@ def test_warm_up_refreshes_at_start_and_becomes_the_runtime_service(make_setting
     built.close()
     warm = start_warm_up(settings)
     assert warm is not None
+    warm_up = next(t for t in threading.enumerate() if t.name == "mesh-index-warm-up")
+    warm_up.join(30)  # the index refresh, then the skills' walk
     runtime = Runtime(settings)
     adopt(runtime, warm)
     try:
         assert get_index_service(runtime) is warm
-        r = warm.analyze_impact("GEOCODE_EVENT")  # waits for the background refresh on the lock
+        r = warm.analyze_impact("GEOCODE_EVENT")
         assert r.index.files == 66 and r.index.reparsed == 0
+        catalog = get_skill_catalog(runtime)
+        assert catalog is not None and catalog.walks == 1, "the warm-up walked for the skills, the runtime has them"
     finally:
         warm.close()
     assert start_warm_up(make_settings(workspace=str(workspace), limits={"index_warm_at_start": False})) is None
@@ -174,6 +181,7 @@ CHILD_WALK_SCRIPT = r"""
 import json, sys, threading
 from pathlib import Path
 import tools.mesh_index.service as service_module
+from resources.skill_catalog import get_skill_catalog
 import tools.mesh_index.warmup as warmup
 from server.config import load_settings
 
