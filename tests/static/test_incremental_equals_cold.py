@@ -318,3 +318,20 @@ def test_the_workspace_folder_moved_away(ws: Workspace, tmp_path: Path):
         ws.svc.refresh()
     (tmp_path / "elsewhere").rename(ws.root)
     ws.check(walked=1)
+
+
+def test_without_inotify_every_refresh_walks(workspace: Path, make_service, walks, monkeypatch):
+    """Where inotify_init1 is missing (not Linux) or fails, the watched service walks each time, as before."""
+    monkeypatch.setattr(FolderWatch, "create", classmethod(lambda cls, root="": None))
+    svc = make_service(workspace, watch=True)
+    svc.refresh()
+    path = workspace / EVENT_SERVICE
+    path.write_text(path.read_text().replace("export class EventService {", "export class EventService {\n", 1))
+    inc = state(svc)
+    assert svc._watch is None and svc._watch_wanted is False
+    assert walks["full"] == ["", ""]  # the first refresh and state()'s: each walked
+    svc.refresh()
+    assert walks["full"] == ["", "", ""]
+    cold_svc = make_service(workspace, cache_dir=workspace.parent / "cold")
+    assert state(cold_svc) == inc
+    assert (EVENT_SERVICE, 15) in inc["producers"]
