@@ -310,6 +310,25 @@ def test_an_overflowed_event_queue_walks_the_workspace(ws: Workspace):
     assert (EVENT_SERVICE, 16) in ws.check(walked=0)["producers"]  # the walk set the watches again
 
 
+def test_an_overflow_that_hid_a_folder_replaced_and_renamed(ws: Workspace, tmp_path: Path):
+    """The events of the replacement are lost: the walk that follows must watch the folders now at those paths."""
+    limit = int(Path("/proc/sys/fs/inotify/max_queued_events").read_text())
+    module = ws.root / EVENT_MODULE_DIR
+    original = (module / "event.service.ts").read_text()
+    shutil.move(module, tmp_path / "away")  # the old folder keeps its watch, under the old name
+    module.mkdir()  # another folder at that path
+    (ws.root / "ms-user").rename(ws.root / "ms-user-renamed")
+    a, b = ws.root / "ms-event" / "package.json", ws.root / "ws-service" / "package.json"
+    for n in range(limit // 2 + 10):
+        os.utime(a, ns=(n, n))
+        os.utime(b, ns=(n, n))
+    ws.check(walked=1)
+    (module / "new.service.ts").write_text(original.replace("class EventService", "class New"))
+    (tmp_path / "away" / "event.service.ts").write_text("export {};\n")  # outside now: no effect
+    (ws.root / "ms-user-renamed" / "late.ts").write_text("export const LATE = 1;\n")
+    assert (f"{EVENT_MODULE_DIR}/new.service.ts", 14) in ws.check(walked=0)["producers"]
+
+
 def test_the_workspace_folder_moved_away(ws: Workspace, tmp_path: Path):
     from server.errors import MeshError
 

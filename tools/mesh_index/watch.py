@@ -134,18 +134,19 @@ class FolderWatch:
         return self._broken or self._fd < 0
 
     def add(self, folders: list[str] | str) -> int:
-        """Watch these absolute folder paths (those already watched are skipped); returns how many were new.
+        """Watch these absolute folder paths; returns how many watches are new.
 
-        A folder that cannot be watched (removed meanwhile, the user's watch limit reached)
-        marks the watch broken, except when it no longer exists (its parent's event says so):
-        :meth:`changes` then always asks for a full walk."""
+        The kernel is asked each time (it answers with the watch it has when the folder is
+        watched already): after events were lost (a queue overflow), a path may name another
+        folder than the one watched under it, or a watched folder may have another name now.
+        A folder that cannot be watched (the user's watch limit reached) marks the watch broken,
+        except when it no longer exists (its parent's event says so): :meth:`changes` then
+        always asks for a full walk."""
         added = 0
         with self._lock:
             if self._fd < 0:
                 return 0
             for folder in [folders] if isinstance(folders, str) else folders:
-                if folder in self._watched:
-                    continue
                 wd = self._lib.inotify_add_watch(self._fd, os.fsencode(folder), EVENTS | IN_ONLYDIR | IN_DONT_FOLLOW)
                 if wd < 0:
                     err = ctypes.get_errno()
@@ -153,12 +154,16 @@ class FolderWatch:
                         log.warning("cannot watch %s (%s): every call walks the workspace", folder, os.strerror(err))
                         self._broken = True
                     continue
+                old_wd = self._watched.get(folder)
+                if old_wd is not None and old_wd != wd:  # the path names another folder: the old watch went with
+                    self._paths.pop(old_wd, None)       # the folder it watched (moved away), drop it
+                    self._lib.inotify_rm_watch(self._fd, old_wd)
                 old = self._paths.get(wd)
-                if old is not None and old != folder:  # the same inode under another name: a rename
+                if old is not None and old != folder:  # the same folder under another name: a rename
                     self._watched.pop(old, None)
+                added += old_wd != wd
                 self._watched[folder] = wd
                 self._paths[wd] = folder
-                added += 1
         return added
 
     def snapshot(self) -> tuple[dict[str, int], bool]:
