@@ -16,16 +16,17 @@ The walk runs in a forked child process when the process has a single thread (as
 has at that moment), so that it does not share the interpreter's lock with the SDK import
 running meanwhile: the child inherits the service's inotify descriptor, sets each folder's
 watch on that same inotify instance right before reading the folder, and sends the files
-found and the watches back through a pipe (JSON). Anything going wrong there (no ``fork``, a
+found, the watches and the workspace skills it found back through a pipe (pickle: from this
+process's own child, never from a file). Anything going wrong there (no ``fork``, a
 crash, a bad answer) leaves the thread to walk itself, as it does when the process has threads.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
+import pickle
 import sys
 import threading
 import weakref
@@ -38,6 +39,7 @@ log = logging.getLogger("mesh.index")
 WARM_UP_SWITCH_INTERVAL_S = 0.0002
 
 _warm_skills: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()  # service -> SkillCatalog
+_child_skills: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()  # service -> SkillDiscovery
 
 
 def start_warm_up(settings: Any) -> Any | None:
@@ -70,6 +72,9 @@ def start_warm_up(settings: Any) -> Any | None:
             log.warning("background refresh of the static index at start-up failed: %s", exc)
         try:  # the skills the first analyze_impact / verify_flow links (a walk of their own): found here too
             if catalog is not None:
+                found_skills = _child_skills.pop(service, None)
+                if found_skills is not None:  # walked by the child: checked here (one stat per folder)
+                    catalog.seed(found_skills)
                 catalog.current()
         except Exception as exc:  # the first call walks for them itself
             log.warning("background discovery of the workspace skills at start-up failed: %s", exc)
@@ -104,10 +109,12 @@ def walk_in_child(service: Any) -> tuple[int, int] | None:
             os.close(read_fd)
             found = discover(service.workspace, service.conventions.skip_dirs, before_scan=watch.add)
             watched, broken = watch.snapshot()
-            payload = {"files": [[f.rel, f.kind, f.size, f.mtime_ns] for f in found.files],
-                       "packages": found.packages, "tsconfigs": found.tsconfigs, "git_roots": found.git_roots,
-                       "dirs": found.dirs, "skipped": found.skipped, "watched": watched, "broken": broken}
-            data = json.dumps(payload).encode()
+            skills = None
+            with contextlib.suppress(Exception):  # the parent's catalog walks for them itself
+                from resources.workspace_skills import discover_workspace_skills
+
+                skills = discover_workspace_skills(service.workspace, service.conventions.skip_dirs)
+            data = pickle.dumps((found, watched, broken, skills), protocol=pickle.HIGHEST_PROTOCOL)
             view = memoryview(data)
             while view:
                 view = view[os.write(write_fd, view):]
@@ -120,7 +127,7 @@ def walk_in_child(service: Any) -> tuple[int, int] | None:
 
 def receive_walk(service: Any, pid: int, read_fd: int) -> Any | None:
     """The child's walk (a :class:`~tools.mesh_index.workspace.Discovery`), its watches adopted; None on failure."""
-    from tools.mesh_index.workspace import Discovery, SourceFile
+    from tools.mesh_index.workspace import Discovery
 
     chunks = []
     status: int | None = None
@@ -137,19 +144,19 @@ def receive_walk(service: Any, pid: int, read_fd: int) -> Any | None:
     if status is not None and os.waitstatus_to_exitcode(status) != 0:  # (None: reaped elsewhere; the JSON tells)
         log.info("the start-up walk's child process failed: walking in this process")
         return None
-    try:
-        data = json.loads(b"".join(chunks))
-        found = Discovery([SourceFile(rel, kind, int(size), int(mtime)) for rel, kind, size, mtime in data["files"]],
-                          list(data["packages"]), list(data["tsconfigs"]), list(data["git_roots"]),
-                          {str(k): int(v) for k, v in data["dirs"].items()}, list(data["skipped"]))
-        watched = {str(k): int(v) for k, v in data["watched"].items()}
-    except (ValueError, KeyError, TypeError) as exc:
+    try:  # pickle: the bytes come from this process's own forked child, through a pipe (no file)
+        found, watched, broken, skills = pickle.loads(b"".join(chunks))
+        if not isinstance(found, Discovery) or not isinstance(watched, dict):
+            raise TypeError(f"unexpected {type(found).__name__}")
+    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError) as exc:
         log.info("bad answer from the start-up walk's child process (%s): walking in this process", exc)
         return None
     watch = service.folder_watch()
     if watch is None:
         return None
-    watch.adopt(watched, bool(data["broken"]))
+    watch.adopt(watched, bool(broken))
+    if skills is not None:
+        _child_skills[service] = skills
     return found
 
 
