@@ -70,16 +70,17 @@ def start_warm_up(settings: Any) -> Any | None:
             service.refresh()
         except Exception as exc:  # the first call refreshes again and reports the error itself
             log.warning("background refresh of the static index at start-up failed: %s", exc)
+        finally:
+            sys.setswitchinterval(interval)
         try:  # the skills the first analyze_impact / verify_flow links (a walk of their own): found here too
             if catalog is not None:
                 found_skills = _child_skills.pop(service, None)
-                if found_skills is not None:  # walked by the child: checked here (one stat per folder)
+                if found_skills is not None:  # found by the child: the first call checks them (a stat per folder)
                     catalog.seed(found_skills)
-                catalog.current()
+                else:  # at the normal switch interval: this walk must not slow the start-up down
+                    catalog.current()
         except Exception as exc:  # the first call walks for them itself
             log.warning("background discovery of the workspace skills at start-up failed: %s", exc)
-        finally:
-            sys.setswitchinterval(interval)
 
     threading.Thread(target=run, name="mesh-index-warm-up", daemon=True).start()
     return service
