@@ -16,9 +16,13 @@ The walk runs in a forked child process when the process has a single thread (as
 has at that moment), so that it does not share the interpreter's lock with the SDK import
 running meanwhile: the child inherits the service's inotify descriptor, sets each folder's
 watch on that same inotify instance right before reading the folder, and sends the files
-found, the watches and the workspace skills it found back through a pipe (pickle: from this
-process's own child, never from a file). Anything going wrong there (no ``fork``, a
-crash, a bad answer) leaves the thread to walk itself, as it does when the process has threads.
+found and the watches back through a pipe (pickle: from this process's own child, never from a
+file). Then, at a lower priority (niceness 10: on a quiet machine it has a core of its own, on a
+busy one the server's start-up goes first), it finds the workspace skills and sends them too;
+the thread seeds the runtime's skill catalog with them (a first call that comes earlier walks
+for them itself).
+Anything going wrong there (no ``fork``, a crash, a bad answer) leaves the thread to walk
+itself, as it does when the process has threads.
 """
 
 from __future__ import annotations
@@ -37,9 +41,10 @@ from tools.mesh_index.cache import FILE_NAME
 log = logging.getLogger("mesh.index")
 
 WARM_UP_SWITCH_INTERVAL_S = 0.0002
+CHILD_NICENESS = 10
 
 _warm_skills: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()  # service -> SkillCatalog
-_child_skills: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()  # service -> SkillDiscovery
+_child_rest: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()  # service -> (pid, pipe) of the child
 
 
 def start_warm_up(settings: Any) -> Any | None:
@@ -73,12 +78,13 @@ def start_warm_up(settings: Any) -> Any | None:
         finally:
             sys.setswitchinterval(interval)
         try:  # the skills the first analyze_impact / verify_flow links (a walk of their own): found here too
-            if catalog is not None:
-                found_skills = _child_skills.pop(service, None)
-                if found_skills is not None:  # found by the child: the first call checks them (a stat per folder)
+            rest = _child_rest.pop(service, None)
+            if rest is not None:  # the child walks for them next, at a low priority
+                found_skills = _finish_child(*rest)
+                if catalog is not None and found_skills is not None:  # the first call checks them (a stat per folder)
                     catalog.seed(found_skills)
-                else:  # at the normal switch interval: this walk must not slow the start-up down
-                    catalog.current()
+            elif catalog is not None:  # at the normal switch interval: this walk must not slow the start-up down
+                catalog.current()
         except Exception as exc:  # the first call walks for them itself
             log.warning("background discovery of the workspace skills at start-up failed: %s", exc)
 
@@ -109,16 +115,15 @@ def walk_in_child(service: Any) -> tuple[int, int] | None:
         try:
             os.close(read_fd)
             found = discover(service.workspace, service.conventions.skip_dirs, before_scan=watch.add)
-            watched, broken = watch.snapshot()
+            _send(write_fd, (found, *watch.snapshot()))
+            with contextlib.suppress(OSError):  # the start-up itself comes first where the cores are busy
+                os.nice(CHILD_NICENESS)
             skills = None
             with contextlib.suppress(Exception):  # the parent's catalog walks for them itself
                 from resources.workspace_skills import discover_workspace_skills
 
                 skills = discover_workspace_skills(service.workspace, service.conventions.skip_dirs)
-            data = pickle.dumps((found, watched, broken, skills), protocol=pickle.HIGHEST_PROTOCOL)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(write_fd, view):]
+            _send(write_fd, skills)
             status = 0
         finally:
             os._exit(status)
@@ -126,38 +131,58 @@ def walk_in_child(service: Any) -> tuple[int, int] | None:
     return pid, read_fd
 
 
+def _send(fd: int, value: Any) -> None:
+    data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    view = memoryview(len(data).to_bytes(8, "little") + data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _receive(pipe: Any) -> Any:
+    """The next value the child sent (pickle: the bytes come from this process's own forked child,
+    through a pipe, never from a file); raises EOFError when it sent nothing more."""
+    head = pipe.read(8)
+    if len(head) != 8:
+        raise EOFError("the child sent nothing")
+    size = int.from_bytes(head, "little")
+    data = pipe.read(size)
+    if len(data) != size:
+        raise EOFError("the child's answer was cut")
+    return pickle.loads(data)
+
+
+def _finish_child(pid: int, pipe: Any) -> Any | None:
+    """The child's second answer (the workspace skills, or None), then the child reaped."""
+    try:
+        return _receive(pipe)
+    except (OSError, EOFError, pickle.UnpicklingError, ValueError, TypeError, AttributeError) as exc:
+        log.info("no workspace skills from the start-up walk's child process (%s)", exc)
+        return None
+    finally:
+        pipe.close()
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+
+
 def receive_walk(service: Any, pid: int, read_fd: int) -> Any | None:
     """The child's walk (a :class:`~tools.mesh_index.workspace.Discovery`), its watches adopted; None on failure."""
     from tools.mesh_index.workspace import Discovery
 
-    chunks = []
-    status: int | None = None
+    pipe = os.fdopen(read_fd, "rb")
     try:
-        with os.fdopen(read_fd, "rb") as pipe:
-            while chunk := pipe.read(1 << 20):
-                chunks.append(chunk)
-    except OSError as exc:
-        log.info("reading the start-up walk failed (%s): walking in this process", exc)
-        chunks = []
-    finally:
-        with contextlib.suppress(ChildProcessError):
-            _pid, status = os.waitpid(pid, 0)
-    if status is not None and os.waitstatus_to_exitcode(status) != 0:  # (None: reaped elsewhere; the JSON tells)
-        log.info("the start-up walk's child process failed: walking in this process")
-        return None
-    try:  # pickle: the bytes come from this process's own forked child, through a pipe (no file)
-        found, watched, broken, skills = pickle.loads(b"".join(chunks))
+        found, watched, broken = _receive(pipe)
         if not isinstance(found, Discovery) or not isinstance(watched, dict):
             raise TypeError(f"unexpected {type(found).__name__}")
-    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError) as exc:
+    except (OSError, EOFError, pickle.UnpicklingError, ValueError, TypeError, AttributeError) as exc:
         log.info("bad answer from the start-up walk's child process (%s): walking in this process", exc)
+        _finish_child(pid, pipe)
         return None
     watch = service.folder_watch()
     if watch is None:
+        _finish_child(pid, pipe)
         return None
     watch.adopt(watched, bool(broken))
-    if skills is not None:
-        _child_skills[service] = skills
+    _child_rest[service] = (pid, pipe)  # the skills come next (read by the warm-up thread)
     return found
 
 
