@@ -61,13 +61,6 @@ class SkillCatalog:
                 self._found = found = self._reread(found, changed)
             return found
 
-    def seed(self, found: SkillDiscovery) -> None:
-        """Start from ``found`` (a discovery made elsewhere, e.g. by ``serve``'s start-up process) unless a
-        walk was made here already: the next :meth:`current` checks it like its own last walk."""
-        with self._lock:
-            if self._found is None:
-                self._found = found
-
     def _folders_changed(self, found: SkillDiscovery) -> bool:
         root = str(self.workspace)
         for rel_dir, mtime in found.dirs.items():

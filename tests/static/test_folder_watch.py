@@ -8,20 +8,18 @@
 - The answers after each change are those of a service that walks (``watch=False``); the
   whole state is compared with a cold build in ``test_incremental_equals_cold.py``.
 - The server's shared service watches; one-shot commands do not.
-- ``serve`` starts the refresh at start-up (``warmup.py``: the walk in a forked child, then the
-  skills' walk) and hands that service and the skill catalog to the runtime.
+- ``serve`` starts the refresh at start-up (``warmup.py``: the walk in a forked child) and hands
+  that service to the runtime.
 """
 
 from __future__ import annotations
 
 import shutil
-import threading
 from pathlib import Path
 
 import pytest
 
 import tools.mesh_index.service as service_module
-from resources.skill_catalog import get_skill_catalog
 from server.runtime import Runtime
 from tools.mesh_index.service import get_index_service, service_for_settings
 from tools.mesh_index.warmup import adopt, start_warm_up
@@ -162,17 +160,12 @@ def test_warm_up_refreshes_at_start_and_becomes_the_runtime_service(make_setting
     built.close()
     warm = start_warm_up(settings)
     assert warm is not None
-    for thread in threading.enumerate():
-        if thread.name == "mesh-index-warm-up":
-            thread.join(30)  # the index refresh, then the skills (walked by the start-up's child, or here)
     runtime = Runtime(settings)
     adopt(runtime, warm)
     try:
         assert get_index_service(runtime) is warm
         r = warm.analyze_impact("GEOCODE_EVENT")
         assert r.index.files == 66 and r.index.reparsed == 0
-        catalog = get_skill_catalog(runtime)
-        assert catalog is not None and catalog._found is not None, "the warm-up found the skills, the runtime has them"
     finally:
         warm.close()
     assert start_warm_up(make_settings(workspace=str(workspace), limits={"index_warm_at_start": False})) is None
@@ -182,7 +175,6 @@ CHILD_WALK_SCRIPT = r"""
 import json, sys, threading
 from pathlib import Path
 import tools.mesh_index.service as service_module
-from resources.skill_catalog import get_skill_catalog
 import tools.mesh_index.warmup as warmup
 from server.config import load_settings
 
@@ -205,15 +197,9 @@ settings = load_settings(environ={}, overrides={"workspace": workspace, "state_d
 assert threading.active_count() == 1
 svc = warmup.start_warm_up(settings)
 first = svc.analyze_impact("GEOCODE_EVENT")  # waits for the warm-up on the service's lock
-for thread in threading.enumerate():
-    if thread.name == "mesh-index-warm-up":
-        thread.join(60)
-catalog = warmup._warm_skills[svc]
-skills = catalog.current()
 out = {"child": children[0] is not None, "walks_after_start": list(walks), "clean": svc._watch_clean,
        "watched": svc._watch.watched, "files": first.index.files, "reparsed": first.index.reparsed,
-       "producers": sorted([p.file, p.line] for p in first.producers),
-       "skills_walks": catalog.walks, "skills": [k.rel_path for k in skills.skills]}
+       "producers": sorted([p.file, p.line] for p in first.producers)}
 path = Path(workspace) / "ms-event/src/modules/event/event.service.ts"
 path.write_text(path.read_text().replace("export class EventService {", "export class EventService {\n", 1))
 (Path(workspace) / "ms-event/src/late").mkdir()
@@ -231,19 +217,9 @@ def test_the_start_up_walk_runs_in_a_child_process_and_its_watches_serve_the_par
     """``serve`` has one thread when the warm-up starts: the walk is forked off (the parent never walks), and the
     watches the child set on the inherited inotify instance report the next edits to the parent."""
     import json
-    import os
     import subprocess
     import sys
-    import time
 
-    from resources.workspace_skills import discover_workspace_skills
-
-    skill = workspace / "ms-event" / ".agents" / "skills" / "replay" / "SKILL.md"
-    skill.parent.mkdir(parents=True)
-    skill.write_text("---\nname: replay\ndescription: Replay a failed job.\n---\nSteps.\n")
-    past = time.time_ns() - 60 * 10**9  # older than the skills' racy window: a walk's mtimes then prove freshness
-    for path in [workspace, *workspace.rglob("*")]:
-        os.utime(path, ns=(past, past), follow_symlinks=False)
     settings = make_settings(workspace=str(workspace))
     built = service_for_settings(settings)
     built.refresh()
@@ -258,9 +234,6 @@ def test_the_start_up_walk_runs_in_a_child_process_and_its_watches_serve_the_par
     assert out["clean"] is True and out["watched"] > 10
     assert out["files"] == 66 and out["reparsed"] == 0
     assert out["producers"] == [[EVENT_SERVICE, 14]]
-    expected = [k.rel_path for k in discover_workspace_skills(workspace, settings.conventions.static.skip_dirs).skills]
-    assert out["skills"] == expected == ["ms-event/.agents/skills/replay/SKILL.md"]
-    assert out["skills_walks"] == 0, "the child found the skills; the parent only checked its folders' mtimes"
     assert out["walks_after_edit"] == [], "the child's watches named the edits: still no walk"
     assert out["reparsed_after_edit"] == 2 and out["files_after_edit"] == 67
     assert out["producers_after_edit"] == [[EVENT_SERVICE, 15]]
