@@ -56,7 +56,6 @@ class BuildCacheMixin:
     _snapshot_digest: str | None
     _build_digest: str | None
     _memo: dict[str, tuple[LinkedIndex | None, Any]]
-    _preloaded_stats: dict[str, tuple[int, int, str]]
 
     if TYPE_CHECKING:  # provided by the service and by FreshnessMixin
         def _changed(self, files: list[SourceFile]) -> tuple[list[tuple[str, str]], list[tuple[str, int, int]]]: ...
@@ -71,8 +70,7 @@ class BuildCacheMixin:
 
         Also answers the refreshes that follow while nothing changes (facts stay unloaded)."""
         if self._index is None:
-            self._files = self._preloaded_stats or cache.load_stats()
-            self._preloaded_stats = {}
+            self._files = cache.load_stats()
         to_parse, touched = self._changed(found.files)
         current = {f.rel for f in found.files}
         if to_parse or not all(rel in current for rel in self._files):

@@ -2,10 +2,13 @@
 
 :class:`FreshnessMixin` holds the change detection of the service, which mixes it in:
 
-- folder watches (a long-running server only, see :mod:`tools.mesh_index.watch`): every
-  folder known so far is watched *before* the walk, so that a change made during the walk is
-  queued; when the last walk ran with every folder already watched and no event came since,
-  the next refresh skips the walk;
+- folder watches (a long-running server only, see :mod:`tools.mesh_index.watch`): the walk
+  sets a watch on each folder right before reading it, so that a change made during the walk
+  is queued; from then on a refresh does not walk: it reads the events and looks only at what
+  they name (:meth:`FreshnessMixin._apply_delta`: each file named is stat'ed and hashed, each
+  folder created, removed or renamed is walked again alone). It walks the whole workspace
+  again when the events cannot say what changed (the kernel's queue overflowed, a watch could
+  not be set, the workspace folder itself moved) and on ``full``;
 - per file, whether it must be parsed again: a new file, or a file whose size or mtime
   changed and whose content hash differs (same content: only its stat is updated, reported as
   ``touched`` so the cache records it);
@@ -20,7 +23,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,10 +33,34 @@ from server.config import StaticConventions
 from tools.mesh_index.cache import FactCache
 from tools.mesh_index.linked import LinkedIndex
 from tools.mesh_index.model import IndexInfo
-from tools.mesh_index.workspace import Discovery, Package, SourceFile, TsConfig, find_stale, read_package, read_tsconfig
+from tools.mesh_index.workspace import (
+    MAX_FILE_BYTES,
+    Discovery,
+    Package,
+    SourceFile,
+    TsConfig,
+    discover,
+    find_stale,
+    indexed_kind,
+    read_package,
+    read_tsconfig,
+)
 
 if TYPE_CHECKING:
-    from tools.mesh_index.watch import FolderWatch
+    from tools.mesh_index.watch import Delta, FolderWatch
+
+
+def _lstat(path: str) -> os.stat_result | None:
+    try:
+        return os.lstat(path)
+    except OSError:
+        return None
+
+
+def _regular(path: str) -> os.stat_result | None:
+    """The stat of ``path`` when it is a regular file (not a symlink: the walk does not follow them)."""
+    st = _lstat(path)
+    return st if st is not None and stat.S_ISREG(st.st_mode) else None
 
 
 class FreshnessMixin:
@@ -51,56 +80,175 @@ class FreshnessMixin:
     _watch_wanted: bool
     _watch: FolderWatch | None
     _watch_clean: bool
-    _preloaded_stats: dict[str, tuple[int, int, str]]
+    _found: Discovery | None
 
     if TYPE_CHECKING:  # provided by the service
+        _facts_loaded: bool
+
         def _open_cache(self) -> FactCache | None: ...
+        def _load_facts(self, cache: FactCache | None) -> None: ...
+        def _make_info(self, reparsed: int, started: float, cache: FactCache | None) -> IndexInfo: ...
+        def _update(self, to_parse: list[tuple[str, str]], touched: list[tuple[str, int, int]], removed: list[str],
+                    configs_changed: bool, progress: Callable[[int, int, str], None] | None, started: float,
+                    full: bool) -> IndexInfo: ...
 
     # -- folder watches (long-running server only) -----------------------------------------------
-    def _unchanged_since_last_walk(self) -> bool:
-        """True when folder watches prove that nothing changed since the last walk (no walk needed)."""
-        if self._watch is None or not self._watch_clean or self._info is None or self._index is None:
-            return False
-        if self._watch.changed():
+    def _watched_delta(self) -> Delta | None:
+        """What the folder watches saw since the last refresh, or None when the caller must walk."""
+        if (self._watch is None or not self._watch_clean or self._info is None or self._index is None
+                or self._found is None):
+            return None
+        delta = self._watch.changes()
+        if delta.full:
             self._watch_clean = False
-            return False
-        return True
+            return None
+        return delta
 
-    def _watch_before_walk(self) -> None:
-        """Watch every folder known so far before walking, so that a change during the walk is queued."""
+    def _watch_for_walk(self) -> Callable[[str], object] | None:
+        """The hook that watches each folder right before the walk reads it (None: no watches)."""
         self._watch_clean = False
-        if not self._watch_wanted:
-            return
-        if self._watch is None:
+        watch = self.folder_watch()
+        if watch is None:
+            return None
+        watch.changes()  # drain: the walk that follows reads whatever was queued
+        return watch.add
+
+    def folder_watch(self) -> FolderWatch | None:
+        """The service's folder watches, made on first use (None: not wanted, or no inotify here)."""
+        if self._watch is None and self._watch_wanted:
             from tools.mesh_index.watch import FolderWatch
 
-            self._watch = FolderWatch.create()
-            if self._watch is None:
-                self._watch_wanted = False
-                return
-            if not self._files and (cache := self._open_cache()) is not None:
-                self._preloaded_stats = cache.load_stats()  # a new process: the folders indexed before
-        self._watch.changed()  # drain: the walk that follows sees whatever was queued
-        root = str(self.workspace)
-        folders = {root, *(root + "/" + d for d in self._dirs if d)}
-        for rel in self._files or self._preloaded_stats:
-            head = rel.rpartition("/")[0]
-            while head and (root + "/" + head) not in folders:
-                folders.add(root + "/" + head)
-                head = head.rpartition("/")[0]
-        self._watch.add(sorted(folders))
+            self._watch = FolderWatch.create(str(self.workspace))
+            self._watch_wanted = self._watch is not None
+        return self._watch
 
-    def _watch_after_walk(self, found: Discovery) -> None:
-        """Watch the folders the walk found; the next call skips the walk only if none was new."""
-        if self._watch is None:
-            return
+    def _watch_after_walk(self) -> None:
+        """After a walk (or a delta) that succeeded: the next refresh may trust the events."""
+        self._watch_clean = self._watch is not None and not self._watch.broken
+
+    def _apply_delta(self, delta: Delta) -> tuple[list[SourceFile], list[str], bool] | None:
+        """The files ``delta`` names as they are now, the indexed files gone, and whether the layout
+        (package.json, tsconfig.json, git roots) changed; None when the caller must walk instead.
+
+        Each folder named walks again alone (its watches dropped and set anew as it is read); each
+        file named is stat'ed. ``self._found`` and ``self._dirs`` follow (except ``found.files``:
+        the files are ``self._files``)."""
+        assert self._found is not None and self._watch is not None
+        found = self._found
         root = str(self.workspace)
-        added = self._watch.add([root + "/" + d if d else root for d in found.dirs])
-        self._watch_clean = added == 0
+        cut = len(root) + 1
+        skip = set(self.conventions.skip_dirs)
+        present: dict[str, SourceFile] = {}
+        gone: set[str] = set()
+        git_roots = list(found.git_roots)
+        configs = False  # a package.json or tsconfig.json may have come, gone or changed
+        walked: list[str] = []  # folders walked again (relative): files under them are done
+        for path in sorted(delta.folders):
+            if not path.startswith(root + "/"):
+                return None
+            rel = path[cut:]
+            if any(rel.startswith(w + "/") for w in walked):
+                continue
+            parent, _, name = rel.rpartition("/")
+            self._restat_dir(parent)
+            if name == ".git":
+                self._git_marker(parent)
+                continue
+            if name in skip:
+                continue
+            walked.append(rel)
+            self._watch.forget(path)
+            prefix = rel + "/"
+            gone.update(r for r in self._files if r.startswith(prefix))
+            for d in [d for d in self._dirs if d == rel or d.startswith(prefix)]:
+                del self._dirs[d]
+            lists = (found.packages, found.tsconfigs, found.git_roots, found.skipped)
+            kept = [[r for r in lst if not (r == rel or r.startswith(prefix))] for lst in lists]
+            configs = configs or any(len(k) != len(lst) for k, lst in zip(kept[:2], lists[:2], strict=True))
+            if os.path.isdir(path) and not os.path.islink(path):
+                sub = discover(self.workspace, skip, rel, before_scan=self._watch.add)
+                present.update((f.rel, f) for f in sub.files)
+                self._dirs.update(sub.dirs)
+                for k, more in zip(kept, (sub.packages, sub.tsconfigs, sub.git_roots, sub.skipped), strict=True):
+                    k.extend(more)
+                configs = configs or bool(sub.packages or sub.tsconfigs)
+            found.packages, found.tsconfigs, found.git_roots, found.skipped = (sorted(set(k)) for k in kept)
+        for path in delta.files:
+            rel = path[cut:]
+            if not path.startswith(root + "/") or any(rel.startswith(w + "/") for w in walked):
+                continue
+            folder, _, name = rel.rpartition("/")
+            self._restat_dir(folder)
+            if name == ".git":
+                self._git_marker(folder)
+            elif name in ("package.json", "tsconfig.json"):
+                configs = True
+                listed = found.packages if name == "package.json" else found.tsconfigs
+                if _regular(path) is None:
+                    if rel in listed:
+                        listed.remove(rel)
+                elif rel not in listed:
+                    listed.append(rel)
+                    listed.sort()
+            elif (kind := indexed_kind(rel)) is not None:
+                st = _regular(path)
+                if rel in found.skipped:
+                    found.skipped.remove(rel)
+                if st is None or st.st_size > MAX_FILE_BYTES:
+                    gone.add(rel)
+                    if st is not None:
+                        found.skipped.append(rel)
+                        found.skipped.sort()
+                else:
+                    present[rel] = SourceFile(rel, kind, st.st_size, st.st_mtime_ns)
+        layout = found.git_roots != git_roots
+        if configs:
+            layout = self._read_configs(found.packages, found.tsconfigs) or layout
+        gone = {rel for rel in gone if rel in self._files and rel not in present}
+        return sorted(present.values(), key=lambda f: f.rel), sorted(gone), layout
+
+    def _refresh_delta(self, files: list[SourceFile], removed: list[str], layout_changed: bool,
+                       progress: Callable[[int, int, str], None] | None, started: float) -> IndexInfo:
+        """The refresh of the files an event named (see :meth:`_apply_delta`)."""
+        cache = self._open_cache()
+        to_parse, touched = self._changed(files, verify=True)
+        if not self._facts_loaded:  # loaded from the snapshot: the facts are needed only to relink
+            if not (to_parse or removed or layout_changed):
+                if cache is not None:
+                    cache.touch(touched)
+                self._info = self._make_info(0, started, cache)
+                self._watch_after_walk()
+                return self._info
+            if cache is not None:
+                cache.touch(touched)
+            self._load_facts(cache)
+            to_parse, touched = self._changed(files, verify=True)
+        return self._update(to_parse, touched, removed, layout_changed, progress, started, False)
+
+    def _restat_dir(self, rel_dir: str) -> None:
+        """Record a known folder's new mtime (an entry was added or removed: see ``find_stale``)."""
+        if rel_dir in self._dirs:
+            st = _lstat(os.path.join(self.workspace, rel_dir))
+            if st is not None:
+                self._dirs[rel_dir] = st.st_mtime_ns
+
+    def _git_marker(self, rel_dir: str) -> None:
+        """A ``.git`` entry came or went in ``rel_dir``: update the git roots."""
+        assert self._found is not None
+        st = _lstat(os.path.join(self.workspace, rel_dir, ".git"))
+        is_root = st is not None and (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode))
+        roots = set(self._found.git_roots)
+        if is_root != (rel_dir in roots):
+            roots.symmetric_difference_update({rel_dir})
+            self._found.git_roots = sorted(roots)
 
     # -- files and config files to read again ----------------------------------------------------
-    def _changed(self, files: list[SourceFile]) -> tuple[list[tuple[str, str]], list[tuple[str, int, int]]]:
-        """Files to parse, and files whose mtime changed but content did not (rel, size, mtime)."""
+    def _changed(self, files: list[SourceFile], verify: bool = False
+                 ) -> tuple[list[tuple[str, str]], list[tuple[str, int, int]]]:
+        """Files to parse, and files whose mtime changed but content did not (rel, size, mtime).
+
+        ``verify``: hash even the files whose size and mtime did not change (those an event named:
+        two writes within the file system's timestamp granularity leave the same mtime)."""
         to_parse: list[tuple[str, str]] = []
         touched: list[tuple[str, int, int]] = []
         for f in files:
@@ -108,15 +256,17 @@ class FreshnessMixin:
             if known is None:
                 to_parse.append((f.rel, f.kind))
                 continue
-            if known[0] == f.size and known[1] == f.mtime_ns:
+            same_stat = known[0] == f.size and known[1] == f.mtime_ns
+            if same_stat and not verify:
                 continue
             try:
                 data = (self.workspace / f.rel).read_bytes()
             except OSError:
                 continue
             if hashlib.sha1(data, usedforsecurity=False).hexdigest() == known[2]:
-                self._files[f.rel] = (f.size, f.mtime_ns, known[2])
-                touched.append((f.rel, f.size, f.mtime_ns))
+                if not same_stat:
+                    self._files[f.rel] = (f.size, f.mtime_ns, known[2])
+                    touched.append((f.rel, f.size, f.mtime_ns))
             else:
                 to_parse.append((f.rel, f.kind))
         return to_parse, touched

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import hashlib
+import itertools
 import json
 import threading
 import time
@@ -126,6 +127,7 @@ class IndexService(FreshnessMixin, BuildCacheMixin):
         self._facts: dict[str, dict[str, Any]] = {}
         self._packages: dict[str, tuple[int, Package | TsConfig | None]] = {}  # package.json, tsconfig.json
         self._layout: Layout | None = None
+        self._linked_roots: list[str] | None = None  # the git roots of the layout the index was linked with
         self._index: LinkedIndex | None = None
         self._engine: ImpactEngine | None = None
         self._info: IndexInfo | None = None
@@ -141,14 +143,20 @@ class IndexService(FreshnessMixin, BuildCacheMixin):
         self._memo: dict[str, tuple[LinkedIndex | None, Any]] = {}  # values derived from one build (see _derived)
         self._watch_wanted = watch  # a long-running server: folder watches replace the walk (see watch.py)
         self._watch: FolderWatch | None = None
-        self._watch_clean = False  # the last walk ran with every folder already watched, and succeeded
-        self._preloaded_stats: dict[str, tuple[int, int, str]] = {}
+        self._watch_clean = False  # the last walk ran with every folder watched: the events name what changes
+        self._walk_coming: Callable[[], Discovery | None] | None = None  # the first refresh's walk (walk_coming)
 
     # -- building ------------------------------------------------------------------------------
     def _open_cache(self) -> FactCache | None:
         if self._use_cache and self._cache is None:
             self._cache = FactCache(self.cache_dir, self._signature)
         return self._cache if self._cache is not None and self._cache.enabled else None
+
+    def walk_coming(self, receive: Callable[[], Discovery | None]) -> None:
+        """The first refresh takes its walk from ``receive()`` (the start-up's child process, see warmup.py:
+        each folder's watch was set on :meth:`folder_watch` before the folder was read); None: it walks."""
+        with self._lock:
+            self._walk_coming = receive
 
     def refresh(self, progress: Progress | None = None, full: bool = False) -> IndexInfo:
         """Bring the index up to date with the files on disk; returns its state.
@@ -163,17 +171,24 @@ class IndexService(FreshnessMixin, BuildCacheMixin):
 
     def _refresh(self, progress: Progress | None, full: bool) -> IndexInfo:
         started = time.perf_counter()
-        if not full and self._unchanged_since_last_walk():
-            assert self._info is not None
-            self._stale, self._stale_checked = [], time.monotonic()
-            self._info = self._info.model_copy(update={
-                "indexed_at": datetime.now(UTC).isoformat(timespec="seconds"), "reparsed": 0, "stale_files": [],
-                "duration_s": round(time.perf_counter() - started, 3)})
-            return self._info
+        delta = None if full else self._watched_delta()
+        if delta is not None:  # the folder watches name what changed: no walk
+            if delta.empty:
+                assert self._info is not None
+                self._stale, self._stale_checked = [], time.monotonic()
+                self._info = self._info.model_copy(update={
+                    "indexed_at": datetime.now(UTC).isoformat(timespec="seconds"), "reparsed": 0,
+                    "stale_files": [], "duration_s": round(time.perf_counter() - started, 3)})
+                return self._info
+            applied = self._apply_delta(delta)
+            if applied is not None:
+                return self._refresh_delta(*applied, progress, started)
         if not self.workspace.is_dir():
             raise MeshError(f"workspace {self.workspace} is not a directory (check --workspace or mesh.toml)")
-        self._watch_before_walk()
-        found = discover(self.workspace, self.conventions.skip_dirs)
+        receive, self._walk_coming = self._walk_coming, None
+        found = receive() if receive is not None else None
+        if found is None:
+            found = discover(self.workspace, self.conventions.skip_dirs, before_scan=self._watch_for_walk())
         self._found = found
         self._dirs = found.dirs
         cache = self._open_cache()
@@ -186,12 +201,21 @@ class IndexService(FreshnessMixin, BuildCacheMixin):
         elif not self._facts_loaded:
             if cache is not None and self._from_snapshot(found, cache, started):
                 assert self._info is not None
-                self._watch_after_walk(found)
+                self._watch_after_walk()
                 return self._info
             self._load_facts(cache)
         to_parse, touched = self._changed(found.files)
         current = {f.rel for f in found.files}
         removed = [rel for rel in self._files if rel not in current]
+        configs_changed = self._read_configs(found.packages, found.tsconfigs)
+        configs_changed = configs_changed or (self._linked_roots is not None and self._linked_roots != found.git_roots)
+        return self._update(to_parse, touched, removed, configs_changed, progress, started, full)
+
+    def _update(self, to_parse: list[tuple[str, str]], touched: list[tuple[str, int, int]], removed: list[str],
+                configs_changed: bool, progress: Progress | None, started: float, full: bool) -> IndexInfo:
+        """Parse ``to_parse``, drop ``removed``, relink when any file's facts or the layout changed."""
+        cache = self._open_cache()
+        new_files = bool(removed) or any(rel not in self._files for rel, _kind in to_parse)
         for rel in removed:
             self._files.pop(rel, None)
             self._facts.pop(rel, None)
@@ -210,15 +234,18 @@ class IndexService(FreshnessMixin, BuildCacheMixin):
             cache.store(results)
             cache.touch(touched)
             cache.delete(removed)
-        configs_changed = self._read_configs(found.packages, found.tsconfigs)
         # an edit that leaves every file's facts as they were (a comment, a method body) needs no relink
         changed = bool(facts_changed or removed or configs_changed or self._index is None)
         if results or removed:
             self._pending_snapshot = True  # file hashes changed: the snapshot digest must follow
             self._build_digest = None
         if changed:
-            self._layout = self._make_layout()
+            if new_files or configs_changed or self._layout is None:  # else the same files: its memos hold
+                self._layout = self._make_layout()
             self._build_digest = None
+            keys = list(self._facts)
+            if any(a > b for a, b in itertools.pairwise(keys)):  # the linker's order is the files'
+                self._facts = dict(sorted(self._facts.items()))  # so that any build of a state gives one index
             self._index = link(self._facts, self._layout, self.full_conventions, self.known_emitters)
             self._engine = ImpactEngine(self._index)
             self._errors = sorted(rel for rel, f in self._facts.items() if f.get("error"))
@@ -226,7 +253,7 @@ class IndexService(FreshnessMixin, BuildCacheMixin):
             if cache is not None and (len(results) >= SNAPSHOT_AT_ONCE or full):
                 self._write_snapshot()
         self._info = self._make_info(len(results), started, cache)
-        self._watch_after_walk(found)
+        self._watch_after_walk()
         if changed:
             gc.freeze()
         return self._info
@@ -254,6 +281,7 @@ class IndexService(FreshnessMixin, BuildCacheMixin):
     def _make_layout(self) -> Layout:
         if self._found is not None and not self._packages:
             self._read_configs(self._found.packages, self._found.tsconfigs)
+        self._linked_roots = list(self._found.git_roots) if self._found is not None else None
         return Layout(
             self.workspace, self._files.keys(),
             [p for _m, p in self._packages.values() if isinstance(p, Package)],
@@ -334,6 +362,9 @@ class IndexService(FreshnessMixin, BuildCacheMixin):
     def close(self) -> None:
         """Write the pending snapshot (if any), close the cache and the folder watches."""
         with self._lock:
+            receive, self._walk_coming = self._walk_coming, None
+            if receive is not None:  # never refreshed: reap the start-up's child process
+                receive()
             if self._watch is not None:
                 self._watch.close()
                 self._watch, self._watch_clean = None, False

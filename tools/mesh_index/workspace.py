@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import posixpath
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -72,12 +72,15 @@ class Discovery:
     skipped: list[str] = field(default_factory=list)  # source files over MAX_FILE_BYTES, not indexed
 
 
-def discover(workspace: Path, skip_dirs: Iterable[str], start: str = "") -> Discovery:
+def discover(workspace: Path, skip_dirs: Iterable[str], start: str = "",
+             before_scan: Callable[[str], object] | None = None) -> Discovery:
     """Walk the workspace (or its folder ``start``): source files, package.json and tsconfig.json
     paths, git roots (relative, sorted) and the mtime of every folder walked.
 
     Directories named in ``skip_dirs`` (``node_modules``, ``dist``, ...) are not entered;
     symlinked directories are not followed; files over 2 MB are skipped (listed in ``skipped``).
+    ``before_scan`` is called with each folder's absolute path right before it is read (the
+    folder watches of :mod:`tools.mesh_index.watch` are set there).
     """
     skip = set(skip_dirs)
     files: list[SourceFile] = []
@@ -94,6 +97,8 @@ def discover(workspace: Path, skip_dirs: Iterable[str], start: str = "") -> Disc
         rel_dir = stack.pop()
         abs_dir = root + "/" + rel_dir if rel_dir else root
         prefix = rel_dir + "/" if rel_dir else ""
+        if before_scan is not None:
+            before_scan(abs_dir)
         try:
             with os.scandir(abs_dir) as it:
                 entries = list(it)
