@@ -1,4 +1,4 @@
-"""tree-sitter languages, parsers and the queries fact extraction runs (compiled once per config).
+"""tree-sitter languages, parsers, the queries fact extraction runs (compiled once) and the word finder.
 
 tree-sitter itself is imported on first use: a process that parses nothing (a warm start
 loading the snapshot) never loads it.
@@ -6,7 +6,8 @@ loading the snapshot) never loads it.
 
 from __future__ import annotations
 
-import json
+import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING
@@ -47,22 +48,12 @@ def parser(kind: str) -> Parser:
     return Parser(language(kind))
 
 
-def quote_names(names: tuple[str, ...]) -> str:
-    return " ".join(json.dumps(n) for n in names)
-
-
 @lru_cache(maxsize=8)
 def queries(kind: str, cfg: ExtractConfig) -> dict[str, Query]:
     from tree_sitter import Query
 
     lang = language(kind)
-    keys = cfg.stream_fields + cfg.group_fields + ("provide",)
     q = {
-        "calls": f"""(call_expression
-                     function: [(identifier) @fn (member_expression property: (property_identifier) @fn)]
-                     (#any-of? @fn {quote_names(cfg.call_names)})) @call""",
-        "pairs": f"""(pair key: [(property_identifier) (string (string_fragment))] @k
-                     (#any-of? @k {quote_names(keys)})) @pair""",
         "strings": "[(string) (template_string)] @s",
         "news": "(new_expression constructor: (identifier) @c arguments: (arguments)) @n",
         "refs": "[(identifier) (type_identifier)] @id",
@@ -93,3 +84,45 @@ def captures(query: Query, node: Node) -> dict[str, list[Node]]:
 
 def _start(node: Node) -> int:
     return node.start_byte
+
+
+
+IDENT_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_$")
+IDENT_REST = re.compile(rb"[\w$]*")
+
+
+@lru_cache(maxsize=16)
+def _needles(words: tuple[str, ...]) -> tuple[tuple[bytes, ...], frozenset[bytes]]:
+    """The words' shortest prefixes among themselves (``create`` finds ``createJob`` too) and the words."""
+    encoded = sorted({w.encode() for w in words})
+    needles = tuple(w for w in encoded if not any(o != w and w.startswith(o) for o in encoded))
+    return needles, frozenset(encoded)
+
+
+def word_spans(src: bytes, words: tuple[str, ...]) -> list[tuple[int, int]]:
+    """(start, end) of every whole word of ``words`` written in ``src`` (not inside a longer
+    identifier), in order: each needle found by a fast substring search, then widened to its word."""
+    needles, wanted = _needles(words)
+    spans = []
+    for needle in needles:
+        i = src.find(needle)
+        while i >= 0:
+            end = IDENT_REST.match(src, i + len(needle)).end()
+            if (i == 0 or src[i - 1] not in IDENT_BYTES) and src[i:end] in wanted:
+                spans.append((i, end))
+            i = src.find(needle, end)
+    spans.sort()
+    return spans
+
+
+def word_nodes(root: Node, src: bytes, words: tuple[str, ...]) -> Iterator[Node]:
+    """The syntax nodes spanning exactly a whole word of ``words``, in document order.
+
+    Instead of a query run over every node of the tree (as costly as the parse on real code),
+    a substring search finds the few places where a name is written and tree-sitter the
+    smallest node there: a word inside a comment, a string or a longer name spans no node of
+    its own."""
+    for start, end in word_spans(src, words):
+        node = root.descendant_for_byte_range(start, end)
+        if node is not None and node.start_byte == start and node.end_byte == end:
+            yield node
