@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from tree_sitter import Language, Node, Parser, Query
 
+    from server.config import Conventions
+
 
 @dataclass(frozen=True)
 class ExtractConfig:
@@ -31,6 +33,30 @@ class ExtractConfig:
     event_table: str
     repo_create_calls: tuple[str, ...] = ()
     job_registries: tuple[str, ...] = ()
+
+
+def extract_config(conv: Conventions) -> ExtractConfig:
+    """The names extraction needs, from the conventions (here, not in the service: the command line
+    starts its workers before it imports the service)."""
+    sc = conv.static
+    calls = sc.create_job_calls + sc.fallback_calls + sc.create_event_calls + sc.direct_queue_calls
+    calls = calls + sc.migration_query_calls + sc.ws_send_calls
+    repo_create = [c for c in sc.repository_create_calls if c not in calls]  # kept only with a type field
+    calls = calls + repo_create
+    sql_tokens = [conv.tables.event_queue, conv.audit_trigger, *sc.sql_event_functions, "create trigger"]
+    return ExtractConfig(
+        call_names=tuple(dict.fromkeys(calls)),
+        processor_decorators=tuple(sc.processor_decorators),
+        handler_type_fields=tuple(sc.handler_type_fields),
+        filter_methods=tuple(sc.post_processor_filter_methods),
+        stream_fields=tuple(sc.post_processor_stream_fields),
+        group_fields=tuple(sc.post_processor_group_fields),
+        sql_tokens=tuple(t.lower() for t in sql_tokens),
+        fallback_calls=tuple(sc.fallback_calls),
+        event_table=conv.tables.event_queue,
+        repo_create_calls=tuple(repo_create),
+        job_registries=tuple(sc.job_registry),
+    )
 
 
 @lru_cache(maxsize=2)
