@@ -1,5 +1,5 @@
-"""The calls and object keys extraction finds from the names' places in the text are those the
-tree-sitter queries they replaced found (kept here as references).
+"""The calls, object keys, return values and lookups extraction finds from the names' places in
+the text are those the tree-sitter queries they replaced found (kept here as references).
 
 The queries matched every node of the tree and cost as much as the parse on real code; the new
 finders search the source for the names and ask tree-sitter for the node there. These tests
@@ -21,7 +21,7 @@ import tools.mesh_index.literal_facts as literal_facts
 import tools.mesh_index.parser as parser_module
 from server.config import Conventions
 from tests.static.test_index_speed import fixture_files
-from tools.mesh_index.parser import call_sites, extract
+from tools.mesh_index.parser import call_sites, extract, lookup_objects, return_values
 from tools.mesh_index.service import extract_config
 from tools.mesh_index.ts_queries import language, parser, word_spans
 
@@ -40,6 +40,10 @@ REF_CALLS = f"""(call_expression
                  (#any-of? @fn {_quote(CFG.call_names)})) @call"""
 REF_PAIRS = f"""(pair key: [(property_identifier) (string (string_fragment))] @k
                  (#any-of? @k {_quote(KEYS)})) @pair"""
+REF_RETURNS = "(return_statement (_) @r)"
+REF_LOOKUPS = """[(subscript_expression object: (identifier) @o)
+                  (call_expression function: (member_expression object: (identifier) @o
+                     property: (property_identifier) @p) (#any-of? @p "get" "has"))]"""
 
 
 def _ref(query_src: str, name: str, root, kind: str) -> list:
@@ -153,3 +157,65 @@ def test_facts_of_every_fixture_file_are_those_of_the_queries(monkeypatch):
     before = {rel: _extract(root / rel, kind) for root, rel, kind in files}
     assert current == before and sum('"calls"' in v for v in current.values()) > 20
     assert sum('"bindings"' in v or '"providers"' in v for v in current.values()) > 3
+
+
+# -- return values and lookups of function bodies ----------------------------------------------------
+
+BODY_CASES = [
+    b"function f(a) { if (a) { return a.x; } const g = () => { return 1; }; return /* c */ b; }",
+    b"function f() { return; } function g() { // return x\n const s = 'return y'; return `return ${z}`; }",
+    b"function f(m, k) { return m.get(k) ?? M[k] ?? m?.get(k) ?? m.get<T>(k) ?? (m.get)(k) ?? a.b.get(k); }",
+    b"function f(a) { const t: string[] = [1, 2]; x = a[b[c]] + a?.[d] + this.e[f] + g()[h] + get(k) + has(k); }",
+    b"function f(o) { return o.return + o['return'] + returned + xreturn; } function g() { return o.has(1), 2; }",
+    b"const f = function* () { yield 1; return m.has(x) ? T[x] : null; };",
+]
+
+
+def _function_bodies(root):
+    stack, out = [root], []
+    while stack:
+        node = stack.pop()
+        if node.type == "statement_block":
+            out.append(node)
+        stack.extend(node.children)
+    return out
+
+
+def _compare_bodies(src: bytes, kind: str = "ts") -> int:
+    root = parser(kind).parse(src).root_node
+    n = 0
+    for body in _function_bodies(root):
+        old_r, old_l = _ref(REF_RETURNS, "r", body, kind), _ref(REF_LOOKUPS, "o", body, kind)
+        assert _spans(return_values(body, src)) == _spans(old_r), (src[body.start_byte:body.end_byte][:200])
+        assert _spans(lookup_objects(body, src)) == _spans(old_l), (src[body.start_byte:body.end_byte][:200])
+        n += len(old_r) + len(old_l)
+    return n
+
+
+def test_return_values_and_lookups_equal_the_queries_on_edge_cases():
+    for src in BODY_CASES:
+        _compare_bodies(src)
+    root = parser("ts").parse(BODY_CASES[0]).root_node
+    outer = max(_function_bodies(root), key=lambda b: b.end_byte - b.start_byte)  # its returns and the arrow's
+    assert [n.text for n in return_values(outer, BODY_CASES[0])] == [b"a.x", b"1", b"/* c */", b"b"]
+    root = parser("ts").parse(BODY_CASES[2]).root_node
+    body = max(_function_bodies(root), key=lambda b: b.end_byte - b.start_byte)
+    assert [n.text for n in lookup_objects(body, BODY_CASES[2])] == [b"m", b"M", b"m", b"m"]
+
+
+BODY_TOKENS = ["return", "return ", "x", "m.get(", "m.has(", "a[", "]", "(", ")", "{", "}", ";", "'", "//", "\n",
+               " ", "=>", ",", "?.", "this.", "get", "[1]", "function f() {"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(BODY_TOKENS), max_size=30))
+def test_return_values_and_lookups_equal_the_queries_on_token_soup(tokens):
+    _compare_bodies(("function f() { " + "".join(tokens) + " }").encode())
+
+
+def test_return_values_and_lookups_equal_the_queries_on_every_fixture_file():
+    found = 0
+    for root, rel, kind in fixture_files():
+        if kind in ("ts", "tsx"):
+            found += _compare_bodies((root / rel).read_bytes(), kind)
+    assert found > 100

@@ -34,7 +34,7 @@ from tools.mesh_index.expressions import (
 )
 from tools.mesh_index.literal_facts import BUILTINS, FACTS_VERSION, LiteralFacts, json_facts
 from tools.mesh_index.sql_sites import sql_facts
-from tools.mesh_index.ts_queries import ExtractConfig, captures, parser, queries, word_nodes
+from tools.mesh_index.ts_queries import ExtractConfig, parser, queries, word_nodes, word_spans
 
 __all__ = ["FACTS_VERSION", "ExtractConfig", "extract"]
 
@@ -97,6 +97,48 @@ def call_sites(root: Node, src: bytes, cfg: ExtractConfig) -> list[Node]:
         call = node.parent
         if call is not None and call.type == "call_expression" and call.child_by_field_name("function") == node:
             found.append(call)
+    found.sort(key=_span)
+    return found
+
+
+def return_values(body: Node, src: bytes) -> list[Node]:
+    """What the return statements in ``body`` (nested functions included) return: the named
+    children of each (an ERROR node aside), in order. The nodes the query ``(return_statement (_) @r)`` captured, found
+    from the ``return`` keywords written in the body."""
+    out: list[Node] = []
+    for start, end in word_spans(src, ("return",), body.start_byte, body.end_byte):
+        keyword = body.descendant_for_byte_range(start, end)
+        statement = keyword.parent if keyword is not None and keyword.type == "return" else None
+        if statement is not None and statement.type == "return_statement":
+            out.extend(c for c in statement.named_children if c.type != "ERROR")  # `(_)` matches no ERROR
+    return out
+
+
+def lookup_objects(body: Node, src: bytes) -> list[Node]:
+    """The identifiers ``body`` indexes or asks: ``X[...]``, ``X.get(...)``, ``X.has(...)`` (nested
+    functions included), in order. The nodes the query ``[(subscript_expression object: (identifier)
+    @o) (call_expression function: (member_expression object: (identifier) @o property:
+    (property_identifier) @p) (#any-of? @p "get" "has"))]`` captured, found from the ``[`` and
+    the names written in the body."""
+    found: list[Node] = []
+    lo, hi = body.start_byte, body.end_byte
+    i = src.find(b"[", lo, hi)
+    while i >= 0:
+        bracket = body.descendant_for_byte_range(i, i + 1)
+        sub = bracket.parent if bracket is not None and bracket.type == "[" else None
+        obj = sub.child_by_field_name("object") if sub is not None and sub.type == "subscript_expression" else None
+        if obj is not None and obj.type == "identifier":
+            found.append(obj)
+        i = src.find(b"[", i + 1, hi)
+    for start, end in word_spans(src, ("get", "has"), lo, hi):
+        prop = body.descendant_for_byte_range(start, end)
+        member = prop.parent if prop is not None and prop.type == "property_identifier" else None
+        if member is None or member.type != "member_expression" or member.child_by_field_name("property") != prop:
+            continue
+        call, obj = member.parent, member.child_by_field_name("object")
+        if (call is not None and call.type == "call_expression" and call.child_by_field_name("function") == member
+                and obj is not None and obj.type == "identifier"):
+            found.append(obj)
     found.sort(key=_span)
     return found
 
@@ -298,12 +340,12 @@ class _FileExtractor(ClassFacts, LiteralFacts):
         if body is not None:
             if body.type != "statement_block":
                 ret = to_expr(body, 0, False)
-            elif b"return" in body_text:  # else no return statement: no query
-                returns = captures(self.q["returns"], body).get("r", [])
+            else:
+                returns = return_values(body, self.src)
                 if len(returns) == 1:
                     ret = to_expr(returns[0], 0, False)
             if b"[" in body_text or b".get(" in body_text or b".has(" in body_text:
-                lookups = sorted({text(n) for n in captures(self.q["lookups"], body).get("o", [])})
+                lookups = sorted({text(n) for n in lookup_objects(body, self.src)})
         self.f.setdefault("functions", {})[name] = [line_of(node), params, ret, lookups]
 
     def registry(self, node: Node) -> None:

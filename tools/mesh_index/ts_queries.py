@@ -80,9 +80,6 @@ QUERY_SOURCES = {
     "refs": "[(identifier) (type_identifier)] @id",
     "cases": "(switch_case value: (_) @v)",
     "members": "(member_expression) @m",
-    "lookups": """[(subscript_expression object: (identifier) @o)
-                   (call_expression function: (member_expression object: (identifier) @o
-                      property: (property_identifier) @p) (#any-of? @p "get" "has"))]""",
     "filter_calls": """(call_expression function: [(identifier) @f
                           (member_expression property: (property_identifier) @f)]) @call""",
     "supers": "(call_expression function: (super)) @call",
@@ -91,7 +88,6 @@ QUERY_SOURCES = {
                            object: (member_expression object: (this) property: (property_identifier))
                            property: (property_identifier))
                          arguments: (arguments)) @call""",
-    "returns": "(return_statement (_) @r)",
 }
 
 
@@ -145,18 +141,20 @@ def _needles(words: tuple[str, ...]) -> tuple[tuple[bytes, ...], frozenset[bytes
     return needles, frozenset(encoded)
 
 
-def word_spans(src: bytes, words: tuple[str, ...]) -> list[tuple[int, int]]:
-    """(start, end) of every whole word of ``words`` written in ``src`` (not inside a longer
-    identifier), in order: each needle found by a fast substring search, then widened to its word."""
+def word_spans(src: bytes, words: tuple[str, ...], start: int = 0, stop: int | None = None) -> list[tuple[int, int]]:
+    """(start, end) of every whole word of ``words`` written in ``src[start:stop]`` (not inside a
+    longer identifier), in order: each needle found by a fast substring search, then widened to
+    its word."""
     needles, wanted = _needles(words)
+    stop = len(src) if stop is None else stop
     spans = []
     for needle in needles:
-        i = src.find(needle)
+        i = src.find(needle, start, stop)
         while i >= 0:
             end = IDENT_REST.match(src, i + len(needle)).end()
             if (i == 0 or src[i - 1] not in IDENT_BYTES) and src[i:end] in wanted:
                 spans.append((i, end))
-            i = src.find(needle, end)
+            i = src.find(needle, end, stop)
     spans.sort()
     return spans
 
