@@ -10,20 +10,47 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import TextIO
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
 
 from server.cli_support import print_json, print_table, settings_from_args
 from server.errors import MeshError
-from tools.mesh_index.model import Site
-from tools.mesh_index.render import index_line
-from tools.mesh_index.service import IndexService, service_for_settings
+
+if TYPE_CHECKING:  # the service and the result models are imported once the workers parse (cmd_index)
+    from tools.mesh_index.model import Site
+    from tools.mesh_index.service import IndexService
 
 
-def make_service(args: argparse.Namespace) -> IndexService:
-    settings = settings_from_args(args)
+def make_service(args: argparse.Namespace, settings: Any = None) -> IndexService:
+    settings = settings if settings is not None else settings_from_args(args)
     if settings.workspace is None:
         raise MeshError("no workspace: pass --workspace DIR (a folder of repositories) or set workspace in mesh.toml")
+    from tools.mesh_index.service import service_for_settings
+
     return service_for_settings(settings)
+
+
+def start_parsing_early(settings: Any, full: bool) -> bool:
+    """A cold build (no fact cache yet, or ``--full``) of a large workspace: start the workers on
+    every file now, so that they parse while this process imports the service, the result
+    models and the linker (see :func:`tools.mesh_index.indexer.start_early`). Returns whether it
+    started; the service's own refresh collects the results."""
+    from server.config import Conventions
+
+    conv = settings.conventions
+    if settings.workspace is None or not isinstance(conv, Conventions):
+        return False
+    root = Path(settings.workspace).resolve()
+    from tools.mesh_index.cache import FILE_NAME
+
+    if not root.is_dir() or (not full and (Path(settings.resolved_state_dir) / FILE_NAME).exists()):
+        return False  # a warm or incremental refresh parses few files, if any
+    from tools.mesh_index.indexer import start_early
+    from tools.mesh_index.ts_queries import extract_config
+    from tools.mesh_index.workspace import discover
+
+    items = [(f.rel, f.kind) for f in discover(root, conv.static.skip_dirs).files]
+    return start_early(str(root), items, extract_config(conv))
 
 
 class ProgressBar:
@@ -63,12 +90,21 @@ class ProgressBar:
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    service = make_service(args)
+    settings = settings_from_args(args)
+    full = bool(getattr(args, "full", False))
+    early = start_parsing_early(settings, full)
     try:
-        info = service.refresh(ProgressBar(), full=bool(getattr(args, "full", False)))
-        counts, orphans = service.summary()  # only counts are printed: no verify checks
+        service = make_service(args, settings)
+        try:
+            info = service.refresh(ProgressBar(), full=full)
+            counts, orphans = service.summary()  # only counts are printed: no verify checks
+        finally:
+            service.close()
     finally:
-        service.close()
+        if early:
+            from tools.mesh_index.indexer import cancel_early
+
+            cancel_early()  # nothing left when the refresh collected it
     if args.json:
         print_json({"index": info.model_dump(mode="json"), "counts": counts, "orphans": orphans})
         return 0
@@ -135,6 +171,8 @@ def cmd_impact(args: argparse.Namespace) -> int:
                      for s in result.unresolved], max_width=70)
     for note in result.notes:
         print(f"note: {note}")
+    from tools.mesh_index.render import index_line
+
     print(index_line(result.index))
     return 0
 
@@ -155,5 +193,7 @@ def cmd_catalogue(args: argparse.Namespace) -> int:
                  for e in catalogue.entries], max_width=70)
     counts = ", ".join(f"{n} {k}" for k, n in sorted(catalogue.counts.items())) or "nothing"
     print(f"\n{counts}; {catalogue.orphans} orphan(s)")
+    from tools.mesh_index.render import index_line
+
     print(index_line(catalogue.index))
     return 0

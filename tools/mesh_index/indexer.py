@@ -6,6 +6,10 @@ files itself) when more than :data:`PARALLEL_THRESHOLD` files need parsing, and 
 in-process otherwise (or when the pool cannot start). Each result carries the content
 hash; a file that makes the extractor crash gets empty facts flagged ``error``.
 
+The command line can start the parse before it imports the rest of the index
+(:func:`start_early`: the result models, the service, the linker: about 0.3 s of CPU): the
+workers parse while the parent imports, and :func:`parse_files` collects what they parsed.
+
 How workers start (:func:`pool_context`): a ``spawn`` worker starts a new interpreter and
 re-imports the program's main module (for ``mesh-mcp``, the console script and its
 settings: about 0.2 s per worker). A process with a single thread (the command line)
@@ -22,6 +26,7 @@ import logging
 import os
 import sys
 import threading
+from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -60,12 +65,20 @@ def parse_one(root: str, rel: str, kind: str, cfg: ExtractConfig) -> Result | No
 
 
 def _parse_chunk(root: str, items: list[Item], cfg: ExtractConfig) -> list[Result]:
-    out = []
-    for rel, kind in items:
-        res = parse_one(root, rel, kind, cfg)
-        if res is not None:
-            out.append(res)
-    return out
+    """Facts of a chunk of files, the cyclic collector paused meanwhile (facts are acyclic: it would only
+    walk the new containers again and again, 5-10% of a worker's time; it runs again after the chunk)."""
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        out = []
+        for rel, kind in items:
+            res = parse_one(root, rel, kind, cfg)
+            if res is not None:
+                out.append(res)
+        return out
+    finally:
+        if paused:
+            gc.enable()
 
 
 def worker_count() -> int:
@@ -82,6 +95,9 @@ def parse_files(root: str, items: list[Item], cfg: ExtractConfig,
 
     ``while_waiting`` runs in this process once the workers have their files (the caller's
     next step can import its modules meanwhile, instead of after the parse)."""
+    early = take_early(root, cfg)
+    if early is not None:
+        return _collect_early(early, root, items, cfg, progress, while_waiting)
     total = len(items)
     n = workers if workers is not None else worker_count()
     if total >= PARALLEL_THRESHOLD and n > 1:
@@ -121,28 +137,100 @@ def pool_context() -> BaseContext:
     return multiprocessing.get_context("spawn")
 
 
+def _submit(root: str, items: list[Item], cfg: ExtractConfig, n: int) -> tuple[Any, dict[Any, list[Item]]]:
+    """A started pool of ``n`` workers and its futures (one per chunk of ``items``)."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    ctx = pool_context()
+    if ctx.get_start_method() == "fork":
+        # the language of most files compiled once here, inherited by every forked worker (else each
+        # compiles its queries: ~60 ms); another (a few .tsx files) is compiled by a worker that meets one
+        kinds = Counter(k for _rel, k in items if k in ("ts", "tsx"))
+        if kinds:
+            kind = kinds.most_common(1)[0][0]
+            queries(kind, cfg).compile_all()
+            parser(kind)
+    pool = ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=gc.enable)
+    try:
+        return pool, {pool.submit(_parse_chunk, root, chunk, cfg): chunk for chunk in split_chunks(items, n)}
+    except BaseException:
+        pool.shutdown(cancel_futures=True)
+        raise
+
+
+def _gather(futures: dict[Any, list[Item]], total: int, progress: Callable[[int, int, str], None] | None,
+            while_waiting: Callable[[], None] | None, keep: set[str] | None = None) -> list[Result]:
+    from concurrent.futures import as_completed
+
+    if while_waiting is not None:
+        while_waiting()
+    out: list[Result] = []
+    done = 0
+    for fut in as_completed(futures):
+        res = fut.result()
+        out.extend(res if keep is None else [r for r in res if r[0] in keep])
+        done += len(futures[fut]) if keep is None else sum(1 for rel, _k in futures[fut] if rel in keep)
+        if progress is not None:
+            progress(done, total, res[-1][0] if res else "")
+    return out
+
+
 def _parallel(root: str, items: list[Item], cfg: ExtractConfig,
               progress: Callable[[int, int, str], None] | None, n: int,
               while_waiting: Callable[[], None] | None = None) -> list[Result]:
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    pool, futures = _submit(root, items, cfg, n)
+    with pool:
+        return _gather(futures, len(items), progress, while_waiting)
 
-    chunks = split_chunks(items, n)
-    out: list[Result] = []
-    done = 0
-    ctx = pool_context()
-    if ctx.get_start_method() == "fork":
-        # compiled once here, inherited by every forked worker (else each compiles them: ~70 ms per language)
-        for kind in sorted({k for _rel, k in items if k in ("ts", "tsx")}):
-            queries(kind, cfg)
-            parser(kind)
-    with ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=gc.enable) as pool:
-        futures = {pool.submit(_parse_chunk, root, chunk, cfg): len(chunk) for chunk in chunks}
-        if while_waiting is not None:
-            while_waiting()
-        for fut in as_completed(futures):
-            res = fut.result()
-            out.extend(res)
-            done += futures[fut]
-            if progress is not None:
-                progress(done, len(items), res[-1][0] if res else "")
-    return out
+
+# -- started early (the command line) ------------------------------------------------------------------
+
+_EARLY: dict[str, Any] = {}  # root, cfg, pool, futures of the parse start_early began
+
+
+def start_early(root: str, items: list[Item], cfg: ExtractConfig, workers: int | None = None) -> bool:
+    """Start parsing ``items`` now, in forked workers, for a later :func:`parse_files` of ``root``
+    with the same ``cfg`` (which takes their results, and parses itself what they did not cover).
+
+    Only where it pays and is safe: enough files for the pool, several cores, a process with one
+    thread (``fork``). Returns whether it started."""
+    n = workers if workers is not None else worker_count()
+    if _EARLY or len(items) < PARALLEL_THRESHOLD or n < 2 or pool_context().get_start_method() != "fork":
+        return False
+    pool, futures = _submit(root, items, cfg, n)
+    _EARLY.update(root=root, cfg=cfg, pool=pool, futures=futures)
+    return True
+
+
+def take_early(root: str, cfg: ExtractConfig) -> dict[str, Any] | None:
+    """The parse :func:`start_early` began for ``root`` and ``cfg`` (then no longer pending), else None;
+    one begun for another root or config is cancelled."""
+    if not _EARLY:
+        return None
+    early = dict(_EARLY)
+    _EARLY.clear()
+    if early["root"] == root and early["cfg"] == cfg:
+        return early
+    early["pool"].shutdown(wait=True, cancel_futures=True)
+    return None
+
+
+def cancel_early() -> None:
+    """Stop a parse begun by :func:`start_early` that nobody collected (the command failed before)."""
+    if _EARLY:
+        pool = _EARLY["pool"]
+        _EARLY.clear()
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _collect_early(early: dict[str, Any], root: str, items: list[Item], cfg: ExtractConfig,
+                   progress: Callable[[int, int, str], None] | None,
+                   while_waiting: Callable[[], None] | None) -> list[Result]:
+    """The early workers' results for ``items`` (a file they parsed but ``items`` does not hold is
+    dropped), then those of the files they were not given, parsed as :func:`parse_files` would."""
+    wanted = {rel for rel, _kind in items}
+    with early["pool"]:
+        out = _gather(early["futures"], len(items), progress, while_waiting, keep=wanted)
+    covered = {rel for chunk in early["futures"].values() for rel, _kind in chunk}
+    rest = [item for item in items if item[0] not in covered]
+    return out + (parse_files(root, rest, cfg) if rest else [])

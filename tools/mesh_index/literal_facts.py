@@ -13,7 +13,7 @@ if TYPE_CHECKING:  # tree-sitter is imported only where files are parsed
 
 from tools.mesh_index.expressions import enclosing_symbol, line_of, object_entries, text, to_expr
 from tools.mesh_index.sql_sites import sql_facts
-from tools.mesh_index.ts_queries import ExtractConfig, captures
+from tools.mesh_index.ts_queries import ExtractConfig, captures, word_nodes
 
 FACTS_VERSION = 13
 BUILTINS = frozenset({"Date", "Map", "Set", "Error", "Promise", "URL", "RegExp", "Array", "Proxy", "WeakMap",
@@ -62,9 +62,8 @@ class LiteralFacts:
         self.f.setdefault(key, []).append(item)
 
     def objects(self, root: Node) -> None:
-        caps = captures(self.q["pairs"], root)
         seen: set[int] = set()
-        for pair in caps.get("pair", []):
+        for pair in key_pairs(root, self.src, self.cfg):
             obj = pair.parent
             if obj is None or obj.type != "object" or obj.id in seen:
                 continue
@@ -117,6 +116,21 @@ class LiteralFacts:
                        if b"migrations" in (n.text or b"") and len(n.text or b"") < 300})
         if refs:
             self.f["migration_refs"] = refs
+
+
+def key_pairs(root: Node, src: bytes, cfg: ExtractConfig) -> list[Node]:
+    """The object properties ``stream: ...`` / ``group: ...`` / ``provide: ...`` (and the other
+    configured stream and group fields; a quoted key is not one), in document order.
+
+    The same pairs as the query ``(pair key: [(property_identifier) (string (string_fragment))] @k
+    (#any-of? @k KEYS))`` (whose quoted keys never equal a name), found from the keys' places in
+    the text instead of by matching every node of the tree."""
+    found = []
+    for node in word_nodes(root, src, cfg.stream_fields + cfg.group_fields + ("provide",)):
+        pair = node.parent if node.type == "property_identifier" else None
+        if pair is not None and pair.type == "pair" and pair.child_by_field_name("key") == node:
+            found.append(pair)
+    return found
 
 
 def _descendants(node: Node, node_type: str) -> list[Node]:

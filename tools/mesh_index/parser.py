@@ -34,9 +34,10 @@ from tools.mesh_index.expressions import (
 )
 from tools.mesh_index.literal_facts import BUILTINS, FACTS_VERSION, LiteralFacts, json_facts
 from tools.mesh_index.sql_sites import sql_facts
-from tools.mesh_index.ts_queries import ExtractConfig, captures, parser, queries
+from tools.mesh_index.ts_queries import ExtractConfig, parser, queries
+from tools.mesh_index.word_sites import call_sites, lookup_objects, return_values
 
-__all__ = ["FACTS_VERSION", "ExtractConfig", "extract"]
+__all__ = ["FACTS_VERSION", "ExtractConfig", "call_sites", "extract", "lookup_objects", "return_values"]
 
 NEW_CALL = re.compile(rb"new\s+[A-Z]\w*\s*\(")
 CONSTRUCTED = re.compile(rb"new\s+([A-Z][\w$]*)\s*[(<]")  # no leading \b: it would disable the literal search
@@ -72,12 +73,9 @@ def constructed(src: bytes) -> list[str]:
 
 
 @lru_cache(maxsize=8)
-def _needles(cfg: ExtractConfig) -> tuple[tuple[bytes, ...], tuple[bytes, ...], tuple[bytes, ...]]:
-    """The byte strings of :meth:`_FileExtractor.run`'s pre-filters (call names, object keys, SQL
-    tokens), encoded once per config instead of once per file."""
-    keys = cfg.stream_fields + cfg.group_fields + ("provide",)
-    return (tuple(n.encode() for n in cfg.call_names), tuple(k.encode() for k in keys),
-            tuple(t.encode() for t in cfg.sql_tokens))
+def _sql_needles(cfg: ExtractConfig) -> tuple[bytes, ...]:
+    """The SQL tokens of :meth:`_FileExtractor.run`'s pre-filter, encoded once per config."""
+    return tuple(t.encode() for t in cfg.sql_tokens)
 
 
 def extract(source: bytes, kind: str, cfg: ExtractConfig) -> dict[str, Any]:
@@ -106,11 +104,9 @@ class _FileExtractor(ClassFacts, LiteralFacts):
     def run(self, root: Node) -> None:
         for node in root.named_children:
             self.top_level(node)
-        calls, keys, sql_tokens = _needles(self.cfg)
-        if any(name in self.src for name in calls):
-            self.calls(root)
-        if any(k in self.src for k in keys):
-            self.objects(root)
+        sql_tokens = _sql_needles(self.cfg)
+        self.calls(root)  # each finds its names in the text first: nothing to do in most files
+        self.objects(root)
         if b"new " in self.src:
             built = sorted(set(constructed(self.src)) - BUILTINS)
             if built:
@@ -271,15 +267,16 @@ class _FileExtractor(ClassFacts, LiteralFacts):
         body = node.child_by_field_name("body")
         ret = None
         lookups: list[str] = []
+        body_text = (body.text or b"") if body is not None else b""  # one copy of the body's bytes
         if body is not None:
             if body.type != "statement_block":
                 ret = to_expr(body, 0, False)
             else:
-                returns = captures(self.q["returns"], body).get("r", [])
+                returns = return_values(body, self.src)
                 if len(returns) == 1:
                     ret = to_expr(returns[0], 0, False)
-            if b"[" in (body.text or b"") or b".get(" in (body.text or b"") or b".has(" in (body.text or b""):
-                lookups = sorted({text(n) for n in captures(self.q["lookups"], body).get("o", [])})
+            if b"[" in body_text or b".get(" in body_text or b".has(" in body_text:
+                lookups = sorted({text(n) for n in lookup_objects(body, self.src)})
         self.f.setdefault("functions", {})[name] = [line_of(node), params, ret, lookups]
 
     def registry(self, node: Node) -> None:
@@ -298,8 +295,7 @@ class _FileExtractor(ClassFacts, LiteralFacts):
     # -- classes ---------------------------------------------------------------------------
 
     def calls(self, root: Node) -> None:
-        caps = captures(self.q["calls"], root)
-        for call in caps.get("call", []):
+        for call in call_sites(root, self.src, self.cfg):
             fn = call.child_by_field_name("function")
             if fn is None:
                 continue

@@ -40,7 +40,7 @@ from tools.mesh_index.impact import ImpactEngine
 from tools.mesh_index.linked import LinkedIndex
 from tools.mesh_index.literal_facts import FACTS_VERSION
 from tools.mesh_index.model import Catalogue, ImpactResult, IndexInfo
-from tools.mesh_index.ts_queries import ExtractConfig
+from tools.mesh_index.ts_queries import ExtractConfig, extract_config  # noqa: F401 - extract_config: its old home
 from tools.mesh_index.workspace import Discovery, Layout, Package, TsConfig, discover
 
 if TYPE_CHECKING:
@@ -62,28 +62,6 @@ def _gc_paused() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
-
-
-def extract_config(conv: Conventions) -> ExtractConfig:
-    sc = conv.static
-    calls = sc.create_job_calls + sc.fallback_calls + sc.create_event_calls + sc.direct_queue_calls
-    calls = calls + sc.migration_query_calls + sc.ws_send_calls
-    repo_create = [c for c in sc.repository_create_calls if c not in calls]  # kept only with a type field
-    calls = calls + repo_create
-    sql_tokens = [conv.tables.event_queue, conv.audit_trigger, *sc.sql_event_functions, "create trigger"]
-    return ExtractConfig(
-        call_names=tuple(dict.fromkeys(calls)),
-        processor_decorators=tuple(sc.processor_decorators),
-        handler_type_fields=tuple(sc.handler_type_fields),
-        filter_methods=tuple(sc.post_processor_filter_methods),
-        stream_fields=tuple(sc.post_processor_stream_fields),
-        group_fields=tuple(sc.post_processor_group_fields),
-        sql_tokens=tuple(t.lower() for t in sql_tokens),
-        fallback_calls=tuple(sc.fallback_calls),
-        event_table=conv.tables.event_queue,
-        repo_create_calls=tuple(repo_create),
-        job_registries=tuple(sc.job_registry),
-    )
 
 
 def link(*args: Any, **kwargs: Any) -> LinkedIndex:
