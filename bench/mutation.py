@@ -102,16 +102,12 @@ MODULES: tuple[Module, ...] = (
         ("tools/streams/anomalies.py",),
         ("tests/streams/test_promise_anomaly_rules.py", "tests/streams/test_promise_trimmed_pending.py"),
     ),
-    # the trace: one entry per file, each on its lean subset (the verdict logic on plain data, the stream
-    # search on a real Redis); the end-to-end traces (about 1 s each) only for trace.py, which they drive
+    # the trace: one entry per file, each on its lean subset (seconds, not the minute of the scenario tests
+    # test_trace_event/job.py): the job verdicts on plain data, the stream search on a real Redis, the tracer
+    # on plain data plus a few traces over one shared PostgreSQL database
     Module("trace-job-logic", ("tools/outbox/trace_job_logic.py",), ("tests/outbox/test_promise_trace_job_logic.py",)),
     Module("trace-streams", ("tools/outbox/trace_streams.py",), ("tests/outbox/test_promise_trace_streams.py",)),
-    Module(
-        "trace",
-        ("tools/outbox/trace.py",),
-        ("tests/outbox/test_promise_trace.py", "tests/outbox/test_trace_event.py", "tests/outbox/test_trace_job.py"),
-        keyword="not stdio and not cluster",
-    ),
+    Module("trace", ("tools/outbox/trace.py",), ("tests/outbox/test_promise_trace_tracer.py",)),
     Module(
         "trace-request",
         ("tools/trace_request/collect.py", "tools/trace_request/tree.py", "tools/trace_request/lookups.py"),
