@@ -120,7 +120,7 @@ def test_a_pending_job_without_an_age_is_not_late(settings) -> None:
 ])
 def test_a_pending_job_scheduled_later_is_not_late(settings, scheduled_in_s, code_sentence) -> None:
     _, findings = run(settings, job=job_row("PENDING", age_s=900.0), job_times=times(scheduled_in_s))
-    assert only(findings)[1:3] == code_sentence
+    assert only(findings)[1:3] == code_sentence and findings[0].hop == "jobs_outbox"
     if scheduled_in_s > 0:
         assert findings[0].next_step == "wait for its scheduled time"
 
@@ -162,8 +162,9 @@ def test_pushed_with_redis_unreadable_is_a_warning_not_a_loss(settings) -> None:
     assert only(findings) == ("pushed_not_consumed", "warning", f"job {JOB} was pushed to BullMQ queue 'emails' 42s "
                               "ago and has no job_audit row; Redis could not be read to say more", "job_audit")
     bull_hop = hops[1]
-    assert (bull_hop.ref, bull_hop.found, bull_hop.state, bull_hop.healthy, bull_hop.detail) == (
-        f"bull:emails:{JOB}", False, "unknown", None, "Redis is unavailable: the BullMQ job could not be observed")
+    assert (bull_hop.name, bull_hop.ref, bull_hop.found, bull_hop.state, bull_hop.healthy, bull_hop.detail) == (
+        "bullmq_job", f"bull:emails:{JOB}", False, "unknown", None,
+        "Redis is unavailable: the BullMQ job could not be observed")
     guard_hop = hops[2]
     assert (guard_hop.ref, guard_hop.found, guard_hop.state, guard_hop.healthy, guard_hop.detail) == (
         f"job:completed:{JOB}", False, "unknown", None, "Redis is unavailable: the completion guard could not be read")
@@ -176,6 +177,11 @@ def test_a_pushed_job_bullmq_does_not_know_is_late_after_pending_ageing_s(settin
                               "ago but BullMQ has no such job and job_audit has no row: the job was lost (Redis "
                               "flushed or evicted) or pushed to another queue", "bullmq_job")
     assert findings[0].next_step == ("inspect_queue(queue='emails'); check the runner's Redis and the job's target")
+    hops, _ = run(settings, job=job_row(updated_age_s=since))
+    bull_hop = hops[1]
+    assert (bull_hop.name, bull_hop.ref, bull_hop.found, bull_hop.state, bull_hop.healthy, bull_hop.detail) == (
+        "bullmq_job", f"bull:emails:{JOB}", False, "absent", None,
+        "no job hash and no state structure lists it (removed on completion, or never pushed here)")
 
 
 def test_a_pushed_job_without_updated_at_counts_from_its_age(settings) -> None:
@@ -286,6 +292,9 @@ def test_bull_problem_with_an_unknown_queue(settings) -> None:
     assert bull_problem(settings, None, "emails", JOB) is None
     assert bull_problem(settings, bull("waiting"), "emails", JOB) is None
     assert bull_problem(settings, bull("delayed", delayed_until_ms=None), "emails", JOB) is None
+    # a due time but no overdue (Redis TIME not read, or the job has left the delayed set): nothing to judge
+    assert bull_problem(settings, bull("delayed", delayed_until_ms=NOW, redis_now_ms=None), "emails", JOB) is None
+    assert bull_problem(settings, bull("waiting", delayed_until_ms=NOW - 999_000), "emails", JOB) is None
     assert bull_problem(settings, bull("active", lock_exists=True), "emails", JOB) is None
 
 
@@ -368,7 +377,7 @@ def test_the_hops_of_a_job_with_its_rows_and_outcome(settings) -> None:
     outcome_hop = Hop(name="outcome_event", ref="user.event_queue e-5", found=True, state="COMPLETED", healthy=True,
                       detail="d")
     ok = verdict("ok", "ok", "fine")
-    hops, findings = run(settings, job=job_row(), audit=audit_row("COMPLETED"), bull=bull("completed"),
+    hops, _ = run(settings, job=job_row(), audit=audit_row("COMPLETED"), bull=bull("completed"),
                          outcomes=[(event_row(), [outcome_hop], [ok])])
     assert [(h.name, h.ref, h.found, h.state, h.healthy, h.detail) for h in hops] == [
         ("jobs_outbox", f"user.jobs_outbox {JOB}", True, "COMPLETED", True, "hint COMPLETED"),
@@ -439,7 +448,7 @@ def test_a_failed_handler_with_its_message_and_retry(settings) -> None:
     audit = audit_row("FAILED", error_message="SMTP 550 " + "y" * 400)
     retry = bull("delayed", attempts_made=1, delayed_until_ms=NOW + 5_000)
     problem = verdict("in_pel", "warning", "pel")
-    hops, findings = run(settings, job=job_row(), audit=audit, bull=retry,
+    _, findings = run(settings, job=job_row(), audit=audit, bull=retry,
                          outcomes=[(event_row("user:job.failed"), [], [verdict("ok", "ok", "fine"), problem])])
     assert [(f.code, f.severity, f.sentence, f.hop) for f in findings] == [
         ("handler_failed", "error", f"job {JOB} (send-email) failed in its handler: SMTP 550 {'y' * 291}; BullMQ will "

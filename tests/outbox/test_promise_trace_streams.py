@@ -15,13 +15,14 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
 
 from server.config import Settings
+from tests.outbox.scratch_redis import claim_database
 from tools.outbox.delivery import GroupDelivery, MessageDeadLetter, PendingEntry
 from tools.outbox.model import StreamEntryRef
 from tools.outbox.trace_streams import (
@@ -39,6 +40,12 @@ pytestmark = pytest.mark.anyio
 
 STREAM = "stream:user:created"
 BASE = 1_700_000_000_000
+
+
+@pytest.fixture
+def redis_url(redis_base_url: str) -> Iterator[str]:
+    """A scratch database whose claim a killed test process does not leak (see ``tests/outbox/scratch_redis.py``)."""
+    yield from claim_database(redis_base_url)
 
 
 @pytest.fixture
@@ -483,3 +490,46 @@ async def test_a_key_hop_value_and_ttl(r, ar) -> None:
                                                    "truncated": False, "ttl_s": None}
     assert await get_key(ar, "guard:absent", 64) == {"key": "guard:absent", "exists": False, "value": None,
                                                      "truncated": False, "ttl_s": None}
+
+
+async def test_a_key_in_its_last_second_shows_ttl_zero_not_none(r, ar) -> None:
+    """Redis rounds TTL to the nearest second: under 500 ms left it says 0, which is a TTL (not "no expiry")."""
+    for _ in range(5):
+        r.set("guard:ending", "w", px=490)
+        hop = await get_key(ar, "guard:ending", 64)
+        if hop["exists"]:  # read before it expired (a loaded machine may miss the 490 ms: try again)
+            assert hop["ttl_s"] == 0
+            return
+    pytest.fail("the key expired before each of 5 reads")
+
+
+async def test_stream_hops_searches_from_the_expected_push_time(r, ar, make_settings) -> None:
+    """The row's push time (processed_at) is where the search starts, not the latest row time."""
+    target = add(r, BASE, "E")
+    fill(r, BASE + 1, 100)
+    r.xgroup_create(STREAM, "pp", id="$")
+    hops, _ = await stream_hops(ar, make_settings(), STREAM, "E", [BASE - 10, BASE + 100], BASE + 200, "", BASE)
+    assert hops[0].entry is not None and (hops[0].entry.entry_id, hops[0].entry.scanned) == (target, 1)
+    hops, _ = await stream_hops(ar, make_settings(), STREAM, "E", [BASE - 10, BASE + 100], BASE + 200, "")
+    assert hops[0].entry is not None and hops[0].entry.scanned == 101  # from the latest time (+100) back
+
+
+async def test_stream_hops_shifts_its_search_by_the_clock_offset(r, ar, make_settings) -> None:
+    target = add(r, BASE + 3_600_000, "E")
+    r.xgroup_create(STREAM, "pp", id="$")
+    settings = make_settings(limits={"stream_window_ms": 1000, "stream_read_whole_max": 0,
+                                     "stream_window_max_ms": 1000})
+    hops, findings = await stream_hops(ar, settings, STREAM, "E", [BASE], BASE + 3_600_500, "", BASE, 3_600_000)
+    assert (hops[0].state, hops[0].entry.entry_id, findings) == ("present", target, [])
+    hops, _ = await stream_hops(ar, settings, STREAM, "E", [BASE], BASE + 3_600_500, "", BASE, 0)
+    assert hops[0].state == "not_found"
+
+
+async def test_redis_now_on_a_cluster_is_the_clock_of_the_keys_node(cluster_backend) -> None:
+    client = aioredis.RedisCluster.from_url(cluster_backend.url)
+    try:
+        seconds, micros = cluster_backend.client.time(target_nodes=cluster_backend.client.get_node_from_key(STREAM))
+        now = await redis_now_ms(client, STREAM)
+        assert 0 <= now - (seconds * 1000 + micros // 1000) < 5000
+    finally:
+        await client.aclose()

@@ -16,6 +16,7 @@ The scenario tests of ``test_trace_job.py`` / ``test_trace_event.py`` cover the 
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -30,12 +31,19 @@ from server.runtime import Runtime
 from tests.conftest import _with_database, as_url
 from tests.outbox import sim
 from tests.outbox.conftest import SCHEMA_SQL
+from tests.outbox.scratch_redis import claim_database
 from tools.outbox.model import OutboxRow, ServiceProblem
 from tools.outbox.rows import RowTimes
 from tools.outbox.schema_discovery import SchemaCatalog
 from tools.outbox.trace import Found, Tracer
 
 pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def redis_url(redis_base_url: str) -> Iterator[str]:
+    """A scratch database whose claim a killed test process does not leak (see ``tests/outbox/scratch_redis.py``)."""
+    yield from claim_database(redis_base_url)
 
 
 # -- plain data: event rows and "not found" ----------------------------------------------------------
@@ -154,6 +162,7 @@ def test_a_missing_item_with_a_service_down_is_inconclusive_never_not_found(sett
     v = tracer._not_found("job", "j", "user", ["user", "billing"], "jobs_outbox").verdict
     assert v.sentence == ("no jobs_outbox row with id j in no service, but 2 service(s) could not be searched (user: "
                           "a; billing: b): the job may be there")
+    assert v.next_step == "fix the access to user, billing and trace again, or pass service=..."
 
 
 def test_a_missing_item_with_every_service_read_is_not_found(settings) -> None:
@@ -166,6 +175,8 @@ def test_a_missing_item_with_every_service_read_is_not_found(settings) -> None:
                           "are purged, so an old finished job leaves no row; a recent one was never written to these "
                           "databases")
     assert (report.kind, report.service, report.searched_services) == ("job", "user", ["user"])
+    v = tracer._not_found("event", "e", None, ["user", "billing"], "event_queue").verdict
+    assert v.sentence.startswith("no event_queue row with id e in user, billing. COMPLETED rows older")
 
 
 # -- real PostgreSQL and Redis: one database for the module ------------------------------------------
@@ -260,7 +271,8 @@ async def test_an_unknown_event_is_not_found_when_every_service_answered(db, tra
 
 
 async def test_an_event_id_that_is_not_a_uuid_is_refused_when_a_service_is_named(tracer_for) -> None:
-    with pytest.raises(InvalidArgument, match="event_id 'nope' is not a UUID, and event_queue.id is a uuid column"):
+    refusal = re.escape("event_id 'nope' is not a UUID, and event_queue.id is a uuid column")
+    with pytest.raises(InvalidArgument, match=refusal):
         await tracer_for().trace_event("user", "nope")
     report = await tracer_for().trace_event(None, "nope")  # every service: not a row of any
     assert report.verdict.code == "not_found"
@@ -377,3 +389,13 @@ async def test_a_completed_job_still_in_the_outbox_follows_its_success_event(db,
     # the success event is still PENDING (no runner pushed it): that is the broken link
     assert (report.verdict.code, report.verdict.hop) == ("event_pending", "outcome_event"), report.verdict.sentence
     assert [h.ref for h in report.hops if h.name == "outcome_event"] == [f"user.event_queue {outcome_id}"]
+
+
+async def test_the_clock_offset_is_zero_and_not_kept_when_the_database_cannot_be_read(tracer_for, module_db) -> None:
+    tracer = tracer_for(services={"user": {"postgres": module_db}, "billing": {"postgres": down_pg()}})
+    assert await tracer.clock_offset("billing", "default", "stream:x") == 0
+    assert tracer.offsets == {}
+    offset = await tracer.clock_offset("user", "default", "stream:x")
+    assert tracer.offsets == {"user": offset} and abs(offset) < 1000
+    tracer.offsets["user"] = 123_456  # measured once per call and service: the next hop reuses it
+    assert await tracer.clock_offset("user", "default", "stream:x") == 123_456
