@@ -166,8 +166,9 @@ def test_pushed_with_redis_unreadable_is_a_warning_not_a_loss(settings) -> None:
         "bullmq_job", f"bull:emails:{JOB}", False, "unknown", None,
         "Redis is unavailable: the BullMQ job could not be observed")
     guard_hop = hops[2]
-    assert (guard_hop.ref, guard_hop.found, guard_hop.state, guard_hop.healthy, guard_hop.detail) == (
-        f"job:completed:{JOB}", False, "unknown", None, "Redis is unavailable: the completion guard could not be read")
+    assert (guard_hop.name, guard_hop.ref, guard_hop.found, guard_hop.state, guard_hop.healthy, guard_hop.detail) == (
+        "completion_guard", f"job:completed:{JOB}", False, "unknown", None,
+        "Redis is unavailable: the completion guard could not be read")
 
 
 @pytest.mark.parametrize(("since", "severity"), [(299.0, "info"), (300.0, "info"), (301.0, "error")])
@@ -338,8 +339,11 @@ def test_a_delayed_job_not_due_yet_is_scheduled(settings) -> None:
     _, findings = run(settings, job=job_row(), bull=bull("delayed", delayed_until_ms=NOW + 1_000, attempts_made=0))
     assert findings[0].sentence == (f"job {JOB} is delayed in BullMQ queue 'emails' until 2023-11-14T22:13:21+00:00 "
                                     "(in 1s): scheduled, not late")
-    _, findings = run(settings, job=job_row(), bull=bull("delayed", delayed_until_ms=NOW - 30_000))
+    hops, findings = run(settings, job=job_row(), bull=bull("delayed", delayed_until_ms=NOW - 30_000))
     assert "(in 0s)" in findings[0].sentence  # past due but within the limit: not "in -30s"
+    assert hops[1].detail == "state delayed, attempts made ?, due 30s ago"
+    hops, _ = run(settings, job=job_row(), bull=bull("delayed", delayed_until_ms=NOW))
+    assert hops[1].detail == "state delayed, attempts made ?, due 0s ago"  # due this very millisecond
 
 
 def test_the_bullmq_hop_detail(settings) -> None:

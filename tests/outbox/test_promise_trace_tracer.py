@@ -399,3 +399,15 @@ async def test_the_clock_offset_is_zero_and_not_kept_when_the_database_cannot_be
     assert tracer.offsets == {"user": offset} and abs(offset) < 1000
     tracer.offsets["user"] = 123_456  # measured once per call and service: the next hop reuses it
     assert await tracer.clock_offset("user", "default", "stream:x") == 123_456
+
+
+async def test_the_clock_offset_is_zero_when_redis_cannot_be_read(tracer_for) -> None:
+    tracer = tracer_for(redis={"url": dead_port_url()})
+    assert await tracer.clock_offset("user", "default", "stream:x") == 0
+    assert tracer.offsets == {} and [p.service for p in tracer.unavailable] == ["redis"]
+
+
+async def test_the_clock_offset_on_a_cluster_reads_the_keys_node(cluster_backend, tracer_for) -> None:
+    tracer = tracer_for(redis=cluster_backend.redis_config)
+    offset = await tracer.clock_offset("user", "default", "stream:user:created")
+    assert tracer.offsets == {"user": offset} and abs(offset) < 1000 and tracer.unavailable == []
