@@ -484,6 +484,7 @@ def test_a_processing_audit_with_a_stalled_job_is_stalled(settings) -> None:
     _, findings = run(settings, job=job_row(), audit=audit_row("PROCESSING", updated_age_s=1.0),
                       bull=bull("active", lock_exists=False))
     assert only(findings)[:2] == ("stalled", "error")
+    assert findings[0].sentence.startswith(f"job {JOB} is active in BullMQ queue 'emails' but its lock ")
 
 
 @pytest.mark.parametrize(("running_ms", "expected"), [

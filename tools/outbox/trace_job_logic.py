@@ -279,9 +279,8 @@ def job_findings(
     if audit.status == st.failed:
         message = audit.columns.get(conv.columns.error_message)
         retrying = ""
-        made = (bull.attempts_made or 0) if bull is not None else 0
-        if bull is not None and bull.state in ("delayed", "waiting") and made < conv.job_attempts:
-            retrying = f"; BullMQ will retry it (attempt {made}/{conv.job_attempts})"
+        if bull is not None and bull.state in ("delayed", "waiting") and (bull.attempts_made or 0) < conv.job_attempts:
+            retrying = f"; BullMQ will retry it (attempt {bull.attempts_made or 0}/{conv.job_attempts})"
         findings.append(verdict(
             "handler_failed", "error",
             f"job {job_id} ({audit.type}) failed in its handler: {str(message or 'no error_message')[:300]}{retrying}",
