@@ -251,10 +251,12 @@ async def test_an_entry_trimmed_by_maxlen_is_trimmed_with_the_proof(r, ar, make_
     fill(r, 1003, 27)
     r.xtrim(STREAM, maxlen=20, approximate=False)
     settings = make_settings(conventions={"stream_maxlen": 20}, limits={"stream_window_ms": 0})
-    hops, findings = await stream_hops(ar, settings, STREAM, "E", [900, 1002], 5000, "outcome_event.", 1002)
+    # the row times span 900..1050, the push time (processed_at) is 1002: the proof is judged at 1002; the
+    # window [900, 1050] is read first (the 20 entries left), then the whole stream (20 again)
+    hops, findings = await stream_hops(ar, settings, STREAM, "E", [900, 1050], 5000, "outcome_event.", 1002)
     (f,) = findings
     assert (f.code, f.severity, f.hop) == ("trimmed", "warning", "outcome_event.stream_entry")
-    detail = ("no entry with id=E (read the whole stream, 20 entries (20 entries read in all)); it was pushed about "
+    detail = ("no entry with id=E (read the whole stream, 20 entries (40 entries read in all)); it was pushed about "
               "1002 ms (Redis clock) and is gone: entries-added 30 > length 20: 10 entries were removed from the head "
               "(the first entry is now 1010-0), and max-deleted-entry-id 0-0 shows no XDEL reached them: trimmed")
     assert f.sentence == f"stream {STREAM}: {detail}"
@@ -533,3 +535,28 @@ async def test_redis_now_on_a_cluster_is_the_clock_of_the_keys_node(cluster_back
         assert 0 <= now - (seconds * 1000 + micros // 1000) < 5000
     finally:
         await client.aclose()
+
+
+async def test_the_trim_proof_allows_the_clock_slack_of_the_search_window(r, ar, make_settings) -> None:
+    """The push time is known within ``stream_window_ms``: 40 ms after the first entry left is still "trimmed"."""
+    fill(r, 50_000, 30)
+    r.xtrim(STREAM, maxlen=20, approximate=False)  # first entry now 50,010
+    settings = make_settings(conventions={"stream_maxlen": 20}, limits={"stream_window_ms": 100})
+    _, findings = await stream_hops(ar, settings, STREAM, "E", [50_050], 99_000, "", 50_050)
+    assert findings[0].code == "trimmed", findings[0].sentence
+    settings = make_settings(conventions={"stream_maxlen": 20}, limits={"stream_window_ms": 10})
+    _, findings = await stream_hops(ar, settings, STREAM, "E", [50_050], 99_000, "", 50_050)
+    assert findings[0].code == "entry_not_found"  # 50,040 with 10 ms of slack: not older than the first entry
+
+
+async def test_an_entry_pushed_in_the_first_entrys_millisecond_before_it_was_trimmed(r, ar, make_settings) -> None:
+    """Pushed at ms P (sequence unknown: 0, the earliest), the first entry left is P-1: the entry was before it."""
+    fill(r, 60_000, 5)
+    r.xadd(STREAM, {"id": "other-a"}, id="60005-0")
+    r.xadd(STREAM, {"id": "other-b"}, id="60005-1")
+    fill(r, 60_006, 3)
+    r.xtrim(STREAM, maxlen=4, approximate=False)  # left: 60005-1, 60006, 60007, 60008
+    settings = make_settings(conventions={"stream_maxlen": 4}, limits={"stream_window_ms": 0})
+    hops, findings = await stream_hops(ar, settings, STREAM, "E", [60_005], 99_000, "", 60_005)
+    assert hops[0].entry is not None and hops[0].entry.first_entry_id == "60005-1"
+    assert findings[0].code == "trimmed", findings[0].sentence
