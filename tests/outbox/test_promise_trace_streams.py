@@ -34,6 +34,7 @@ from tools.outbox.trace_streams import (
     redis_now_ms,
     stream_hops,
 )
+from tools.streams import keys
 from tools.streams.records import IdempotencyLock, RetryState
 
 pytestmark = pytest.mark.anyio
@@ -89,7 +90,7 @@ async def test_a_missing_or_empty_stream_is_not_searched(r, ar, make_settings) -
 async def test_the_search_starts_at_the_push_time_and_grows_its_pages(r, ar, make_settings) -> None:
     """300 entries, one per ms; pushed at +100, found at +250: back 50, forward 50, back 100 (51 left), forward 100."""
     fill(r, BASE, 250)
-    target = add(r, BASE + 250, "E", payload="p" * 100)
+    target = add(r, BASE + 250, "E", payload="p" * 100, note="")
     fill(r, BASE + 251, 49)
     settings = make_settings(limits={"stream_window_ms": 1000, "payload_max_bytes": 64})
     ref, exists = await locate_entry(ar, settings, STREAM, "E", [BASE + 50, BASE + 100], BASE + 100)
@@ -98,7 +99,7 @@ async def test_the_search_starts_at_the_push_time_and_grows_its_pages(r, ar, mak
     assert ref.windows == [[BASE - 950, BASE + 1100]]
     assert (ref.searched_from_ms, ref.searched_to_ms) == (BASE - 950, BASE + 1100)
     assert ref.first_entry_id == f"{BASE}-0"
-    assert ref.fields == {"id": "E", "type": "user:created", "payload": "p" * 64} and ref.truncated
+    assert ref.fields == {"id": "E", "type": "user:created", "payload": "p" * 64, "note": ""} and ref.truncated
     assert (ref.read_whole, ref.length) == (False, None)
 
 
@@ -325,8 +326,10 @@ async def test_an_undelivered_entry_is_late_after_pending_ageing_s_in_ms(r, ar, 
     assert f.next_step == (f"inspect_stream(stream='{STREAM}') for the group's lag and consumers; start the "
                            "post-processor")
     group_hop = hops[1]
-    assert (group_hop.name, group_hop.ref, group_hop.state, group_hop.healthy, group_hop.detail) == (
-        "group", f"{STREAM} pp-stopped", "not_delivered", False, "not delivered (group last-delivered-id 0-0)")
+    assert (group_hop.name, group_hop.ref, group_hop.found, group_hop.state, group_hop.healthy, group_hop.detail) == (
+        "group", f"{STREAM} pp-stopped", True, "not_delivered", False, "not delivered (group last-delivered-id 0-0)")
+    assert group_hop.delivery is not None and (group_hop.delivery.group, group_hop.delivery.entry_id) == (
+        "pp-stopped", entry)
 
 
 async def test_an_entry_newer_than_redis_clock_is_zero_seconds_old(r, ar, make_settings) -> None:
@@ -560,3 +563,18 @@ async def test_an_entry_pushed_in_the_first_entrys_millisecond_before_it_was_tri
     hops, findings = await stream_hops(ar, settings, STREAM, "E", [60_005], 99_000, "", 60_005)
     assert hops[0].entry is not None and hops[0].entry.first_entry_id == "60005-1"
     assert findings[0].code == "trimmed", findings[0].sentence
+
+
+async def test_the_retry_keys_are_found_under_the_event_id(r, ar, make_settings) -> None:
+    """Post-processors key their retries by the event's own id (the entry's ``id`` field), not the entry id."""
+    settings = make_settings()
+    entry = add(r, BASE, "E")
+    r.xgroup_create(STREAM, "pp", id="0")
+    r.xreadgroup("pp", "worker-1", {STREAM: ">"})
+    r.set(keys.retry_attempt_key(settings.conventions, "pp", "E"), "2")
+    r.set(keys.retry_last_error_key(settings.conventions, "pp", "E"), "db down")
+    hops, findings = await stream_hops(ar, settings, STREAM, "E", [BASE], BASE + 1000, "")
+    assert [f.code for f in findings] == ["in_pel"]
+    assert "; retry attempt 2, last error: db down" in findings[0].sentence
+    assert hops[1].delivery is not None and hops[1].delivery.message_id_used == "E"
+    assert hops[1].delivery.entry_id == entry
