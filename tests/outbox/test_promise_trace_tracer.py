@@ -81,6 +81,7 @@ async def test_a_pending_event_is_late_after_pending_ageing_s(settings, age_s, e
     (h,) = hops
     assert (h.name, h.ref, h.found, h.state, h.healthy, h.detail) == (
         "event_queue", "user.event_queue e-1", True, "PENDING", False, "user:created PENDING")
+    assert h.row is not None and h.row.id == "e-1"
 
 
 async def test_a_pending_event_without_an_age_is_not_late(settings) -> None:
@@ -266,8 +267,38 @@ async def test_an_event_found_in_one_service_while_another_is_down(db, r, tracer
 async def test_an_unknown_event_is_not_found_when_every_service_answered(db, tracer_for) -> None:
     missing = str(uuid.uuid4())
     report = await tracer_for().trace_event("user", missing)
-    assert (report.verdict.code, report.hops[0].ref, report.searched_services) == (
-        "not_found", f"event_queue {missing}", ["user"])
+    assert (report.verdict.code, report.hops[0].ref, report.searched_services, report.service) == (
+        "not_found", f"event_queue {missing}", ["user"], "user")
+
+
+async def test_a_named_service_is_the_only_one_searched(db, tracer_for, module_db) -> None:
+    services = {"user": {"postgres": module_db}, "billing": {"postgres": down_pg()}}
+    report = await tracer_for(services=services).trace_event("user", str(uuid.uuid4()))
+    assert (report.verdict.code, report.unavailable, report.searched_services) == ("not_found", [], ["user"])
+
+
+async def test_the_findings_are_ranked_worst_first(db, r, tracer_for) -> None:
+    event_id = sim.insert_event(db, targets=["user:created", "user:missing"])
+    (stream, _), = sim.runner_push_event(db, r, event_id)[:1]
+    r.delete("stream:user:missing")
+    sim.ensure_group(r, stream, "pp")
+    sim.consumer_read(r, stream, "pp", "c-1")
+    report = await tracer_for().trace_event("user", event_id)
+    assert [(f.code, f.severity) for f in report.findings] == [("not_found", "error"), ("in_pel", "info")]
+    assert report.verdict.code == "not_found"
+
+
+async def test_an_unhealthy_hop_no_rule_explains_is_inconclusive_not_ok(db, r, tracer_for) -> None:
+    """An event_queue status the conventions do not name (here ARCHIVED): delivered, yet not called ok."""
+    event_id = sim.insert_event(db, targets=["user:created"])
+    ((stream, entry),) = sim.runner_push_event(db, r, event_id)
+    db.execute("UPDATE event_queue SET status = 'ARCHIVED' WHERE id = %s", (event_id,))
+    sim.ensure_group(r, stream, "pp")
+    sim.consumer_read(r, stream, "pp", "c-1")
+    sim.consumer_ack(r, stream, "pp", entry)
+    report = await tracer_for().trace_event("user", event_id)
+    assert (report.verdict.code, report.verdict.hop) == ("inconclusive", "event_queue"), report.verdict.sentence
+    assert report.findings == []
 
 
 async def test_an_event_id_that_is_not_a_uuid_is_refused_when_a_service_is_named(tracer_for) -> None:
@@ -276,6 +307,11 @@ async def test_an_event_id_that_is_not_a_uuid_is_refused_when_a_service_is_named
         await tracer_for().trace_event("user", "nope")
     report = await tracer_for().trace_event(None, "nope")  # every service: not a row of any
     assert report.verdict.code == "not_found"
+    for bad in ("", "e" * 101):
+        with pytest.raises(InvalidArgument, match=re.escape("event_id must be 1 to 100 characters long")):
+            await tracer_for().trace_event("user", bad)
+    with pytest.raises(InvalidArgument, match="is not a UUID"):  # 100 characters pass the length check
+        await tracer_for().trace_event("user", "e" * 100)
 
 
 async def test_redis_down_leaves_the_sql_hops_and_marks_the_stream_hops_unknown(db, tracer_for) -> None:
