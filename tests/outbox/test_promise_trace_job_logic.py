@@ -200,8 +200,9 @@ def test_a_set_guard_without_audit_is_success_not_cleaned(settings) -> None:
                               "no job_audit row: the worker completed it without auditing, so no success event "
                               "cleaned the outbox row", "job_audit")
     guard_hop = hops[2]
-    assert (guard_hop.found, guard_hop.state, guard_hop.healthy, guard_hop.detail, guard_hop.redis_key) == (
-        True, "set", True, "set to 'w-1', ttl 80s: a worker completed the job", GUARD_SET)
+    assert (guard_hop.name, guard_hop.found, guard_hop.state, guard_hop.healthy, guard_hop.detail,
+            guard_hop.redis_key) == (
+        "completion_guard", True, "set", True, "set to 'w-1', ttl 80s: a worker completed the job", GUARD_SET)
 
 
 def test_a_job_failed_in_bullmq_without_audit(settings) -> None:
@@ -348,7 +349,7 @@ def test_a_delayed_job_not_due_yet_is_scheduled(settings) -> None:
 
 def test_the_bullmq_hop_detail(settings) -> None:
     held = bull("active", lock_exists=True, lock_ttl_ms=25_000, attempts_made=1, attempts_started=2,
-                processed_on_ms=NOW - 7_900, failed_reason="e" * 300)
+                processed_on_ms=NOW - 7_003, failed_reason="e" * 300)
     hops, _ = run(settings, job=job_row(), bull=held)
     h = hops[1]
     assert (h.name, h.ref, h.found, h.state, h.healthy) == ("bullmq_job", f"bull:emails:{JOB}", True, "active", True)
@@ -420,6 +421,8 @@ def test_a_service_that_could_not_be_read_makes_a_missing_job_inconclusive(setti
     _, findings = run(settings, searched=[], unavailable=["user", "billing"])
     assert findings[0].sentence.startswith(f"no jobs_outbox or job_audit row for job {JOB} in no service, but user, "
                                            "billing could not")
+    _, findings = run(settings, searched=["user", "orders"], unavailable=["billing"])
+    assert findings[0].sentence.startswith(f"no jobs_outbox or job_audit row for job {JOB} in user, orders, but ")
 
 
 def test_redis_that_could_not_be_read_makes_a_missing_job_inconclusive(settings) -> None:
@@ -429,6 +432,7 @@ def test_redis_that_could_not_be_read_makes_a_missing_job_inconclusive(settings)
     assert findings[0].next_step == "fix the access to redis and trace again, or pass service=..."
     _, findings = run(settings, guard=None, unavailable=["billing"], redis_known=False)
     assert "but billing, redis could not be searched" in findings[0].sentence
+    assert findings[0].next_step == "fix the access to billing, redis and trace again, or pass service=..."
 
 
 def test_a_job_with_evidence_that_it_ran_is_purged(settings) -> None:
