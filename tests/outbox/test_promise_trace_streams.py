@@ -520,12 +520,14 @@ async def test_stream_hops_searches_from_the_expected_push_time(r, ar, make_sett
 
 
 async def test_stream_hops_shifts_its_search_by_the_clock_offset(r, ar, make_settings) -> None:
+    fill(r, BASE + 3_599_500, 100)  # older entries inside the window: the search must start at the entry
     target = add(r, BASE + 3_600_000, "E")
     r.xgroup_create(STREAM, "pp", id="$")
     settings = make_settings(limits={"stream_window_ms": 1000, "stream_read_whole_max": 0,
                                      "stream_window_max_ms": 1000})
     hops, findings = await stream_hops(ar, settings, STREAM, "E", [BASE], BASE + 3_600_500, "", BASE, 3_600_000)
     assert (hops[0].state, hops[0].entry.entry_id, findings) == ("present", target, [])
+    assert hops[0].entry.scanned == 50  # one page back from the shifted push time holds it
     hops, _ = await stream_hops(ar, settings, STREAM, "E", [BASE], BASE + 3_600_500, "", BASE, 0)
     assert hops[0].state == "not_found"
 
@@ -578,3 +580,77 @@ async def test_the_retry_keys_are_found_under_the_event_id(r, ar, make_settings)
     assert "; retry attempt 2, last error: db down" in findings[0].sentence
     assert hops[1].delivery is not None and hops[1].delivery.message_id_used == "E"
     assert hops[1].delivery.entry_id == entry
+
+
+
+# -- the band's edges and its page budget ------------------------------------------------------------
+
+
+async def test_a_one_millisecond_window_is_searched(r, ar, make_settings) -> None:
+    target = add(r, BASE, "E")
+    settings = make_settings(limits={"stream_window_ms": 0, "stream_read_whole_max": 0, "stream_window_max_ms": 0})
+    ref, _ = await locate_entry(ar, settings, STREAM, "E", [BASE])
+    assert (ref.entry_id, ref.windows) == (target, [[BASE, BASE]])
+
+
+async def test_the_widening_goes_on_when_the_older_side_reaches_zero(r, ar, make_settings) -> None:
+    fill(r, 100, 3)
+    target = add(r, 10_000, "E")
+    settings = make_settings(limits={"stream_window_ms": 1000, "stream_read_whole_max": 0,
+                                     "stream_window_max_ms": 64_000})
+    ref, _ = await locate_entry(ar, settings, STREAM, "E", [500])
+    assert ref.entry_id == target
+    assert ref.windows == [[0, 1500], [1501, 4500], [4501, 16_500]]  # no band below 0 is recorded
+
+
+async def test_a_window_ending_at_its_centre_spends_one_page(r, ar, make_settings) -> None:
+    """Centre at the window's end: one page back, none forward, so the whole read still has its page."""
+    target = add(r, BASE, "E")
+    fill(r, BASE + 1, 2)
+    settings = make_settings(limits={"stream_window_ms": 10, "max_count": 10, "scan_max_iterations": 2})
+    ref, _ = await locate_entry(ar, settings, STREAM, "E", [BASE + 1000], BASE + 2000)
+    assert (ref.entry_id, ref.read_whole, ref.scanned) == (target, True, 3)
+
+
+async def test_a_short_page_ends_its_direction(r, ar, make_settings) -> None:
+    """A page shorter than asked is the end of that side: no empty page after it (the budget is kept)."""
+    target = add(r, BASE - 5000, "E")
+    fill(r, BASE - 3, 3)
+    settings = make_settings(limits={"stream_window_ms": 10, "max_count": 10, "scan_max_iterations": 3})
+    ref, _ = await locate_entry(ar, settings, STREAM, "E", [BASE], BASE)
+    # back: 3 entries (short: done), forward: none (done); the whole read gets the last page
+    assert (ref.entry_id, ref.read_whole, ref.scanned) == (target, True, 3 + 4)
+
+
+async def test_the_page_budget_is_never_exceeded(r, ar, make_settings) -> None:
+    fill(r, BASE - 60, 60)
+    add(r, BASE + 10, "E")
+    settings = make_settings(limits={"stream_window_ms": 100, "scan_max_iterations": 1})
+    ref, _ = await locate_entry(ar, settings, STREAM, "E", [BASE], BASE)
+    assert (ref.entry_id, ref.scanned, ref.read_whole) == (None, 50, True)  # one page back, then nothing
+
+
+async def test_the_back_side_keeps_paging_when_there_is_no_forward_side(r, ar, make_settings) -> None:
+    target = add(r, BASE, "E")
+    fill(r, BASE + 1, 120)
+    settings = make_settings(limits={"stream_window_ms": 200, "stream_read_whole_max": 0, "stream_window_max_ms": 0})
+    ref, _ = await locate_entry(ar, settings, STREAM, "E", [BASE], BASE + 120)
+    # centre +120, window [-200, +200]: back 50 (+120..+71), forward 0 (done), back 100 (+70..+0): found
+    assert (ref.entry_id, ref.scanned) == (target, 50 + 71)
+    settings = make_settings(limits={"stream_window_ms": 0, "stream_read_whole_max": 0, "stream_window_max_ms": 0})
+    ref, _ = await locate_entry(ar, settings, STREAM, "E", [BASE - 10, BASE + 120], BASE + 500)
+    # the centre clamped to the end (+120): no forward side at all; back 50, then 100 (71 left)
+    assert (ref.entry_id, ref.scanned) == (target, 50 + 71)
+
+
+async def test_back_pages_are_bounded_even_far_from_the_start(r, ar, make_settings) -> None:
+    fill(r, BASE - 200, 200)
+    add(r, BASE, "other")
+    fill(r, BASE + 1, 100)
+    target = add(r, BASE + 250, "E")
+    settings = make_settings(limits={"stream_window_ms": 1000})
+    ref, _ = await locate_entry(ar, settings, STREAM, "E", [BASE], BASE)
+    # back 50 (+0..-49), forward 50 (+1..+50), back 100 (-50..-149), forward 100 (+51..+100 and +250): each
+    # back page holds at most its count, though 201 entries lie back to the window's start
+    assert ref.entry_id == target
+    assert ref.scanned == 50 + 50 + 100 + 51
