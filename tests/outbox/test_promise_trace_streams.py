@@ -654,3 +654,44 @@ async def test_back_pages_are_bounded_even_far_from_the_start(r, ar, make_settin
     # back page holds at most its count, though 201 entries lie back to the window's start
     assert ref.entry_id == target
     assert ref.scanned == 50 + 50 + 100 + 51
+
+
+@pytest.mark.parametrize(("whole_max", "read_whole"), [(5, False), (6, True)])
+async def test_a_stream_is_read_whole_only_below_stream_read_whole_max(r, ar, make_settings, whole_max,
+                                                                       read_whole) -> None:
+    fill(r, BASE, 5)
+    settings = make_settings(limits={"stream_window_ms": 10, "stream_read_whole_max": whole_max,
+                                     "stream_window_max_ms": 10})
+    ref, _ = await locate_entry(ar, settings, STREAM, "E", [BASE + 900_000])
+    assert (ref.length, ref.read_whole) == (5, read_whole)
+
+
+async def test_the_widening_runs_on_the_last_page_left(r, ar, make_settings) -> None:
+    fill(r, BASE - 3, 3)
+    settings = make_settings(limits={"stream_window_ms": 1000, "stream_read_whole_max": 0,
+                                     "stream_window_max_ms": 10_000_000, "scan_max_iterations": 3})
+    ref, _ = await locate_entry(ar, settings, STREAM, "E", [BASE])
+    # 2 pages for the first window, the last one for the older band; the newer band is recorded, not read
+    assert ref.windows == [[BASE - 1000, BASE + 1000], [BASE - 4000, BASE - 1001], [BASE + 1001, BASE + 4000]]
+
+
+async def test_a_widened_window_reaches_millisecond_zero(r, ar, make_settings) -> None:
+    target = r.xadd(STREAM, {"id": "E"}, id="0-1").decode()
+    settings = make_settings(limits={"stream_window_ms": 1000, "stream_read_whole_max": 0,
+                                     "stream_window_max_ms": 64_000})
+    ref, _ = await locate_entry(ar, settings, STREAM, "E", [5000])
+    assert ref.entry_id == target and ref.windows[-1] == [0, 999]
+
+
+async def test_each_widened_band_starts_next_to_the_window_already_read(r, ar, make_settings) -> None:
+    fill(r, BASE - 1100, 99)  # BASE-1100 .. BASE-1002
+    older = add(r, BASE - 1001, "E-old")
+    add(r, BASE + 1001, "E-new")
+    fill(r, BASE + 1002, 5)
+    settings = make_settings(limits={"stream_window_ms": 1000, "stream_read_whole_max": 0,
+                                     "stream_window_max_ms": 4000})
+    ref, _ = await locate_entry(ar, settings, STREAM, "E-old", [BASE])
+    assert ref.entry_id == older and ref.scanned == 50  # the older band's first page back holds it first
+    ref, _ = await locate_entry(ar, settings, STREAM, "E-new", [BASE])
+    # the older band: 50 + 50 (short: done); the newer band: back from BASE+1001 reads that millisecond only
+    assert ref.entry_id is not None and ref.scanned == 50 + 50 + 1
