@@ -447,3 +447,19 @@ async def test_the_clock_offset_on_a_cluster_reads_the_keys_node(cluster_backend
     tracer = tracer_for(redis=cluster_backend.redis_config)
     offset = await tracer.clock_offset("user", "default", "stream:user:created")
     assert tracer.offsets == {"user": offset} and abs(offset) < 1000 and tracer.unavailable == []
+
+
+async def test_redis_down_marks_every_target_stream_unknown(db, tracer_for) -> None:
+    event_id = sim.insert_event(db, status="COMPLETED", targets=["user:created", "user:audit"])
+    report = await tracer_for(redis={"url": dead_port_url()}).trace_event("user", event_id)
+    assert [(h.name, h.ref, h.state) for h in report.hops[1:]] == [
+        ("stream_entry", "stream:user:created", "unknown"), ("stream_entry", "stream:user:audit", "unknown")]
+
+
+async def test_an_entry_no_group_read_is_aged_by_redis_clock(db, r, tracer_for) -> None:
+    event_id = sim.insert_event(db, targets=["user:created"])
+    ((stream, entry),) = sim.runner_push_event(db, r, event_id)
+    r.xgroup_create(stream, "pp-stopped", id="0")
+    report = await tracer_for().trace_event("user", event_id)
+    assert (report.verdict.code, report.verdict.severity) == ("pushed_not_consumed", "info")
+    assert f"not read yet (entry {entry}, 0s old, group at 0-0)" in report.verdict.sentence
