@@ -463,3 +463,9 @@ async def test_an_entry_no_group_read_is_aged_by_redis_clock(db, r, tracer_for) 
     report = await tracer_for().trace_event("user", event_id)
     assert (report.verdict.code, report.verdict.severity) == ("pushed_not_consumed", "info")
     assert re.search(rf"not read yet \(entry {entry}, \d+s old, group at 0-0\)", report.verdict.sentence)
+
+
+async def test_a_job_id_out_of_bounds_is_refused_by_name(tracer_for) -> None:
+    for bad in ("", "j" * 101, "j\x00"):
+        with pytest.raises(InvalidArgument, match=r"^job_id must "):
+            await tracer_for().trace_job("user", bad)
