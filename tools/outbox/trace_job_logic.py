@@ -280,7 +280,7 @@ def job_findings(
         message = audit.columns.get(conv.columns.error_message)
         retrying = ""
         if bull is not None and bull.state in ("delayed", "waiting") and (bull.attempts_made or 0) < conv.job_attempts:
-            retrying = f"; BullMQ will retry it (attempt {bull.attempts_made}/{conv.job_attempts})"
+            retrying = f"; BullMQ will retry it (attempt {bull.attempts_made or 0}/{conv.job_attempts})"
         findings.append(verdict(
             "handler_failed", "error",
             f"job {job_id} ({audit.type}) failed in its handler: {str(message or 'no error_message')[:300]}{retrying}",

@@ -102,8 +102,8 @@ class _Search:
                 forward = next_bound
         return False
 
-    async def whole(self) -> bool:
-        """Read the whole stream oldest first in pages of ``max_count``."""
+    async def whole(self) -> None:
+        """Read the whole stream oldest first in pages of ``max_count`` (``ref`` says what was found and read)."""
         self.ref.read_whole = True
         count = self.settings.limits.max_count
         low = "-"
@@ -111,12 +111,11 @@ class _Search:
             self.pages_left -= 1
             page = await self.redis.xrange(self.stream, min=low, max="+", count=count)
             if self._match(page):
-                return True
+                return
             if len(page) < count:
                 self.ref.whole_complete = True
-                return False
+                return
             low = "(" + _text(page[-1][0])
-        return False
 
 
 async def locate_entry(
