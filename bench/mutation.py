@@ -135,17 +135,27 @@ MODULES: tuple[Module, ...] = (
         ("tools/remediation/executor.py", "tools/remediation/runners.py"),
         _rem("promise_backups", "promise_prechecks", "races", "negative", "story", "replay_state"),
     ),
+    # the cluster variants of the planner tests run the same planning code on another backend at twice
+    # the cost; the slot logic itself is tested without a server (promise_plan_slots)
     Module(
         "remediation-plan",
-        ("tools/remediation/planner.py", "tools/remediation/plan_*.py"),
-        _rem("promise_ids", "planners", "story"),
+        ("tools/remediation/planner.py", "tools/remediation/plan_*.py", "tools/remediation/slots.py"),
+        _rem("promise_plan_inputs", "promise_plan_slots", "promise_plan_reads", "promise_plans", "promise_ids",
+             "planners", "story"),
+        keyword="not stdio and not cluster",
+    ),
+    # the planner's reads and the plan model (hash, summary): split from remediation-rest so each
+    # runs on its own, lean subset
+    Module(
+        "remediation-reads",
+        ("tools/remediation/model.py", "tools/remediation/redis_reads.py"),
+        _rem("promise_plan_reads", "promise_plan_slots", "promise_plans", "planners", "story"),
+        keyword="not stdio and not cluster",
     ),
     Module(
         "remediation-rest",
         (
-            "tools/remediation/model.py",
             "tools/remediation/operations.py",
-            "tools/remediation/redis_reads.py",
             "tools/remediation/replays.py",
             "tools/remediation/mcp_tools.py",
         ),
