@@ -135,14 +135,16 @@ MODULES: tuple[Module, ...] = (
         ("tools/remediation/executor.py", "tools/remediation/runners.py"),
         _rem("promise_backups", "promise_prechecks", "races", "negative", "story", "replay_state"),
     ),
-    # the cluster variants of the planner tests run the same planning code on another backend at twice
-    # the cost; the slot logic itself is tested without a server (promise_plan_slots)
+    # the cluster variants of test_planners run the same planning code on another backend at twice the
+    # cost; the slot logic is tested without a server (promise_plan_slots), and one cluster test checks
+    # that a plan on a cluster is reviewed at all
     Module(
         "remediation-plan",
         ("tools/remediation/planner.py", "tools/remediation/plan_*.py", "tools/remediation/slots.py"),
-        _rem("promise_plan_inputs", "promise_plan_slots", "promise_plan_reads", "promise_plans", "promise_ids",
-             "planners", "story"),
-        keyword="not stdio and not cluster",
+        _rem("promise_plan_inputs", "promise_plan_slots", "promise_plan_reads", "promise_plans", "promise_plan_dlq",
+             "promise_ids", "planners", "story")
+        + ("tests/topologies/test_cluster_remediation.py::test_bullmq_retry_needs_a_hash_tagged_prefix",),
+        keyword="not stdio and not (cluster and planners)",
     ),
     # the planner's reads and the plan model (hash, summary): split from remediation-rest so each
     # runs on its own, lean subset

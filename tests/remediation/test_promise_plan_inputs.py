@@ -19,6 +19,7 @@ from server.config import load_settings
 from server.errors import InvalidArgument
 from tests.remediation.conftest import STREAM, settings_for
 from tools.remediation.model import SYMPTOMS
+from tools.remediation.plan_base import MAX_ID_CHARS, Request
 from tools.remediation.planner import (
     approval_note,
     approve_command,
@@ -26,7 +27,6 @@ from tools.remediation.planner import (
     plan_instance,
     validate_request,
 )
-from tools.remediation.plan_base import MAX_ID_CHARS, Request
 
 U1, U2 = str(uuid.uuid4()), str(uuid.uuid4())
 
@@ -195,3 +195,33 @@ def test_the_approver_flag_only_when_signature_mode_needs_it(tmp_path: Path) -> 
     assert default_approver_flag(signed({})) is None
     pid = "p-20261130-021033-0a1b2c3d"
     assert approve_command(signed({"zed": key}), pid).endswith(f"mesh-mcp approve {pid} --approver zed")
+
+
+def _signature_settings(tmp_path: Path, **approval):
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from server.approval.keys import public_key_text
+
+    key = public_key_text(Ed25519PrivateKey.generate().public_key())
+    return settings_for(tmp_path, None, "redis://127.0.0.1:1/0", approval={
+        "mode": "signature", "approvers": {"zed": key}, "trust_file": str(tmp_path / "no-trust.toml"), **approval})
+
+
+def test_the_approval_note_names_the_approvers_and_a_failing_trust_check(tmp_path: Path) -> None:
+    from server.approval.keys import approver_keys, fingerprint
+    from server.approval.tokens import describe_mode
+    from server.approval.trust import gate_status
+
+    settings = _signature_settings(tmp_path)
+    fp = fingerprint(approver_keys(settings)["zed"])
+    problems = gate_status(settings).problems
+    assert problems  # no trust file there
+    assert approval_note(settings) == (
+        f"Approval: {describe_mode(settings)} Approvers: zed ({fp}). Warning: the trust check fails, so an agent "
+        "running as the server's OS user could add its own approver key "
+        f"({'; '.join(problems)}): apply_remediation will refuse until it is fixed.")
+    allowed = _signature_settings(tmp_path, allow_unprotected_approvers=True)
+    assert approval_note(allowed).endswith(
+        f"({'; '.join(problems)}): the server applies anyway (--allow-unprotected-approvers).")
+    local = settings_for(tmp_path, None, "redis://127.0.0.1:1/0")
+    assert approval_note(local) == f"Approval: {describe_mode(local)}"

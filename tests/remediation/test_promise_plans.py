@@ -37,6 +37,7 @@ pytestmark = pytest.mark.anyio
 DLQ = f"{STREAM}-dlq"
 DESTRUCTIVE = {"xdel_dlq", "delete_retry_keys", "zrem_retry_queue", "delete_stale_locks", "xclaim", "xack",
                "reconcile_sql", "requeue_sql", "bullmq_retry"}
+DEAD_MS = 2500  # dead-consumer threshold: sleeps only age past it, live consumers beat every 50 ms
 STREAM_CHANGES = {"xdel_dlq", "delete_stale_locks", "xclaim", "xack"}
 
 
@@ -121,6 +122,7 @@ async def test_dlq_replay_plan_is_the_runbook_in_order_with_its_values(settings,
     assert any(n.startswith("runbook step 3: approve only once the cause") for n in plan.notes)
     assert any(n.startswith("runbook step 6") for n in plan.notes)
     assert plan.inputs == {"stream": STREAM, "group": None, "service": "event", "queue": None, "ids": None}
+    assert not any(n.startswith("Redis Cluster") for n in plan.notes)  # slots are reviewed on a cluster only
 
 
 async def test_a_replay_reaches_every_group_and_says_so(settings, poison: Poison, redis_client) -> None:
@@ -134,7 +136,8 @@ async def test_dead_letters_picked_by_entry_id_or_by_message_id(settings, poison
     by_dlq_id = await _propose(settings, "dlq_replay", stream=STREAM, ids=[poison.dlq_id])
     by_message = await _propose(settings, "dlq_replay", stream=STREAM, ids=[poison.message_id, "1-1"])
     for plan in (by_dlq_id, by_message):
-        assert [(e.key, e.id) for e in plan.steps[0].operation.entries][0] == (DLQ, poison.dlq_id)
+        first = plan.steps[0].operation.entries[0]
+        assert (first.key, first.id) == (DLQ, poison.dlq_id)
     assert by_message.warnings == [f"1-1 is neither an entry id nor a messageId of {DLQ}"]
     with pytest.raises(NotFound, match=f"no dead letter to replay in {DLQ}"):
         await _propose(settings, "dlq_replay", stream=STREAM, ids=["1-1"])
@@ -151,16 +154,16 @@ def _dead_and_live(client: redis.Redis, count: int, threshold_s: float) -> list[
 
 
 async def test_claim_records_each_entry_s_owner_and_idle_time(tmp_path, outbox_db, redis_url, redis_client) -> None:
-    settings = settings_for(tmp_path, outbox_db, redis_url, limits={"dead_consumer_idle_ms": 1000})
-    m1, m2, m3 = _dead_and_live(redis_client, 3, 1.0)
+    settings = settings_for(tmp_path, outbox_db, redis_url, limits={"dead_consumer_idle_ms": DEAD_MS})
+    m1, m2, m3 = _dead_and_live(redis_client, 3, DEAD_MS / 1000)
     lock = idempotency_key(settings.conventions, GROUP, m1)
     redis_client.set(lock, "processing", ex=600)
-    with pytest.raises(NotFound, match="every consumer of group pp-event is idle more than 1000 ms"):
+    with pytest.raises(NotFound, match="every consumer of group pp-event is idle more than 2500 ms"):
         await _propose(settings, "claim_dead_consumer", stream=STREAM)
     with LiveConsumer(redis_client, STREAM, GROUP, "pp-live"):
         plan = await _propose(settings, "claim_dead_consumer", stream=STREAM)
         picked = await _propose(settings, "claim_dead_consumer", stream=STREAM, ids=[m2, "1-1"])
-    owner = {m: _check("pending_owner", stream=STREAM, group=GROUP, id=m, consumer="pp-dead", min_idle_ms=1000)
+    owner = {m: _check("pending_owner", stream=STREAM, group=GROUP, id=m, consumer="pp-dead", min_idle_ms=DEAD_MS)
              for m in (m1, m2, m3)}
     assert [s.action for s in plan.steps] == ["export", "delete_stale_locks", "xclaim"]
     export, locks, claim = plan.steps
@@ -168,11 +171,11 @@ async def test_claim_records_each_entry_s_owner_and_idle_time(tmp_path, outbox_d
     assert [(p.stream, p.group, p.id) for p in export.operation.pending] == [(STREAM, GROUP, m) for m in (m1, m2, m3)]
     assert locks.operation.keys == [lock] and locks.checks[1:] == [owner[m1], owner[m2], owner[m3]]
     assert locks.checks[0].kind == "key_unchanged" and locks.checks[0].args["allow_missing"] is True
-    assert (claim.operation.consumer, claim.operation.min_idle_ms, claim.operation.ids) == ("pp-live", 1000,
+    assert (claim.operation.consumer, claim.operation.min_idle_ms, claim.operation.ids) == ("pp-live", DEAD_MS,
                                                                                             [m1, m2, m3])
-    assert claim.checks == [owner[m1], owner[m2], owner[m3],
-                            _check("consumer_live", stream=STREAM, group=GROUP, consumer="pp-live", max_idle_ms=1000)]
-    assert "idle >= 1000 ms; pp-live still alive" in claim.precondition
+    live = _check("consumer_live", stream=STREAM, group=GROUP, consumer="pp-live", max_idle_ms=DEAD_MS)
+    assert claim.checks == [owner[m1], owner[m2], owner[m3], live]
+    assert "idle >= 2500 ms; pp-live still alive" in claim.precondition
     assert (plan.blast_radius.messages, plan.blast_radius.keys) == (3, 1)
     assert plan.summary == f"move 3 entr(ies) of group {GROUP} from dead consumer(s) pp-dead to pp-live"
     assert plan.candidates_found == 3
@@ -183,14 +186,14 @@ async def test_claim_records_each_entry_s_owner_and_idle_time(tmp_path, outbox_d
 
 async def test_claim_skips_entries_of_live_consumers_and_acks_trimmed_ones(tmp_path, outbox_db, redis_url,
                                                                            redis_client) -> None:
-    settings = settings_for(tmp_path, outbox_db, redis_url, limits={"dead_consumer_idle_ms": 1000})
-    m1, m2 = _dead_and_live(redis_client, 2, 1.0)
+    settings = settings_for(tmp_path, outbox_db, redis_url, limits={"dead_consumer_idle_ms": DEAD_MS})
+    m1, m2 = _dead_and_live(redis_client, 2, DEAD_MS / 1000)
     redis_client.xdel(STREAM, m2)
     with LiveConsumer(redis_client, STREAM, GROUP, "pp-live") as live:
         mine = push_event(redis_client, STREAM, new_event())
         redis_client.xreadgroup(GROUP, "pp-busy", {STREAM: ">"}, count=1)  # takes `mine`, stays live below
         live.beat()
-        with pytest.raises(NotFound, match="idle more than 1000 ms holds pending entries"):
+        with pytest.raises(NotFound, match="idle more than 2500 ms holds pending entries"):
             await _propose(settings, "claim_dead_consumer", stream=STREAM, ids=[mine])
         redis_client.xreadgroup(GROUP, "pp-busy", {STREAM: ">"}, count=1)
         plan = await _propose(settings, "claim_dead_consumer", stream=STREAM, ids=[m1, m2, mine])
@@ -201,7 +204,7 @@ async def test_claim_skips_entries_of_live_consumers_and_acks_trimmed_ones(tmp_p
     assert [p.id for p in export.operation.pending] == [m1, m2]
     assert claim.operation.ids == [m1] and ack.operation.ids == [m2]
     assert ack.checks == [_check("pending_owner", stream=STREAM, group=GROUP, id=m2, consumer="pp-dead",
-                                 min_idle_ms=1000)]
+                                 min_idle_ms=DEAD_MS)]
     assert not ack.reversible and ack.backup
     assert plan.blast_radius.messages == 2
 
@@ -215,8 +218,8 @@ async def test_no_dead_consumer_nothing_to_claim(tmp_path, outbox_db, redis_url,
 
 async def test_stale_lock_plan_records_lock_digest_and_claim_interval(tmp_path, outbox_db, redis_url,
                                                                       redis_client) -> None:
-    settings = settings_for(tmp_path, outbox_db, redis_url, conventions={"claim_interval_ms": 200},
-                            limits={"dead_consumer_idle_ms": 60_000})
+    settings = settings_for(tmp_path, outbox_db, redis_url, conventions={"claim_interval_ms": 60_000},
+                            limits={"dead_consumer_idle_ms": 600_000})
     conv = settings.conventions
     redis_client.xgroup_create(STREAM, GROUP, id="0", mkstream=True)
     old, fresh, unlocked = (push_event(redis_client, STREAM, new_event()) for _ in range(3))
@@ -227,13 +230,13 @@ async def test_stale_lock_plan_records_lock_digest_and_claim_interval(tmp_path, 
     redis_client.xclaim(STREAM, GROUP, "pp-1", 0, [unlocked], idle=120_000)
     for m in (old, fresh):
         redis_client.set(idempotency_key(conv, GROUP, m), "processing", ex=600)
-    redis_client.xclaim(STREAM, GROUP, "pp-1", 0, [fresh], idle=0)  # delivered just now
+    redis_client.xclaim(STREAM, GROUP, "pp-1", 0, [fresh], idle=0)  # delivered just now: a minute from the limit
     plan = await _propose(settings, "clear_stale_lock", stream=STREAM, ids=[old, fresh, unlocked])
     assert any(w.startswith(f"{fresh} was delivered ") and w.endswith("it may be processing now; skipped")
                for w in plan.warnings)
     assert [s.action for s in plan.steps] == ["export", "delete_stale_locks"]
     lock = idempotency_key(conv, GROUP, old)
-    owner = _check("pending_owner", stream=STREAM, group=GROUP, id=old, consumer="pp-1", min_idle_ms=200)
+    owner = _check("pending_owner", stream=STREAM, group=GROUP, id=old, consumer="pp-1", min_idle_ms=60_000)
     assert plan.steps[0].checks == [owner]
     assert plan.steps[1].operation.keys == [lock]
     digest = rr.digest({"type": "string", "content": "processing"})
@@ -249,8 +252,8 @@ async def test_stale_lock_plan_records_lock_digest_and_claim_interval(tmp_path, 
 async def test_stale_lock_of_a_dead_owner_is_claimed_to_a_live_consumer(tmp_path, outbox_db, redis_url,
                                                                         redis_client) -> None:
     settings = settings_for(tmp_path, outbox_db, redis_url, conventions={"claim_interval_ms": 100},
-                            limits={"dead_consumer_idle_ms": 1000})
-    (m1,) = _dead_and_live(redis_client, 1, 1.0)
+                            limits={"dead_consumer_idle_ms": DEAD_MS})
+    (m1,) = _dead_and_live(redis_client, 1, DEAD_MS / 1000)
     redis_client.set(idempotency_key(settings.conventions, GROUP, m1), "processing", ex=600)
     alone = await _propose(settings, "clear_stale_lock", stream=STREAM)
     assert [s.action for s in alone.steps] == ["export", "delete_stale_locks"]
@@ -261,7 +264,7 @@ async def test_stale_lock_of_a_dead_owner_is_claimed_to_a_live_consumer(tmp_path
     claim = plan.steps[2]
     assert (claim.operation.consumer, claim.operation.min_idle_ms, claim.operation.ids) == ("pp-live", 100, [m1])
     assert claim.checks[-1] == _check("consumer_live", stream=STREAM, group=GROUP, consumer="pp-live",
-                                      max_idle_ms=1000)
+                                      max_idle_ms=DEAD_MS)
     assert not any("live owner" in n for n in plan.notes)
 
 
