@@ -151,7 +151,7 @@ MODULES: tuple[Module, ...] = (
     Module(
         "remediation-reads",
         ("tools/remediation/model.py", "tools/remediation/redis_reads.py"),
-        _rem("promise_plan_reads", "promise_plan_slots", "promise_plans", "planners", "story"),
+        _rem("promise_plan_model", "promise_plan_reads", "promise_plan_slots", "promise_plans", "planners", "story"),
         keyword="not stdio and not cluster",
     ),
     Module(
