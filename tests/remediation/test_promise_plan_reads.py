@@ -222,3 +222,12 @@ def test_hash_digest_ignores_field_order_not_values() -> None:
     assert a == rr.hash_digest({b"y": b"2", b"x": b"1"})
     assert a != rr.hash_digest({b"x": b"2", b"y": b"1"})
     assert a == rr.digest([["x", "1"], ["y", "2"]])
+
+
+def test_hash_digest_orders_by_canonical_json_and_takes_binary_field_names() -> None:
+    # "a " sorts before "a" in canonical JSON ('"' > ' '), after it as plain strings
+    assert rr.hash_digest({b"a": b"1", b"a ": b"2"}) == rr.digest([["a ", "2"], ["a", "1"]])
+    mixed = rr.hash_digest({b"\xff": b"1", b"a": b"2"})  # a non-UTF-8 field name (base64 form) beside a text one
+    assert mixed == rr.digest(sorted([[{"base64": "/w=="}, "1"], ["a", "2"]], key=lambda p: json.dumps(
+        p, sort_keys=True, separators=(",", ":"), ensure_ascii=False)))
+
