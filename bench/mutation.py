@@ -56,6 +56,10 @@ class Module:
     keyword: str = "not stdio"
     """``pytest -k``: stdio tests cannot run under mutmut's capture; the Redis Cluster variants of the
     trace tests run the same verdict code on another backend at twice the cost"""
+    timeout_constant: float | None = None
+    """mutmut's ``timeout_constant`` (default 1 s): each mutant's CPU-time limit is
+    ``(tests' time + constant) * multiplier * 2``; a subset whose start-up (collection, session
+    fixtures) takes more CPU than that limit reports every mutant of a fast test as a timeout"""
 
 
 def _rem(*names: str) -> tuple[str, ...]:
@@ -141,10 +145,13 @@ MODULES: tuple[Module, ...] = (
     Module(
         "remediation-plan",
         ("tools/remediation/planner.py", "tools/remediation/plan_*.py", "tools/remediation/slots.py"),
-        _rem("promise_plan_inputs", "promise_plan_slots", "promise_plan_reads", "promise_plans", "promise_plan_dlq",
-             "promise_ids", "planners", "story")
-        + ("tests/topologies/test_cluster_remediation.py::test_bullmq_retry_needs_a_hash_tagged_prefix",),
+        (
+            *_rem("promise_plan_inputs", "promise_plan_slots", "promise_plan_reads", "promise_plans",
+                  "promise_plan_dlq", "promise_ids", "planners", "story"),
+            "tests/topologies/test_cluster_remediation.py::test_bullmq_retry_needs_a_hash_tagged_prefix",
+        ),
         keyword="not stdio and not (cluster and planners)",
+        timeout_constant=10.0,
     ),
     # the planner's reads and the plan model (hash, summary): split from remediation-rest so each
     # runs on its own, lean subset
@@ -153,6 +160,7 @@ MODULES: tuple[Module, ...] = (
         ("tools/remediation/model.py", "tools/remediation/redis_reads.py"),
         _rem("promise_plan_model", "promise_plan_reads", "promise_plan_slots", "promise_plans", "planners", "story"),
         keyword="not stdio and not cluster",
+        timeout_constant=10.0,
     ),
     Module(
         "remediation-rest",
@@ -197,7 +205,8 @@ def _setup_cfg(module: Module) -> str:
         # a mutant that makes a read hang (no deadline) is a timeout after 3x the tests' usual time,
         # not mutmut's default 15x (half an hour for the SQL subset on a loaded machine)
         "timeout_multiplier = 3.0\n"
-        f"pytest_add_cli_args_test_selection ={lines(module.tests)}\n"
+        + (f"timeout_constant = {module.timeout_constant}\n" if module.timeout_constant is not None else "")
+        + f"pytest_add_cli_args_test_selection ={lines(module.tests)}\n"
         f"pytest_add_cli_args ={lines(['-p', 'no:cacheprovider', '-q', '-k', module.keyword, *deselect])}\n"
     )
 
@@ -238,13 +247,17 @@ def _refresh_tests(workdir: Path) -> None:
                 shutil.copy2(ROOT / rel, target)
 
 
-def run_module(module: Module, max_children: int, keep: bool, survivors_only: bool = False) -> dict[str, object]:
+def run_module(
+    module: Module, max_children: int, keep: bool, survivors_only: bool = False, timeouts: bool = False
+) -> dict[str, object]:
     workdir = OUT / module.name
     names: list[str] = []
     if survivors_only and (workdir / "mutants").exists():
         # the previous run's survivors (and the mutants it did not reach) only, against the current
-        # tests (killed mutants stay killed: tests are only ever added between the two runs)
-        names = [k for k, v in _results(workdir).items() if v in ("survived", "no tests", "not checked")]
+        # tests (killed mutants stay killed: tests are only ever added between the two runs); with
+        # ``timeouts`` its timeouts too (under load a timeout may be a slow survivor)
+        again = ("survived", "no tests", "not checked", *(("timeout",) if timeouts else ()))
+        names = [k for k, v in _results(workdir).items() if v in again]
         _refresh_tests(workdir)
     elif not keep or not workdir.exists():
         _copy_repo(workdir)
@@ -302,6 +315,9 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="re-run only the last run's survivors and unreached mutants, against the current tests",
     )
+    parser.add_argument(
+        "--timeouts", action="store_true", help="with --survivors: re-run the last run's timeouts as well"
+    )
     parser.add_argument("--list", action="store_true", help="print the modules and their tests, run nothing")
     parser.add_argument(
         "--report", action="store_true", help="rebuild summary.json and survivors.txt from the last runs, run nothing"
@@ -332,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
             previous = summary.get(module.name, {})
             result = collect(module, previous.get("exit_status"), previous.get("seconds"))
         else:
-            result = run_module(module, args.max_children, args.keep, args.survivors)
+            result = run_module(module, args.max_children, args.keep, args.survivors, args.timeouts)
         # re-read: another run of this bench (other modules) may have written meanwhile
         summary = json.loads(summary_path.read_text(encoding="utf-8")) if summary_path.exists() else {}
         summary[module.name] = result
