@@ -121,3 +121,35 @@ def test_steps_in_one_slot_get_no_note() -> None:
     assert notes == []
     slots.review([], notes)
     assert notes == []
+
+
+def _retry(queue: str, job: str, prefix: str = "bull") -> BullRetryOp:
+    return BullRetryOp(queue=queue, prefix=prefix, job_ids=[job], target_list="wait", push="LPUSH", marker=False,
+                       events_maxlen=10)
+
+
+def test_the_slots_of_a_bullmq_retry_are_those_of_its_keys() -> None:
+    keys = ["bull:mail:failed", "bull:mail:42", "bull:mail:wait", "bull:mail:events"]
+    assert slots.bull_job_slots(_retry("mail", "42"), "42") == {key_slot(k.encode()) for k in keys}
+
+
+def test_a_queue_name_with_a_hash_tag_keeps_a_retry_in_one_slot() -> None:
+    op = _retry("{mail}", "42")
+    assert slots.bull_job_slots(op, "42") == {key_slot(b"mail")}
+    notes: list[str] = []
+    slots.review([_step(1, op)], notes)  # not refused
+    assert notes == []
+
+
+def test_a_retry_over_exactly_two_slots_is_refused() -> None:
+    """A queue whose failed and wait keys collide in one slot, and a job id tagged into that slot: the
+    job's keys span exactly two slots (the events key is the other), which one transaction cannot hold."""
+    queue = next(f"q{i}" for i in range(1_000_000)
+                 if key_slot(f"bull:q{i}:failed".encode()) == key_slot(f"bull:q{i}:wait".encode()))
+    shared = key_slot(f"bull:{queue}:failed".encode())
+    assert key_slot(f"bull:{queue}:events".encode()) != shared
+    job = next(f"{{t{i}}}" for i in range(1_000_000) if key_slot(f"t{i}".encode()) == shared)
+    op = _retry(queue, job)
+    assert len(slots.bull_job_slots(op, job)) == 2
+    with pytest.raises(RemediationRefused, match=f"so job {job} cannot be retried in one WATCH/MULTI"):
+        slots.review([_step(1, op)], [])
