@@ -153,6 +153,19 @@ MODULES: tuple[Module, ...] = (
         keyword="not stdio and not (cluster and planners)",
         timeout_constant=10.0,
     ),
+    # planner.py alone (validation, sealing, saving): the same tests, so it can be measured on its own
+    # when the whole planning package does not fit in a run
+    Module(
+        "remediation-planner",
+        ("tools/remediation/planner.py",),
+        (
+            *_rem("promise_plan_inputs", "promise_plan_reads", "promise_plans", "promise_plan_dlq", "promise_ids",
+                  "planners", "story"),
+            "tests/topologies/test_cluster_remediation.py::test_bullmq_retry_needs_a_hash_tagged_prefix",
+        ),
+        keyword="not stdio and not (cluster and planners)",
+        timeout_constant=10.0,
+    ),
     # the planner's reads and the plan model (hash, summary): split from remediation-rest so each
     # runs on its own, lean subset
     Module(
