@@ -231,3 +231,19 @@ def test_hash_digest_orders_by_canonical_json_and_takes_binary_field_names() -> 
     assert mixed == rr.digest(sorted([[{"base64": "/w=="}, "1"], ["a", "2"]], key=lambda p: json.dumps(
         p, sort_keys=True, separators=(",", ":"), ensure_ascii=False)))
 
+
+
+async def test_a_plan_reads_the_instance_its_stream_lives_on(tmp_path: Path, redis_url: str,
+                                                            redis_client: redis.Redis) -> None:
+    """The default instance cannot be reached; the stream's instance can: the plan is built from the latter and
+    names it (a planner reading the default instance would refuse, one guessing would plan on nothing)."""
+    settings = settings_for(tmp_path, None, f"redis://127.0.0.1:{_closed_port()}/0", redis={
+        "url": f"redis://127.0.0.1:{_closed_port()}/0",
+        "instances": {"events": {"url": redis_url, "streams": ["stream:event:*"]}},
+    })
+    Poison(redis_client, None, settings)
+    plan = await _propose(settings, Request("dlq_replay", STREAM, None, None, None, None))
+    assert plan.redis_instance == "events"
+    assert [s.action for s in plan.steps][:3] == ["export", "replay", "confirm_replay"]
+    created = plan.created_at.replace("-", "").replace(":", "").replace("T", "-")[:15]
+    assert plan.plan_id.startswith(f"p-{created}-")  # the id names the moment the plan was made (UTC)
