@@ -38,6 +38,7 @@ DLQ = f"{STREAM}-dlq"
 DESTRUCTIVE = {"xdel_dlq", "delete_retry_keys", "zrem_retry_queue", "delete_stale_locks", "xclaim", "xack",
                "reconcile_sql", "requeue_sql", "bullmq_retry"}
 DEAD_MS = 2500  # dead-consumer threshold: sleeps only age past it, live consumers beat every 50 ms
+SQL_BACKUP = "every column of each row, read inside the transaction before the UPDATE"
 STREAM_CHANGES = {"xdel_dlq", "delete_stale_locks", "xclaim", "xack"}
 
 
@@ -64,6 +65,11 @@ async def _propose(settings, symptom, **kw) -> Plan:
         await connections.aclose()
     assert_safe(plan)
     return plan
+
+
+def texts(plan: Plan) -> list[tuple]:
+    """What the human approves, per step: action, description, target, precondition, backup, reversible."""
+    return [(s.action, s.description, s.target, s.precondition, s.backup, s.reversible) for s in plan.steps]
 
 
 def _check(kind: str, **args) -> Check:
@@ -93,6 +99,25 @@ async def test_dlq_replay_plan_is_the_runbook_in_order_with_its_values(settings,
     assert [s.action for s in plan.steps] == [
         "export", "replay", "confirm_replay", "xdel_dlq", "delete_retry_keys", "zrem_retry_queue", "reconcile_sql"]
     export, replay, confirm, xdel, delete, zrem, sql = plan.steps
+    assert texts(plan) == [
+        ("export", f"save 1 dead letter(s) of {DLQ} and 1 original(s) to the backup file", DLQ,
+         "each dead letter is still in the DLQ, unchanged", "the dead letters and the original entries, exact fields",
+         True),
+        ("replay", f"XADD 1 message(s) back into {STREAM} with their original fields", STREAM,
+         "the dead letters are unchanged, and the cause of the failure was fixed (runbook step 3)", None, False),
+        ("confirm_replay", f"wait until group {GROUP} has processed every replay (acknowledged, not dead-lettered)",
+         f"{STREAM} group {GROUP}", "step 2 added the replays", None, True),
+        ("xdel_dlq", f"delete the 1 handled dead letter(s) from {DLQ}", DLQ,
+         "the replays were processed (previous step) and the dead letters are unchanged",
+         "each dead letter's exact fields, read back before the XDEL", False),
+        ("delete_retry_keys", f"delete {len(retry_keys)} retry/idempotency key(s) of group {GROUP}",
+         ", ".join(retry_keys), "each key unchanged (or expired)",
+         "type, value, TTL and DUMP of each key (RESTORE-able)", True),
+        ("zrem_retry_queue", f"remove 1 message(s) from {queue}", queue, "still scheduled (or gone)",
+         "each member with its score", True),
+        ("reconcile_sql", "event_queue: 1 row(s) FAILED -> COMPLETED (replay confirmed), one transaction",
+         "event.event_queue", "each row still FAILED", SQL_BACKUP, True),
+    ]
     unchanged = _check("entry_unchanged", key=DLQ, id=poison.dlq_id, digest=dlq_digest)
     confirmed = _check("step_ok", step=3, output_key="confirmed")
     assert [(e.key, e.id) for e in export.operation.entries] == [(DLQ, poison.dlq_id), (STREAM, mid)]
@@ -167,6 +192,17 @@ async def test_claim_records_each_entry_s_owner_and_idle_time(tmp_path, outbox_d
              for m in (m1, m2, m3)}
     assert [s.action for s in plan.steps] == ["export", "delete_stale_locks", "xclaim"]
     export, locks, claim = plan.steps
+    assert texts(plan) == [
+        ("export", f"save 3 pending entr(ies) of group {GROUP} and their messages", f"{STREAM} group {GROUP}",
+         "each entry still pending at the same consumer", "the pending entries (owner, idle, deliveries) and message "
+         "fields", True),
+        ("delete_stale_locks", "delete 1 stale idempotency lock(s) so the re-read is not skipped as done", lock,
+         "each lock unchanged and its message still pending at the same consumer",
+         "value and TTL of each lock (RESTORE-able)", True),
+        ("xclaim", "claim 3 entr(ies) to live consumer pp-live", f"{STREAM} group {GROUP}",
+         f"still pending at their owner and idle >= {DEAD_MS} ms; pp-live still alive",
+         "the pending entries (owner, idle, deliveries)", True),
+    ]
     assert export.checks == [owner[m1], owner[m2], owner[m3]]
     assert [(p.stream, p.group, p.id) for p in export.operation.pending] == [(STREAM, GROUP, m) for m in (m1, m2, m3)]
     assert locks.operation.keys == [lock] and locks.checks[1:] == [owner[m1], owner[m2], owner[m3]]
@@ -200,6 +236,9 @@ async def test_claim_skips_entries_of_live_consumers_and_acks_trimmed_ones(tmp_p
     assert any(f"{mine} is pending at pp-busy, which is not a dead consumer: skipped" == w for w in plan.warnings)
     assert [s.action for s in plan.steps] == ["export", "xclaim", "xack"]
     export, claim, ack = plan.steps
+    assert texts(plan)[2] == ("xack", "acknowledge 1 entr(ies) whose message was trimmed", f"{STREAM} group {GROUP}",
+                              "still pending (nothing left to process: trimmed)", "the pending entries", False)
+    assert claim.operation.consumer in ("pp-live", "pp-busy")  # the most recently active live consumer
     assert [e.id for e in export.operation.entries] == [m1]  # the trimmed one has no message to save
     assert [p.id for p in export.operation.pending] == [m1, m2]
     assert claim.operation.ids == [m1] and ack.operation.ids == [m2]
@@ -283,6 +322,9 @@ async def test_retry_plan_per_push_order_with_each_job_s_digest(settings, redis_
     digests = {j: rr.hash_digest(redis_client.hgetall(f"{q}:{j}")) for j in ("a", "b")}
     plan = await _propose(settings, "retry_failed_job", queue="mail")
     assert [(s.operation.push, s.operation.job_ids) for s in plan.steps] == [("LPUSH", ["a"]), ("RPUSH", ["b"])]
+    assert texts(plan) == [("bullmq_retry", "move 1 failed job(s) of mail back to paused (as Job.retry() does)",
+                            "bull:mail", "each job still failed and unchanged; the queue's paused state unchanged",
+                            "each job hash and its failed score", False)] * 2
     paused = _check("queue_paused", prefix="bull", queue="mail", paused=True)
     for step, job in zip(plan.steps, "ab", strict=True):
         assert step.checks == [_check("bull_job_failed", prefix="bull", queue="mail", job_id=job,
@@ -358,6 +400,13 @@ async def test_requeue_guards_each_row_by_status_and_updated_at(settings, outbox
     assert [(s.action, s.operation.set_status, sorted(r.id for r in s.operation.rows)) for s in plan.steps] == [
         ("reconcile_sql", "COMPLETED", sorted([audited, guarded])), ("requeue_sql", "PENDING", [lost])]
     pushed, requeued = plan.steps
+    guard = "each row still PROCESSING with the same updated_at"
+    assert texts(plan) == [
+        ("reconcile_sql", "jobs_outbox: 2 row(s) PROCESSING -> COMPLETED (BullMQ or job_audit shows the job was "
+         "pushed), one transaction", "event.jobs_outbox", guard, SQL_BACKUP, True),
+        ("requeue_sql", "jobs_outbox: 1 row(s) PROCESSING -> PENDING (never pushed: the outbox runner pushes it "
+         "again), one transaction", "event.jobs_outbox", guard, SQL_BACKUP, True),
+    ]
     stamps = {i: _stamp(outbox_db, i) for i in (audited, guarded, lost)}
     assert {r.id: r.updated_at for r in pushed.operation.rows} == {i: stamps[i] for i in (audited, guarded)}
     assert requeued.checks == [_check("row_matches", service="event", table="jobs_outbox", id=lost,
