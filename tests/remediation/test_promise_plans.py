@@ -365,8 +365,11 @@ async def test_retry_plan_reads_marker_events_length_and_ids(settings, redis_cli
 
 async def test_retry_plan_cap(tmp_path, outbox_db, redis_url, redis_client) -> None:
     settings = settings_for(tmp_path, outbox_db, redis_url, limits={"max_plan_messages": 2})
-    for job in "abc":
+    for job in "ab":
         _job(redis_client, "bull:mail", job)
+    at_cap = await _propose(settings, "retry_failed_job", queue="mail")  # exactly the cap: nothing left out
+    assert not at_cap.truncated and at_cap.candidates_found == 2
+    _job(redis_client, "bull:mail", "c")
     plan = await _propose(settings, "retry_failed_job", queue="mail")
     assert plan.truncated and plan.candidates_found == 3 and plan.steps[0].operation.job_ids == ["a", "b"]
 
