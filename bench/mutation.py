@@ -6,6 +6,7 @@ Not part of CI (it takes long): a bench, re-runnable with one command after merg
     MESH_TEST_REDIS_URL=redis://127.0.0.1:6379/0 python bench/mutation.py            # every module
     python bench/mutation.py redaction connections --max-children 2                  # some modules
     python bench/mutation.py audit --survivors        # the last run's survivors and unreached mutants only
+    python bench/mutation.py remediation-reads --survivors --timeouts    # ... and its timeouts
     python bench/mutation.py --list                                                   # what would run
 
 Each module runs on its own, smallest first, in a fresh copy of the repository under
@@ -17,7 +18,9 @@ the tests that call it and runs only those per mutant, so a survivor costs its w
 subset: keep each subset to the tests of that module (``deselect`` drops slow subprocess tests
 another test of the subset also defends, ``keyword`` is the ``-k`` expression). A mutant that
 hangs is a timeout after 3x the subset's usual time (mutmut's default 15x is half an hour on a
-loaded machine); under heavy load a timeout may be a slow survivor: check it by hand with
+loaded machine; mutmut turns it into a CPU-time limit, ``(tests' time + timeout_constant) * 3 * 2``
+seconds, so a subset whose start-up takes more CPU than that sets ``timeout_constant``); under heavy
+load a timeout may be a slow survivor (``--timeouts`` re-runs them): check it by hand with
 ``MUTANT_UNDER_TEST=<name> pytest <tests>`` in ``<module>/mutants``. The tests need the same PostgreSQL
 and Redis as the suite (``MESH_TEST_POSTGRES_URL`` / ``MESH_TEST_REDIS_URL``).
 
