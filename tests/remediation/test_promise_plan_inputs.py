@@ -207,8 +207,11 @@ def _signature_settings(tmp_path: Path, **approval):
         "mode": "signature", "approvers": {"zed": key}, "trust_file": str(tmp_path / "no-trust.toml"), **approval})
 
 
+
 def test_the_approval_note_names_the_approvers_and_a_failing_trust_check(tmp_path: Path) -> None:
-    from server.approval.keys import approver_keys, fingerprint
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from server.approval.keys import approver_keys, fingerprint, public_key_text
     from server.approval.tokens import describe_mode
     from server.approval.trust import gate_status
 
@@ -225,3 +228,7 @@ def test_the_approval_note_names_the_approvers_and_a_failing_trust_check(tmp_pat
         f"({'; '.join(problems)}): the server applies anyway (--allow-unprotected-approvers).")
     local = settings_for(tmp_path, None, "redis://127.0.0.1:1/0")
     assert approval_note(local) == f"Approval: {describe_mode(local)}"
+    two = _signature_settings(tmp_path, approvers={"amy": public_key_text(Ed25519PrivateKey.generate().public_key()),
+                                                   "zed": settings.approval.approvers["zed"]})
+    fps = {who: fingerprint(key) for who, key in approver_keys(two).items()}
+    assert f" Approvers: amy ({fps['amy']}), zed ({fps['zed']}). Warning:" in approval_note(two)
