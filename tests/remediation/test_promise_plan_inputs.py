@@ -232,3 +232,14 @@ def test_the_approval_note_names_the_approvers_and_a_failing_trust_check(tmp_pat
                                                    "zed": settings.approval.approvers["zed"]})
     fps = {who: fingerprint(key) for who, key in approver_keys(two).items()}
     assert f" Approvers: amy ({fps['amy']}), zed ({fps['zed']}). Warning:" in approval_note(two)
+
+
+def test_the_approval_note_names_every_trust_problem(tmp_path: Path) -> None:
+    from server.approval.trust import gate_status
+
+    settings = _signature_settings(tmp_path)
+    (tmp_path / "no-trust.toml").write_text(f'[approvers]\nother = "{settings.approval.approvers["zed"]}"\n',
+                                            encoding="utf-8")
+    problems = gate_status(settings).problems
+    assert len(problems) >= 2, problems  # the file's approvers differ from the server's (and more)
+    assert f"its own approver key ({problems[0]}; {problems[1]}" in approval_note(settings)
