@@ -6,6 +6,7 @@ Not part of CI (it takes long): a bench, re-runnable with one command after merg
     MESH_TEST_REDIS_URL=redis://127.0.0.1:6379/0 python bench/mutation.py            # every module
     python bench/mutation.py redaction connections --max-children 2                  # some modules
     python bench/mutation.py audit --survivors        # the last run's survivors and unreached mutants only
+    python bench/mutation.py remediation-reads --survivors --timeouts    # ... and its timeouts
     python bench/mutation.py --list                                                   # what would run
 
 Each module runs on its own, smallest first, in a fresh copy of the repository under
@@ -17,7 +18,9 @@ the tests that call it and runs only those per mutant, so a survivor costs its w
 subset: keep each subset to the tests of that module (``deselect`` drops slow subprocess tests
 another test of the subset also defends, ``keyword`` is the ``-k`` expression). A mutant that
 hangs is a timeout after 3x the subset's usual time (mutmut's default 15x is half an hour on a
-loaded machine); under heavy load a timeout may be a slow survivor: check it by hand with
+loaded machine; mutmut turns it into a CPU-time limit, ``(tests' time + timeout_constant) * 3 * 2``
+seconds, so a subset whose start-up takes more CPU than that sets ``timeout_constant``); under heavy
+load a timeout may be a slow survivor (``--timeouts`` re-runs them): check it by hand with
 ``MUTANT_UNDER_TEST=<name> pytest <tests>`` in ``<module>/mutants``. The tests need the same PostgreSQL
 and Redis as the suite (``MESH_TEST_POSTGRES_URL`` / ``MESH_TEST_REDIS_URL``).
 
@@ -59,6 +62,10 @@ class Module:
     timeout_multiplier: float = 3.0
     """mutmut's wall-clock limit per mutant is (the mapped tests' time + 1 s) x this (x2 in CPU seconds): a
     subset of tests that take milliseconds gets about 6 s, which a niced run on a loaded machine can miss"""
+    timeout_constant: float | None = None
+    """mutmut's ``timeout_constant`` (default 1 s): each mutant's CPU-time limit is
+    ``(tests' time + constant) * multiplier * 2``; a subset whose start-up (collection, session
+    fixtures) takes more CPU than that limit reports every mutant of a fast test as a timeout"""
 
 
 def _rem(*names: str) -> tuple[str, ...]:
@@ -164,17 +171,46 @@ MODULES: tuple[Module, ...] = (
         ("tools/remediation/executor.py", "tools/remediation/runners.py"),
         _rem("promise_backups", "promise_prechecks", "races", "negative", "story", "replay_state"),
     ),
+    # the cluster variants of test_planners run the same planning code on another backend at twice the
+    # cost; the slot logic is tested without a server (promise_plan_slots), and one cluster test checks
+    # that a plan on a cluster is reviewed at all
     Module(
         "remediation-plan",
-        ("tools/remediation/planner.py", "tools/remediation/plan_*.py"),
-        _rem("promise_ids", "planners", "story"),
+        ("tools/remediation/planner.py", "tools/remediation/plan_*.py", "tools/remediation/slots.py"),
+        (
+            *_rem("promise_plan_inputs", "promise_plan_slots", "promise_plan_reads", "promise_plans",
+                  "promise_plan_dlq", "promise_ids", "planners", "story"),
+            "tests/topologies/test_cluster_remediation.py::test_bullmq_retry_needs_a_hash_tagged_prefix",
+        ),
+        keyword="not stdio and not (cluster and planners)",
+        timeout_constant=10.0,
+    ),
+    # planner.py alone (validation, sealing, saving): the same tests, so it can be measured on its own
+    # when the whole planning package does not fit in a run
+    Module(
+        "remediation-planner",
+        ("tools/remediation/planner.py",),
+        (
+            *_rem("promise_plan_inputs", "promise_plan_reads", "promise_plans", "promise_plan_dlq", "promise_ids",
+                  "planners", "story"),
+            "tests/topologies/test_cluster_remediation.py::test_bullmq_retry_needs_a_hash_tagged_prefix",
+        ),
+        keyword="not stdio and not (cluster and planners)",
+        timeout_constant=10.0,
+    ),
+    # the planner's reads and the plan model (hash, summary): split from remediation-rest so each
+    # runs on its own, lean subset
+    Module(
+        "remediation-reads",
+        ("tools/remediation/model.py", "tools/remediation/redis_reads.py"),
+        _rem("promise_plan_model", "promise_plan_reads", "promise_plan_slots", "promise_plans", "planners", "story"),
+        keyword="not stdio and not cluster",
+        timeout_constant=10.0,
     ),
     Module(
         "remediation-rest",
         (
-            "tools/remediation/model.py",
             "tools/remediation/operations.py",
-            "tools/remediation/redis_reads.py",
             "tools/remediation/replays.py",
             "tools/remediation/mcp_tools.py",
         ),
@@ -214,7 +250,8 @@ def _setup_cfg(module: Module) -> str:
         # a mutant that makes a read hang (no deadline) is a timeout after 3x the tests' usual time,
         # not mutmut's default 15x (half an hour for the SQL subset on a loaded machine)
         f"timeout_multiplier = {module.timeout_multiplier}\n"
-        f"pytest_add_cli_args_test_selection ={lines(module.tests)}\n"
+        + (f"timeout_constant = {module.timeout_constant}\n" if module.timeout_constant is not None else "")
+        + f"pytest_add_cli_args_test_selection ={lines(module.tests)}\n"
         f"pytest_add_cli_args ={lines(['-p', 'no:cacheprovider', '-q', '-k', module.keyword, *deselect])}\n"
     )
 
@@ -255,13 +292,17 @@ def _refresh_tests(workdir: Path) -> None:
                 shutil.copy2(ROOT / rel, target)
 
 
-def run_module(module: Module, max_children: int, keep: bool, survivors_only: bool = False) -> dict[str, object]:
+def run_module(
+    module: Module, max_children: int, keep: bool, survivors_only: bool = False, timeouts: bool = False
+) -> dict[str, object]:
     workdir = OUT / module.name
     names: list[str] = []
     if survivors_only and (workdir / "mutants").exists():
         # the previous run's survivors (and the mutants it did not reach) only, against the current
-        # tests (killed mutants stay killed: tests are only ever added between the two runs)
-        names = [k for k, v in _results(workdir).items() if v in ("survived", "no tests", "not checked")]
+        # tests (killed mutants stay killed: tests are only ever added between the two runs); with
+        # ``timeouts`` its timeouts too (under load a timeout may be a slow survivor)
+        again = ("survived", "no tests", "not checked", *(("timeout",) if timeouts else ()))
+        names = [k for k, v in _results(workdir).items() if v in again]
         _refresh_tests(workdir)
     elif not keep or not workdir.exists():
         _copy_repo(workdir)
@@ -319,6 +360,9 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="re-run only the last run's survivors and unreached mutants, against the current tests",
     )
+    parser.add_argument(
+        "--timeouts", action="store_true", help="with --survivors: re-run the last run's timeouts as well"
+    )
     parser.add_argument("--list", action="store_true", help="print the modules and their tests, run nothing")
     parser.add_argument(
         "--report", action="store_true", help="rebuild summary.json and survivors.txt from the last runs, run nothing"
@@ -349,7 +393,7 @@ def main(argv: list[str] | None = None) -> int:
             previous = summary.get(module.name, {})
             result = collect(module, previous.get("exit_status"), previous.get("seconds"))
         else:
-            result = run_module(module, args.max_children, args.keep, args.survivors)
+            result = run_module(module, args.max_children, args.keep, args.survivors, args.timeouts)
         # re-read: another run of this bench (other modules) may have written meanwhile
         summary = json.loads(summary_path.read_text(encoding="utf-8")) if summary_path.exists() else {}
         summary[module.name] = result

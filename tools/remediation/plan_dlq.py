@@ -45,15 +45,31 @@ from tools.streams.keys import (
 )
 
 
-def _rebuild_fields(conv: Conventions, dead: DeadLetter) -> tuple[list[tuple[str, str]] | None, str]:
-    """Stream fields rebuilt from a dead letter's payload (the post-processor's ParseResult)."""
+def _event_of(conv: Conventions, dead: DeadLetter) -> tuple[dict[str, Any] | None, Any]:
+    """``(event, event_text)``: the event JSON a dead letter's payload (the ParseResult) holds."""
     doc = dead.payload if isinstance(dead.payload, dict) else None
     event_text = doc.get(conv.dlq_event_key) if doc else None
     try:
         event = json.loads(event_text) if isinstance(event_text, str) else None
     except ValueError:
         event = None
-    if not isinstance(event, dict):
+    return (event if isinstance(event, dict) else None), event_text
+
+
+def _emitter(conv: Conventions, dead: DeadLetter) -> str | None:
+    """The service that emitted a dead letter's event: the event JSON's ``emitter`` (the ParseResult
+    itself has none), else a top-level one."""
+    event, _ = _event_of(conv, dead)
+    doc = dead.payload if isinstance(dead.payload, dict) else {}
+    value = (event or {}).get("emitter") or doc.get("emitter")
+    return value if isinstance(value, str) and value else None
+
+
+def _rebuild_fields(conv: Conventions, dead: DeadLetter) -> tuple[list[tuple[str, str]] | None, str]:
+    """Stream fields rebuilt from a dead letter's payload (the post-processor's ParseResult)."""
+    doc = dead.payload if isinstance(dead.payload, dict) else None
+    event, event_text = _event_of(conv, dead)
+    if event is None:
         return None, "the dead letter does not hold the event JSON (it did not parse when it failed)"
     out: list[tuple[str, str]] = []
     for name in (conv.event_id_field, conv.event_type_field):
@@ -209,7 +225,7 @@ async def build_dlq_replay(b: PlanBuilder, connections: Connections, req: Reques
     )
     await _add_retry_cleanup(b, redis, group, [m for _, m, _, _ in kept], confirm_checks)
     event_ids = [d.event_id for _, _, _, d in kept if d.event_id]
-    emitters = {str(d.payload.get("emitter")) for _, _, _, d in kept if isinstance(d.payload, dict)}
+    emitters = {e for e in (_emitter(conv, d) for _, _, _, d in kept) if e}
     await add_event_reconcile(b, connections, req.service, event_ids, emitters, confirm_checks)
     b.messages = len(kept)
     b.streams.update({stream, dlq})
