@@ -130,10 +130,20 @@ MODULES: tuple[Module, ...] = (
         ("tools/remediation/store.py",),
         _rem("promise_ids", "replay_state", "double_replay", "promise_expiry"),
     ),
+    # the apply side, one module per file (a survivor of the executor costs every whole-plan test):
+    # the runners on runner-level tests (one step on a real Redis / PostgreSQL), the executor on
+    # whole applies; the cluster variants run the same code on another backend at twice the cost
     Module(
-        "remediation-apply",
-        ("tools/remediation/executor.py", "tools/remediation/runners.py"),
-        _rem("promise_backups", "promise_prechecks", "races", "negative", "story", "replay_state"),
+        "remediation-runners",
+        ("tools/remediation/runners.py",),
+        _rem("promise_runner_records", "promise_replay_runners", "promise_backups", "races"),
+        keyword="not stdio and not cluster",
+    ),
+    Module(
+        "remediation-executor",
+        ("tools/remediation/executor.py",),
+        _rem("promise_prechecks", "negative", "story", "promise_backups"),
+        keyword="not stdio and not cluster",
     ),
     Module(
         "remediation-plan",
