@@ -142,7 +142,7 @@ MODULES: tuple[Module, ...] = (
     Module(
         "remediation-executor",
         ("tools/remediation/executor.py",),
-        _rem("promise_prechecks", "negative", "story", "promise_backups"),
+        _rem("promise_executor", "promise_prechecks", "negative", "story", "promise_backups"),
         keyword="not stdio and not cluster",
     ),
     Module(

@@ -189,10 +189,12 @@ async def test_xdel_backs_up_the_entries_it_deletes(settings, redis_client, tmp_
     assert outcome.detail == f"deleted 2 entr(ies) from {STREAM}"
     assert outcome.targets == [ids[0], ids[1], gone] and outcome.output == {"deleted": 2}
     assert outcome.backup_records == 3
+    binary = {"base64": base64.b64encode(b"\xff\x00").decode()}  # not UTF-8: the exact bytes, as base64
     assert _records(tmp_path) == [
-        (3, "stream_entry", f"{STREAM} {ids[0]}", {"key": STREAM, "id": ids[0], "fields": [["id", "m0"], ["bin", "x"]]}),
+        (3, "stream_entry", f"{STREAM} {ids[0]}",
+         {"key": STREAM, "id": ids[0], "fields": [["id", "m0"], ["bin", "x"]]}),
         (3, "stream_entry", f"{STREAM} {ids[1]}",
-         {"key": STREAM, "id": ids[1], "fields": [["id", "m1"], ["bin", {"base64": base64.b64encode(b"\xff\x00").decode()}]]}),
+         {"key": STREAM, "id": ids[1], "fields": [["id", "m1"], ["bin", binary]]}),
         (3, "stream_entry", f"{STREAM} {gone}", {"key": STREAM, "id": gone, "fields": None, "missing": True}),
     ]
     assert [i.decode() for i, _ in redis_client.xrange(STREAM)] == [ids[2]]
