@@ -130,19 +130,30 @@ MODULES: tuple[Module, ...] = (
         ("tools/remediation/store.py",),
         _rem("promise_ids", "replay_state", "double_replay", "promise_expiry"),
     ),
-    # the apply side, one module per file (a survivor of the executor costs every whole-plan test):
-    # the runners on runner-level tests (one step on a real Redis / PostgreSQL), the executor on
-    # whole applies; the cluster variants run the same code on another backend at twice the cost
+    # the apply side, one module per file, each on its fast promise tests (a survivor costs its whole
+    # mapped subset): the runners on one step at a time against a real Redis / PostgreSQL, the executor
+    # on hand-made plans applied end to end; the whole-plan stories (test_story, test_negative,
+    # test_promise_backups' apply) defend the same code in the suite but cost seconds each, with a
+    # consumer thread; the cluster variants run the same code on another backend at twice the cost
     Module(
         "remediation-runners",
         ("tools/remediation/runners.py",),
-        _rem("promise_runner_records", "promise_replay_runners", "promise_backups", "races"),
+        (
+            *_rem("promise_runner_records", "promise_replay_runners", "races"),
+            "tests/remediation/test_promise_backups.py::test_a_backup_that_does_not_read_back_stops_the_step_before_any_change",
+        ),
         keyword="not stdio and not cluster",
     ),
     Module(
         "remediation-executor",
         ("tools/remediation/executor.py",),
-        _rem("promise_executor", "promise_prechecks", "negative", "story", "promise_backups"),
+        _rem("promise_executor", "promise_prechecks"),
+        keyword="not stdio and not cluster",
+    ),
+    Module(
+        "remediation-ops",
+        ("tools/remediation/operations.py", "tools/remediation/replays.py"),
+        _rem("promise_rendering", "promise_replay_guard", "replay_state", "promise_replay_runners"),
         keyword="not stdio and not cluster",
     ),
     Module(

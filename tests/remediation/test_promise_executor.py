@@ -273,6 +273,19 @@ async def test_a_pre_flight_that_crashes_closes_the_plan(settings, redis_client)
     assert redis_client.get("lock:a") == b"processing"
 
 
+async def test_a_pre_flight_that_redis_refuses_names_the_reason(settings, redis_client) -> None:
+    redis_client.set("lock:a", "processing")
+    redis_client.set("not-a-zset", "x")
+    check = Check(kind="zset_member", args={"key": "not-a-zset", "member": "m", "allow_missing": False})
+    plan = _plan(settings, [_step(1, "zrem_retry", ZRemOp(key="not-a-zset", members=["m"]), [check])])
+    report = await _apply(settings, plan.plan_id, approve(settings, plan.plan_id))
+    assert report.status == "stopped"
+    assert report.summary == ("STOPPED before any change: the preconditions could not be checked: WRONGTYPE "
+                              "Operation against a key holding the wrong kind of value: the key exists but is not "
+                              "of the expected type")
+    assert redis_client.get("not-a-zset") == b"x"
+
+
 def _refused(settings, plan_id: str) -> dict[str, Any]:
     return _audit(settings, "apply_refused")[-1]
 
