@@ -56,6 +56,10 @@ class Module:
     keyword: str = "not stdio"
     """``pytest -k``: stdio tests cannot run under mutmut's capture; the Redis Cluster variants of the
     trace tests run the same verdict code on another backend at twice the cost"""
+    timeout_constant: float = 1.0
+    """mutmut's ``timeout_constant`` (s): a mutant times out after ``(its tests' recorded time + this) x 3``;
+    the recorded time is the tests' call phase only, so a subset whose fixtures take seconds (a scratch
+    database per test) needs more than mutmut's 1 s, or slow set-ups under load pass for timeouts"""
 
 
 def _rem(*names: str) -> tuple[str, ...]:
@@ -143,18 +147,21 @@ MODULES: tuple[Module, ...] = (
             "tests/remediation/test_promise_backups.py::test_a_backup_that_does_not_read_back_stops_the_step_before_any_change",
         ),
         keyword="not stdio and not cluster",
+        timeout_constant=15.0,  # a scratch PostgreSQL database and Redis db per test
     ),
     Module(
         "remediation-executor",
         ("tools/remediation/executor.py",),
         _rem("promise_executor", "promise_prechecks"),
         keyword="not stdio and not cluster",
+        timeout_constant=15.0,  # a scratch PostgreSQL database and Redis db per test
     ),
     Module(
         "remediation-ops",
         ("tools/remediation/operations.py", "tools/remediation/replays.py"),
         _rem("promise_rendering", "promise_replay_guard", "replay_state", "promise_replay_runners"),
         keyword="not stdio and not cluster",
+        timeout_constant=15.0,  # a scratch PostgreSQL database and Redis db per test
     ),
     Module(
         "remediation-plan",
@@ -206,6 +213,7 @@ def _setup_cfg(module: Module) -> str:
         # a mutant that makes a read hang (no deadline) is a timeout after 3x the tests' usual time,
         # not mutmut's default 15x (half an hour for the SQL subset on a loaded machine)
         "timeout_multiplier = 3.0\n"
+        f"timeout_constant = {module.timeout_constant}\n"
         f"pytest_add_cli_args_test_selection ={lines(module.tests)}\n"
         f"pytest_add_cli_args ={lines(['-p', 'no:cacheprovider', '-q', '-k', module.keyword, *deselect])}\n"
     )
