@@ -21,7 +21,8 @@ from server.approval.tokens import TokenRefused, mint_token
 from server.config import Conventions
 from server.connections import Connections
 from server.errors import MeshError, NotFound, RemediationRefused
-from tests.remediation.conftest import approve
+from tests.remediation.conftest import approve, settings_for
+from tests.remediation.redis_proc import ThrowawayRedis
 from tools.remediation import redis_reads as rr
 from tools.remediation import store
 from tools.remediation.backups import backup_path, read_backup
@@ -54,7 +55,8 @@ def _step(number: int, action: str, op: Any, checks: list[Check], reversible: bo
 _CONV = Conventions()  # the suite's settings use the default conventions (check_integrity re-renders with them)
 
 
-def _plan(settings, steps: list[Step], *, expires_in: float = 3600, created_ago: float = 0) -> Plan:
+def _plan(settings, steps: list[Step], *, expires_in: float = 3600, created_ago: float = 0,
+          redis_instance: str = "default") -> Plan:
     now = datetime.now(UTC)
     plan = Plan(
         plan_id=store.new_plan_id(), symptom="clear_stale_lock",
@@ -62,6 +64,7 @@ def _plan(settings, steps: list[Step], *, expires_in: float = 3600, created_ago:
         expires_at=(now + timedelta(seconds=expires_in)).isoformat(), inputs={}, summary="hand-made test plan",
         steps=steps, blast_radius=BlastRadius(messages=0, rows=0, keys=len(steps)), candidates_found=1,
         truncated=False, approval_mode="local", approval_note="", approve_command="mesh-mcp approve",
+        redis_instance=redis_instance,
     ).sealed()
     store.save_plan(settings, plan)
     return plan
@@ -348,3 +351,49 @@ async def test_a_refused_apply_consumes_nothing(settings, redis_client) -> None:
         await _apply(settings, other.plan_id, token)
     assert store.application_record(settings, other.plan_id) is None
     assert (await _apply(settings, plan.plan_id, token)).status == "completed"
+
+
+async def test_a_plan_runs_on_its_own_redis_instance(tmp_path, outbox_db, redis_url, redis_client) -> None:
+    """Two instances hold the same key; the plan was made for ``other``: only ``other``'s key is deleted."""
+    other = ThrowawayRedis(tmp_path)
+    try:
+        settings = settings_for(tmp_path, outbox_db, {"url": redis_url, "instances": {"other": {"url": other.url}}})
+        far = redis.Redis.from_url(other.url)
+        for client in (redis_client, far):
+            client.set("lock:a", "processing")
+        connections = Connections(settings)
+        try:
+            snap = await rr.key_snapshot(connections.redis("other"), "lock:a")
+        finally:
+            await connections.aclose()
+        check = Check(kind="key_unchanged", args={"key": "lock:a", "digest": snap.digest, "allow_missing": False})
+        steps = [_step(1, "delete_stale_locks", DelOp(keys=["lock:a"]), [check])]
+        plan = _plan(settings, steps, redis_instance="other")
+        report = await _apply(settings, plan.plan_id, approve(settings, plan.plan_id))
+        assert report.status == "completed", report.summary
+        assert far.get("lock:a") is None and redis_client.get("lock:a") == b"processing"
+        far.close()
+    finally:
+        other.kill()
+
+
+async def test_the_replay_guard_scans_from_the_plans_creation(settings, redis_client) -> None:
+    """An old dead letter whose event was re-sent long before the plan was proposed: not a replay of this
+    plan (the scan starts a clock margin before the proposal); re-sent just before it: the apply stops."""
+    now_ms = int(datetime.now(UTC).timestamp() * 1000)
+    stream = "stream:test"
+    dead = f"{now_ms - 3_600_000}-0"
+    message = ReplayMessage(dlq_key=f"{stream}-dlq", dlq_id=dead, message_id=f"{now_ms - 3_700_000}-0",
+                            source="stream", fields=[("id", "ev-1"), ("type", "t")])
+    op = XAddOp(stream=stream, maxlen=None, messages=[message])
+    redis_client.xadd(stream, {"id": "ev-1", "type": "t"}, id=f"{now_ms - 1_800_000}-0")  # 30 min ago
+    plan = _plan(settings, [_step(1, "replay", op, [], reversible=False)])
+    report = await _apply(settings, plan.plan_id, approve(settings, plan.plan_id))
+    assert report.status == "completed", report.summary
+    recent = f"{now_ms - 60_000}-0"  # on another stream, re-sent a minute before the plan: within the clock margin
+    redis_client.xadd("stream:other", {"id": "ev-1", "type": "t"}, id=recent)
+    again = _plan(settings, [_step(1, "replay", op.model_copy(update={"stream": "stream:other", "messages": [
+        message.model_copy(update={"dlq_id": f"{now_ms - 3_600_000}-1"})]}), [], reversible=False)])
+    report = await _apply(settings, again.plan_id, approve(settings, again.plan_id))
+    assert report.status == "stopped" and report.steps[0].status == "drift"
+    assert f"already holds entry {recent} carrying the same original id ev-1" in report.steps[0].detail
