@@ -8,16 +8,17 @@ Stream ids are explicit, so "before" and "after" the dead letter and the plan ar
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 import redis
 
-from server.approval.audit import audit_log
+from server.approval.audit import audit_log, audit_path
 from server.connections import Connections
 from tests.remediation.conftest import settings_for
 from tools.remediation.model import ReplayMessage, XAddOp
-from tools.remediation.replays import CLOCK_MARGIN_MS, earlier_replay, prior_replays
+from tools.remediation.replays import AUDIT_TAIL_BYTES, CLOCK_MARGIN_MS, earlier_replay, prior_replays
 
 pytestmark = pytest.mark.anyio
 
@@ -175,3 +176,19 @@ async def test_prior_replays_reads_the_latest_replay_of_each_dead_letter(setting
     assert found["1-0"]["new_id"] == "11-0" and found["1-0"]["plan_id"] == PLAN
     assert found["2-0"]["new_id"] == "12-0"
     assert prior_replays(audit, "nothing-dlq") == {}
+
+
+async def test_the_audit_log_is_read_from_its_tail_only(settings, redis_client) -> None:
+    """The audit look reads the last AUDIT_TAIL_BYTES of the log, so a huge log cannot stall an apply; a replay
+    recorded before that tail is left to the stream look (which still finds the replayed entry)."""
+    audit = audit_log(settings)
+    audit.record("replayed", plan_id=OTHER, dlq_key=DLQ, dlq_id=DLQ_ID, new_id=f"{T + 50}-0")
+    assert sorted(prior_replays(audit, DLQ)) == [DLQ_ID]
+    filler = (json.dumps({"event": "step", "plan_id": OTHER, "detail": "x" * 1000}) + "\n").encode()
+    with open(audit_path(settings), "ab") as fh:  # 9 MiB of later records
+        fh.write(filler * (9 * 1024 * 1024 // len(filler)))
+    assert AUDIT_TAIL_BYTES == 8 * 1024 * 1024
+    assert prior_replays(audit, DLQ) == {}
+    assert await _guard(settings, _op()) is None  # not in the tail, not in the stream
+    _add(redis_client, f"{T + 50}-0")
+    assert f"entry {T + 50}-0 " in (await _guard(settings, _op()) or "")
