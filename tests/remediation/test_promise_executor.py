@@ -397,3 +397,48 @@ async def test_the_replay_guard_scans_from_the_plans_creation(settings, redis_cl
     report = await _apply(settings, again.plan_id, approve(settings, again.plan_id))
     assert report.status == "stopped" and report.steps[0].status == "drift"
     assert f"already holds entry {recent} carrying the same original id ev-1" in report.steps[0].detail
+
+
+def _replay_op(stream: str, now_ms: int, n: int) -> XAddOp:
+    message = ReplayMessage(dlq_key=f"{stream}-dlq", dlq_id=f"{now_ms - 3_600_000}-{n}",
+                            message_id=f"{now_ms - 3_700_000}-{n}", source="stream",
+                            fields=[("id", f"ev-{n}"), ("type", "t")])
+    return XAddOp(stream=stream, maxlen=None, messages=[message])
+
+
+async def test_a_plan_replays_once(settings, redis_client) -> None:
+    """The audit log holds a replay of this plan (its step 1): a second replay step of the same plan is
+    refused at run time, whatever dead letter it names."""
+    now_ms = int(datetime.now(UTC).timestamp() * 1000)
+    steps = [_step(1, "replay", _replay_op("stream:test", now_ms, 0), [], reversible=False),
+             _step(2, "replay", _replay_op("stream:test", now_ms, 1), [], reversible=False)]
+    plan = _plan(settings, steps)
+    report = await _apply(settings, plan.plan_id, approve(settings, plan.plan_id))
+    assert [s.status for s in report.steps] == ["done", "drift"]
+    assert report.steps[1].detail.startswith(f"precondition no longer holds: the audit log records that dead letter "
+                                             f"{now_ms - 3_600_000}-0 was already replayed as ")
+    assert f"(plan {plan.plan_id}, " in report.steps[1].detail
+    assert redis_client.xlen("stream:test") == 1
+
+
+async def test_the_run_time_replay_look_resumes_where_the_pre_flight_ended(tmp_path, outbox_db, redis_url,
+                                                                        redis_client) -> None:
+    """[limits] allow 2 pages of 2 entries. The pre-flight reads the 3 entries of the stream; step 1 runs, and
+    2 more arrive. The replay step's own look reads only those 2 (one page, the end seen) and replays; a look
+    from the start would need 3 pages and stop the apply (``could not check``)."""
+    settings = settings_for(tmp_path, outbox_db, redis_url, limits={"max_count": 2, "scan_max_iterations": 2})
+    now_ms = int(datetime.now(UTC).timestamp() * 1000)
+    for n in range(3):
+        redis_client.xadd("stream:test", {"id": f"other-{n}"}, id=f"{now_ms - 120_000 + n}-0")
+    redis_client.set("lock:a", "processing")
+    steps = [_step(1, "delete_stale_locks", DelOp(keys=["lock:a"]), []),
+             _step(2, "replay", _replay_op("stream:test", now_ms, 0), [], reversible=False)]
+    plan = _plan(settings, steps)
+
+    async def more_traffic(number: int) -> None:
+        for n in range(3, 5) if number == 1 else ():
+            redis_client.xadd("stream:test", {"id": f"other-{n}"}, id=f"{now_ms - 120_000 + n}-0")
+
+    report = await _apply(settings, plan.plan_id, approve(settings, plan.plan_id), after_step=more_traffic)
+    assert report.status == "completed", report.summary
+    assert redis_client.xlen("stream:test") == 6
