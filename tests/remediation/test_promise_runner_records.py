@@ -41,6 +41,7 @@ from tools.remediation.model import (
     ZRemOp,
 )
 from tools.remediation.runners import Drift, RunContext, run_step
+from tools.remediation.slots import slot_of
 
 pytestmark = pytest.mark.anyio
 
@@ -436,3 +437,47 @@ async def test_bullmq_retry_concurrent_change_after_a_first_job(settings, redis_
         await _run(settings, _retry("j1", "j2"), backups, list(checks.values()))
     assert str(info.value) == "job j2 changed during its retry (nothing applied to it); retried so far: ['j1']"
     assert redis_client.lrange("bull:q:wait", 0, -1) == [b"j1"]
+
+
+# -- DEL across the slots of a Redis Cluster -----------------------------------------------------
+
+def _keys_in_two_slots() -> tuple[list[str], list[str]]:
+    """Two keys sharing a slot (hash tag) and one in another slot, in slot_groups order."""
+    first, second = ["{s1}lock:a", "{s1}lock:b"], ["{s2}lock:c"]
+    assert slot_of(first[0]) == slot_of(first[1]) != slot_of(second[0])
+    return first, second
+
+
+async def test_del_across_slots_runs_one_transaction_per_slot(tmp_path, outbox_db, cluster_backend) -> None:
+    settings = settings_for(tmp_path, outbox_db, cluster_backend.redis_config)
+    client = cluster_backend.client
+    first, second = _keys_in_two_slots()
+    for key in first + second:
+        client.set(key, "processing")
+    outcome = await _run(settings, DelOp(keys=first + second + ["{s1}gone"]), _backups(tmp_path))
+    assert outcome.detail == "deleted 3 key(s) (1 already gone) in 2 cluster slot transactions"
+    assert outcome.output == {"deleted": 3} and outcome.backup_records == 4
+    assert [t for _, _, t, _ in _records(tmp_path)] == ["{s1}lock:a", "{s1}lock:b", "{s1}gone", "{s2}lock:c"]
+    assert not any(client.exists(k) for k in first + second)
+
+
+async def test_del_stopped_at_a_later_slot_says_what_earlier_slots_deleted(tmp_path, outbox_db,
+                                                                           cluster_backend) -> None:
+    settings = settings_for(tmp_path, outbox_db, cluster_backend.redis_config)
+    client = cluster_backend.client
+    first, second = _keys_in_two_slots()
+    for key in first + second:
+        client.set(key, "processing")
+    backups = RacingBackup(tmp_path / "b.jsonl", lambda: client.set(second[0], "taken again"), nth=2)
+    with pytest.raises(Drift) as info:
+        await _run(settings, DelOp(keys=first + second), backups)
+    assert str(info.value) == ("a key changed between its backup and the DEL; nothing of this slot was deleted "
+                               "(already deleted, other slots: {s1}lock:a, {s1}lock:b)")
+    assert client.get(second[0]) == b"taken again"
+    check = Check(kind="key_unchanged", args={"key": "{s2}lock:d", "digest": "f" * 64, "allow_missing": True})
+    client.set("{s1}lock:e", "x")
+    client.set("{s2}lock:d", "changed")
+    with pytest.raises(Drift) as info:
+        await _run(settings, DelOp(keys=["{s1}lock:e", "{s2}lock:d"]), _backups(tmp_path), [check])
+    assert str(info.value) == ("key {s2}lock:d changed since the plan was approved; nothing of this slot was deleted "
+                               "(already deleted, other slots: {s1}lock:e)")
