@@ -192,3 +192,13 @@ async def test_the_audit_log_is_read_from_its_tail_only(settings, redis_client) 
     assert await _guard(settings, _op()) is None  # not in the tail, not in the stream
     _add(redis_client, f"{T + 50}-0")
     assert f"entry {T + 50}-0 " in (await _guard(settings, _op()) or "")
+
+
+async def test_an_empty_event_id_is_not_an_event_id(settings, redis_client) -> None:
+    """A message whose id field is empty is matched by its fields only: an entry without that field is not it."""
+    message = ReplayMessage(dlq_key=DLQ, dlq_id=DLQ_ID, message_id=f"{T - 10}-0", source="stream",
+                            fields=[("id", ""), ("type", "user:created")])
+    redis_client.xadd(STREAM, {"type": "something else"}, id=f"{T + 9}-0")
+    assert await _guard(settings, _op(message)) is None
+    redis_client.xadd(STREAM, {"id": "", "type": "user:created"}, id=f"{T + 10}-0")  # the same fields: replayed
+    assert f"entry {T + 10}-0 " in (await _guard(settings, _op(message)) or "")

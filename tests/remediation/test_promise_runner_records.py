@@ -481,3 +481,10 @@ async def test_del_stopped_at_a_later_slot_says_what_earlier_slots_deleted(tmp_p
         await _run(settings, DelOp(keys=["{s1}lock:e", "{s2}lock:d"]), _backups(tmp_path), [check])
     assert str(info.value) == ("key {s2}lock:d changed since the plan was approved; nothing of this slot was deleted "
                                "(already deleted, other slots: {s1}lock:e)")
+    three = ["{s1}lock:f", "{s2}lock:g", "{s3}lock:h"]  # a third slot: the note names both earlier slots' keys
+    for key in three:
+        client.set(key, "processing")
+    backups = RacingBackup(tmp_path / "c.jsonl", lambda: client.set(three[2], "taken again"), nth=3)
+    with pytest.raises(Drift) as info:
+        await _run(settings, DelOp(keys=three), backups)
+    assert str(info.value).endswith("(already deleted, other slots: {s1}lock:f, {s2}lock:g)")
