@@ -131,7 +131,8 @@ async def test_a_completed_apply_reports_and_audits_every_step(settings, redis_c
     assert (report.plan_id, report.plan_sha256, report.dry_run) == (plan.plan_id, plan.plan_sha256, False)
     assert report.approver.startswith("local:") and report.approval_warning is None
     assert report.backup_file == str(backup_path(settings, plan.plan_id))
-    assert [r["step"] for r in read_backup(backup_path(settings, plan.plan_id))] == [1, 2, 3]
+    assert [(r["step"], r["plan_id"], r["plan_sha256"]) for r in read_backup(backup_path(settings, plan.plan_id))] == [
+        (n, plan.plan_id, plan.plan_sha256) for n in (1, 2, 3)]
     assert report.audit_file == str(audit_path(settings))
     last = audit_log(settings).read()[-1]
     assert last["event"] == "apply_finished" and report.audit_head == str(audit_log(settings).head())
@@ -142,7 +143,8 @@ async def test_a_completed_apply_reports_and_audits_every_step(settings, redis_c
     assert [(r["step"], r["action"], r["result"], r["detail"], r["approver"], r["plan_sha256"])
             for r in _audit(settings, "step")] == [(n, a, st, d, report.approver, plan.plan_sha256)
                                                   for n, a, st, d in _steps(report)]
-    assert store.application_record(settings, plan.plan_id)["status"] == "completed"
+    applied = store.application_record(settings, plan.plan_id)
+    assert applied["status"] == "completed" and applied["approver"] == report.approver
     assert not redis_client.exists("lock:a", "lock:b") and redis_client.zrange(ZSET, 0, -1) == [b"m2"]
 
 
