@@ -18,7 +18,7 @@ from server.approval.audit import audit_log, audit_path
 from server.connections import Connections
 from tests.remediation.conftest import settings_for
 from tools.remediation.model import ReplayMessage, XAddOp
-from tools.remediation.replays import AUDIT_TAIL_BYTES, CLOCK_MARGIN_MS, earlier_replay, prior_replays
+from tools.remediation.replays import AUDIT_TAIL_BYTES, CLOCK_MARGIN_MS, earlier_replay, prior_replays, replay_state
 
 pytestmark = pytest.mark.anyio
 
@@ -202,3 +202,33 @@ async def test_an_empty_event_id_is_not_an_event_id(settings, redis_client) -> N
     assert await _guard(settings, _op(message)) is None
     redis_client.xadd(STREAM, {"id": "", "type": "user:created"}, id=f"{T + 10}-0")  # the same fields: replayed
     assert f"entry {T + 10}-0 " in (await _guard(settings, _op(message)) or "")
+
+
+async def test_the_scan_pages_on_from_the_last_entry_of_each_page(tmp_path, redis_url, redis_client) -> None:
+    """Pages of 3, at most 2: 5 entries are read in 2 pages (3 + 2, the end seen)."""
+    narrow = settings_for(tmp_path, None, redis_url, limits={"max_count": 3, "scan_max_iterations": 2})
+    for n in range(5):
+        _add(redis_client, f"{T + 10 + n}-0", event=f"other-{n}")
+    assert await _guard(narrow, _op()) is None
+
+
+async def test_replay_state_names_each_state(tmp_path, redis_url, redis_client) -> None:
+    settings = settings_for(tmp_path, None, redis_url)
+    redis_client.xgroup_create(STREAM, "g", id="$", mkstream=True)
+    first, second = (redis_client.xadd(STREAM, {"id": f"e{n}"}).decode() for n in range(2))
+    redis_client.xreadgroup("g", "c1", {STREAM: ">"}, count=1)
+    connections = Connections(settings)
+    try:
+        pending = await replay_state(connections.redis(), settings, STREAM, "g", first)
+        waiting = await replay_state(connections.redis(), settings, STREAM, "g", second)
+        narrow = settings_for(tmp_path, None, redis_url, limits={"max_count": 1, "scan_max_iterations": 1})
+        for n in range(3):
+            redis_client.xadd(DLQ, {"messageId": f"1-{n}"})
+        unknown = await replay_state(connections.redis(), narrow, STREAM, "g", first)
+    finally:
+        await connections.aclose()
+    assert pending[0] == "pending"
+    assert pending[1].startswith(f"the replay {first} is pending at consumer c1 (1 deliveries")
+    assert waiting == ("undelivered", f"the replay {second} was not read by group g yet (is a consumer running?)")
+    assert unknown == ("unknown", f"the dead-letter stream of {STREAM} holds too many entries after the replay {first} "
+                                  "to check within [limits] scan_max_iterations x max_count: not confirmed")
