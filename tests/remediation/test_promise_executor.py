@@ -137,6 +137,7 @@ async def test_a_completed_apply_reports_and_audits_every_step(settings, redis_c
     last = audit_log(settings).read()[-1]
     assert last["event"] == "apply_finished" and report.audit_head == str(audit_log(settings).head())
     assert (last["result"], last["detail"], last["dry_run"]) == ("completed", report.summary, False)
+    assert (last["plan_id"], last["plan_sha256"], last["approver"]) == (plan.plan_id, plan.plan_sha256, report.approver)
     (started,) = _audit(settings, "apply_started")
     assert (started["plan_id"], started["plan_sha256"], started["approver"], started["detail"]) == (
         plan.plan_id, plan.plan_sha256, report.approver, "3 step(s)")
@@ -220,7 +221,7 @@ async def test_a_replay_failing_part_way_reports_what_it_replayed(settings, redi
     assert step.output == {"replayed": [{"dlq_key": f"{stream}-dlq", "dlq_id": "1700000000000-0",
                                          "message_id": "1690000000000-0", "new_id": new_id, "stream": stream}]}
     assert f"replayed before the failure: {new_id}" in report.summary
-    assert [r["new_id"] for r in _audit(settings, "replayed")] == [new_id]
+    assert [(r["new_id"], r["approver"]) for r in _audit(settings, "replayed")] == [(new_id, report.approver)]
 
 
 async def test_the_pre_flight_stops_before_any_change_and_names_the_step(settings, redis_client) -> None:
