@@ -143,7 +143,7 @@ MODULES: tuple[Module, ...] = (
         "remediation-runners",
         ("tools/remediation/runners.py",),
         (
-            *_rem("promise_runner_records", "promise_replay_runners", "races"),
+            *_rem("promise_runner_records", "promise_runner_transactions", "promise_replay_runners", "races"),
             "tests/remediation/test_promise_backups.py::test_a_backup_that_does_not_read_back_stops_the_step_before_any_change",
         ),
         keyword="not stdio and not cluster",
