@@ -166,10 +166,34 @@ MODULES: tuple[Module, ...] = (
         # tests defend the replay guard (remediation-apply), not the store, and cost a Redis Cluster per run
         _rem("promise_store", "promise_ids", "promise_expiry"),
     ),
+    # the apply side, one module per file, each on its fast promise tests (a survivor costs its whole
+    # mapped subset): the runners on one step at a time against a real Redis / PostgreSQL, the executor
+    # on hand-made plans applied end to end; the whole-plan stories (test_story, test_negative,
+    # test_promise_backups' apply) defend the same code in the suite but cost seconds each, with a
+    # consumer thread; the cluster variants run the same code on another backend at twice the cost
     Module(
-        "remediation-apply",
-        ("tools/remediation/executor.py", "tools/remediation/runners.py"),
-        _rem("promise_backups", "promise_prechecks", "races", "negative", "story", "replay_state"),
+        "remediation-runners",
+        ("tools/remediation/runners.py",),
+        (
+            *_rem("promise_runner_records", "promise_runner_transactions", "promise_replay_runners", "races"),
+            "tests/remediation/test_promise_backups.py::test_a_backup_that_does_not_read_back_stops_the_step_before_any_change",
+        ),
+        keyword="not stdio and not cluster",
+        timeout_constant=15.0,  # a scratch PostgreSQL database and Redis db per test
+    ),
+    Module(
+        "remediation-executor",
+        ("tools/remediation/executor.py",),
+        _rem("promise_executor", "promise_prechecks"),
+        keyword="not stdio and not cluster",
+        timeout_constant=15.0,  # a scratch PostgreSQL database and Redis db per test
+    ),
+    Module(
+        "remediation-ops",
+        ("tools/remediation/operations.py", "tools/remediation/replays.py"),
+        _rem("promise_rendering", "promise_replay_guard", "replay_state", "promise_replay_runners"),
+        keyword="not stdio and not cluster",
+        timeout_constant=15.0,  # a scratch PostgreSQL database and Redis db per test
     ),
     # the cluster variants of test_planners run the same planning code on another backend at twice the
     # cost; the slot logic is tested without a server (promise_plan_slots), and one cluster test checks
