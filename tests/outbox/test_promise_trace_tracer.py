@@ -26,7 +26,7 @@ import pytest
 
 from server.config import Settings
 from server.demo.embedded import free_port
-from server.errors import InvalidArgument
+from server.errors import InvalidArgument, ServiceUnavailable
 from server.runtime import Runtime
 from tests.conftest import _with_database, as_url
 from tests.outbox import sim
@@ -360,6 +360,10 @@ async def test_a_stalled_job_gets_the_queue_liveness(db, r, tracer_for) -> None:
     bull = next(h for h in report.hops if h.name == "bullmq_job").bull
     assert bull is not None and bull.liveness is not None and bull.liveness.workers == 0
     assert "no worker of queue 'user-queue' is connected" in report.verdict.sentence
+    r.set(f"bull:user-queue:{sim.CONV.bullmq_stalled_check_key}", "1", px=30_000)  # this queue's checker ran
+    report = await tracer_for().trace_job("user", job_id)
+    bull = next(h for h in report.hops if h.name == "bullmq_job").bull
+    assert bull is not None and bull.liveness is not None and 0 < (bull.liveness.stalled_check_ttl_ms or 0) <= 30_000
 
 
 async def test_an_overdue_delayed_job_gets_the_queue_liveness_a_scheduled_one_not(db, r, tracer_for) -> None:
@@ -425,6 +429,9 @@ async def test_a_completed_job_still_in_the_outbox_follows_its_success_event(db,
     # the success event is still PENDING (no runner pushed it): that is the broken link
     assert (report.verdict.code, report.verdict.hop) == ("event_pending", "outcome_event"), report.verdict.sentence
     assert [h.ref for h in report.hops if h.name == "outcome_event"] == [f"user.event_queue {outcome_id}"]
+    row = next(h for h in report.hops if h.name == "jobs_outbox").row  # its hint reads the job_audit status
+    assert row is not None and row.hint == ("COMPLETED and job_audit COMPLETED, yet the row is still here: the success "
+                                            "event was not processed (stream or common post-processor).")
 
 
 async def test_the_clock_offset_is_zero_and_not_kept_when_the_database_cannot_be_read(tracer_for, module_db) -> None:
@@ -469,3 +476,155 @@ async def test_a_job_id_out_of_bounds_is_refused_by_name(tracer_for) -> None:
     for bad in ("", "j" * 101, "j\x00"):
         with pytest.raises(InvalidArgument, match=r"^job_id must "):
             await tracer_for().trace_job("user", bad)
+
+
+# -- survivors of the mutation run (docs/testing.md "tools/outbox/trace.py"): one chain each, every field --
+
+
+async def test_a_finished_job_of_another_emitter_is_ok_through_its_pushed_success_event(db, r, tracer_for) -> None:
+    """Job of emitter ms-orders in service user: its success event is orders:job:outbox:success (the row's emitter,
+    not the service's), pushed and acknowledged; the guard is set and the outbox row cleaned up."""
+    job_id = sim.insert_job(db, target="user-queue", emitter="ms-orders")
+    sim.runner_push_job(db, r, job_id)
+    sim.worker_take(db, r, job_id, "user-queue")
+    sim.worker_complete(db, r, job_id, "user-queue")
+    sim.success_post_processor_delete(db, job_id)
+    outcome_id, outcome_type = sim.outcome_event_of(db, job_id)
+    assert outcome_type == "orders:job:outbox:success"
+    ((stream, entry),) = sim.runner_push_event(db, r, outcome_id)
+    sim.ensure_group(r, stream, "pp")
+    sim.consumer_read(r, stream, "pp", "c-1")
+    sim.consumer_ack(r, stream, "pp", entry)
+    report = await tracer_for().trace_job("user", job_id)
+    assert (report.verdict.code, report.verdict.sentence) == (
+        "ok", f"job {job_id} ran, succeeded, and its outbox row was cleaned up"), report.verdict.sentence
+    assert report.findings == []
+    assert list(report.clock_offsets_ms) == ["user"]  # measured for the outcome event's stream
+    guard = next(h for h in report.hops if h.name == "completion_guard")
+    assert (guard.ref, guard.found, guard.state, guard.healthy) == (f"job:completed:{job_id}", True, "set", True)
+    (outcome,) = [h for h in report.hops if h.name == "outcome_event"]
+    assert outcome.ref == f"user.event_queue {outcome_id}" and outcome.row is not None
+    assert outcome.row.columns["payload"]["jobId"] == job_id and outcome.row.truncated is False
+    assert [(h.name, h.state) for h in report.hops if h.name.startswith("outcome_event.")] == [
+        ("outcome_event.stream_entry", "present"), ("outcome_event.group", "acknowledged")]
+    assert next(h for h in report.hops if h.name == "outcome_event.stream_entry").ref == f"{stream} {entry}"
+
+
+async def test_the_hints_and_payloads_of_the_rows_traced(db, r, tracer_for) -> None:
+    """The rows' hints (with the job_audit status, the limits and the real column names) and uncut payloads."""
+    tracer = tracer_for
+    job_id = sim.insert_job(db, status="COMPLETED", target="user-queue", age_s=20)
+    report = await tracer().trace_job("user", job_id)
+    row = next(h for h in report.hops if h.name == "jobs_outbox").row
+    assert row is not None and row.columns["payload"] == {"userId": 1} and row.truncated is False
+    assert row.hint == ("COMPLETED (pushed to BullMQ queue 'user-queue') but no job_audit row: not consumed, the "
+                        "worker is stopped or the target queue is wrong.")
+    job_id = sim.insert_job(db, age_s=5)
+    report = await tracer().trace_job("user", job_id)
+    row = next(h for h in report.hops if h.name == "jobs_outbox").row
+    assert row is not None and row.hint == "PENDING for 5s: waiting for the outbox runner (not late yet)."
+    job_id = sim.insert_job(db, scheduled_in_s=600)
+    report = await tracer().trace_job("user", job_id)
+    row = next(h for h in report.hops if h.name == "jobs_outbox").row
+    assert row is not None and re.fullmatch(r"PENDING, scheduled to run in (599|600)s: not late\.", row.hint or "")
+    assert report.verdict.code == "pending_in_outbox" and report.findings == [report.verdict]
+    assert re.fullmatch(rf"job {job_id} is PENDING, scheduled to run in (599|600)s: not late", report.verdict.sentence)
+    event_id = sim.insert_event(db, status="FAILED", payload={"before": None, "after": {"id": 7}})
+    db.execute("""UPDATE event_queue SET "lastError" = 'READONLY replica' WHERE id = %s""", (event_id,))
+    report = await tracer().trace_event("user", event_id)
+    (hop,) = report.hops
+    assert hop.detail == "FAILED: the outbox runner gave up pushing the event. Last error: READONLY replica"
+    assert hop.row is not None and hop.row.columns["payload"] == {"before": None, "after": {"id": 7}}
+
+
+async def test_a_job_on_a_redis_instance_that_is_down_names_that_instance(db, r, tracer_for, redis_url) -> None:
+    """Queue jobs-* lives on instance 'jobs' (down): the BullMQ job and the guard are read there, not on the default."""
+    tracer = tracer_for(redis={"url": redis_url, "instances": {"jobs": {"url": dead_port_url(), "queues": ["jobs-*"]}}})
+    job_id = sim.insert_job(db, status="COMPLETED", target="jobs-queue", age_s=20)
+    r.set(f"job:completed:{job_id}", "true")  # on the default instance: must not be read as this job's guard
+    report = await tracer.trace_job("user", job_id)
+    (problem,) = report.unavailable
+    print(problem)
+    assert problem.service == "redis:jobs" and problem.error.startswith("Redis instance 'jobs'")
+    assert [(h.name, h.state) for h in report.hops if h.name in ("bullmq_job", "completion_guard")] == [
+        ("bullmq_job", "unknown"), ("completion_guard", "unknown")]
+    assert [s.model_dump()["instance"] for s in report.redis_sources] == ["jobs"]
+    assert tracer.redis_down == {"jobs"}
+
+
+async def test_redis_down_names_the_error(db, tracer_for) -> None:
+    job_id = sim.insert_job(db, status="COMPLETED", age_s=20)
+    report = await tracer_for(redis={"url": dead_port_url()}).trace_job("user", job_id)
+    (problem,) = report.unavailable
+    assert problem.service == "redis" and problem.error.startswith("Redis"), problem.error
+    assert problem.error != "None"
+
+
+async def test_a_job_traced_in_a_named_service_does_not_search_the_others(db, r, tracer_for, module_db) -> None:
+    services = {"user": {"postgres": module_db}, "billing": {"postgres": down_pg()}}
+    missing = str(uuid.uuid4())
+    report = await tracer_for(services=services).trace_job("user", missing)
+    assert (report.verdict.code, report.service, report.searched_services, report.unavailable) == (
+        "not_found", "user", ["user"], [])
+    job_id = sim.insert_job(db, target="user-queue")
+    sim.runner_push_job(db, r, job_id)
+    sim.worker_take(db, r, job_id, "user-queue")
+    audit_id = str(db.execute("SELECT id FROM job_audit WHERE job_id = %s", (job_id,)).fetchone()[0])
+    report = await tracer_for(services=services).trace_job("user", audit_id)  # its job: traced in user only
+    assert (report.id, report.service, report.searched_services, report.unavailable) == (job_id, "user", ["user"], [])
+    with pytest.raises(ServiceUnavailable):
+        await tracer_for(services=services).trace_job("billing", missing)
+
+
+async def test_a_service_whose_outcome_events_cannot_be_read_makes_a_missing_job_inconclusive(
+        db, tracer_for, module_db, pg_admin_url) -> None:
+    """No row anywhere; the purged-job search of service 'odd' times out (its event_queue is locked): that service
+    is named unavailable, with the database's error, and the job is not called not_found."""
+    name = f"mesh_t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    url = as_url(_with_database(pg_admin_url, name))
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(SCHEMA_SQL)
+        services = {"user": {"postgres": module_db}, "odd": {"postgres": url}}
+        tracer = tracer_for(services=services, limits={"statement_timeout_ms": 300})
+        await tracer.catalog.tables("odd")  # discovered before the lock
+        with psycopg.connect(url) as locker:
+            locker.execute("LOCK TABLE event_queue IN ACCESS EXCLUSIVE MODE")
+            report = await tracer.trace_job(None, str(uuid.uuid4()))
+        (problem,) = report.unavailable
+        assert (problem.service, problem.error) == (
+            "odd", "the query on service 'odd' exceeded the statement timeout of 300 ms: narrow the filters or raise "
+                   "[limits] statement_timeout_ms")
+        assert (report.verdict.code, report.searched_services) == ("inconclusive", ["user"]), report.verdict.sentence
+        assert "in user, but odd could not be searched (see unavailable)" in report.verdict.sentence
+    finally:
+        with psycopg.connect(pg_admin_url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+async def test_a_trimmed_entry_is_looked_for_at_the_rows_processed_at(db, r, tracer_for) -> None:
+    """The entry was trimmed away (MAXLEN 1): the tracer says when it was pushed, from processed_at (Redis clock),
+    not from a later updated_at."""
+    event_id = sim.insert_event(db, targets=["user:trimmed"])
+    ((stream, _),) = sim.runner_push_event(db, r, event_id, maxlen=1)
+    r.xadd(stream, {"id": "another"}, maxlen=1, approximate=False)
+    db.execute("UPDATE event_queue SET updated_at = now() + interval '1 hour' WHERE id = %s", (event_id,))
+    processed_ms = db.execute("SELECT (EXTRACT(EPOCH FROM processed_at) * 1000)::bigint FROM event_queue "
+                              "WHERE id = %s", (event_id,)).fetchone()[0]
+    report = await tracer_for().trace_event("user", event_id)
+    hop = report.hops[1]
+    print(hop.state, hop.detail, report.verdict.code)
+    assert (hop.name, hop.ref, hop.state) == ("stream_entry", stream, "trimmed")
+    match = re.search(r"it was pushed about (\d+) ms \(Redis clock\)", hop.detail or "")
+    assert match is not None and abs(int(match[1]) - processed_ms) < 1000, (hop.detail, processed_ms)
+    assert report.verdict.code == "trimmed"
+
+
+async def test_a_missing_job_with_redis_down_is_inconclusive(tracer_for) -> None:
+    """No row and no outcome event, but the completion guard could not be read: Redis is named, not not_found."""
+    report = await tracer_for(redis={"url": dead_port_url()}).trace_job("user", str(uuid.uuid4()))
+    assert report.verdict.code == "inconclusive", report.verdict.sentence
+    assert "redis" in report.verdict.sentence
+    assert [p.service for p in report.unavailable] == ["redis"]
