@@ -1,5 +1,6 @@
 """The parse the command line starts before its imports (``indexer.start_early``) gives what the
-plain parse gives, and ``mesh-mcp index`` prints the same with and without it.
+plain parse gives, and ``mesh-mcp index`` prints the same with and without it. (start_early forks
+only in a process of one thread: in the whole suite those checks run in a fresh spawned process.)
 
 - the results collected by ``parse_files`` are the plain parse's; a file the early workers
   parsed but the refresh does not ask for is dropped, one they were not given is parsed;
@@ -11,6 +12,7 @@ plain parse gives, and ``mesh-mcp index`` prints the same with and without it.
 from __future__ import annotations
 
 import json
+import multiprocessing
 import shutil
 import threading
 from pathlib import Path
@@ -50,9 +52,36 @@ def _alone() -> bool:
     return threading.active_count() == 1
 
 
+def _in_a_process_of_one_thread(check, tmp_path: Path) -> None:
+    """Run ``check(tmp_path)`` here when this process has one thread, else in a fresh spawned one.
+
+    start_early forks only in a process of one thread; in the whole suite earlier tests leave
+    threads behind, so the check runs in a new interpreter (its assertion fails the exit code)."""
+    if _alone():
+        check(tmp_path)
+        return
+    child = multiprocessing.get_context("spawn").Process(target=_run_and_cancel, args=(check, tmp_path))
+    child.start()
+    child.join(300)
+    if child.is_alive():
+        child.kill()
+        pytest.fail(f"{check.__name__} did not finish in 300 s in its own process")
+    assert child.exitcode == 0, f"{check.__name__} failed in its own process (traceback above, exit {child.exitcode})"
+
+
+def _run_and_cancel(check, tmp_path: Path) -> None:
+    try:
+        check(tmp_path)
+    finally:
+        indexer.cancel_early()
+
+
 def test_early_results_are_the_plain_parse(tmp_path: Path):
-    if not _alone():
-        pytest.skip("this test process runs other threads: start_early would not fork")
+    _in_a_process_of_one_thread(_check_early_results_are_the_plain_parse, tmp_path)
+
+
+def _check_early_results_are_the_plain_parse(tmp_path: Path) -> None:
+    assert _alone()
     items = _items(tmp_path, indexer.PARALLEL_THRESHOLD + 30)
     plain = parse_files(str(tmp_path), items, CFG, workers=1)
     assert start_early(str(tmp_path), items, CFG, workers=2)
@@ -67,8 +96,11 @@ def test_early_results_are_the_plain_parse(tmp_path: Path):
 
 
 def test_an_early_parse_of_another_root_or_config_is_not_used(tmp_path: Path):
-    if not _alone():
-        pytest.skip("this test process runs other threads: start_early would not fork")
+    _in_a_process_of_one_thread(_check_an_early_parse_of_another_root_or_config_is_not_used, tmp_path)
+
+
+def _check_an_early_parse_of_another_root_or_config_is_not_used(tmp_path: Path) -> None:
+    assert _alone()
     items = _items(tmp_path, indexer.PARALLEL_THRESHOLD)
     other = extract_config(Conventions(static={"create_job_calls": ["enqueue"]}))
     assert other != CFG
