@@ -26,6 +26,7 @@ import redis
 from server.config import Settings, load_settings
 from server.demo.embedded import EmbeddedServices, port_answers
 from tests.helpers import render_toml
+from tests.scratch_redis import claim_database
 
 DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/postgres"
 DEFAULT_REDIS = "redis://127.0.0.1:6379/0"
@@ -115,52 +116,15 @@ def pg_url(make_pg_db: Callable[[], str]) -> str:
     return make_pg_db()
 
 
-_LOCK = "mesh-mcp:test-db-lock:{db}"
-
-
-def _db_url(base_url: str, db: int) -> str:
-    """``base_url`` with logical database ``db`` (a db in the URL wins over ``db=``, so rewrite it)."""
-    head, _, last = base_url.rstrip("/").rpartition("/")
-    if last.isdigit() and head.count("/") >= 2:
-        return f"{head}/{db}"
-    return f"{base_url.rstrip('/')}/{db}"
-
-
 @pytest.fixture
 def redis_url(redis_base_url: str) -> Iterator[str]:
     """A Redis logical database (15 down to 1) that was empty, claimed for this test, flushed after.
 
-    The claim is a short-lived lock key in the base database, so concurrent test runs on one
-    Redis never share a database; a database holding keys is never touched.
+    The claim is a short-lived lock key in the base database naming this process, so concurrent
+    test runs on one Redis never share a database, a database holding keys is never touched, and
+    a claim left by a killed test process is taken over (tests/scratch_redis.py).
     """
-    base = redis.Redis.from_url(redis_base_url)
-    token = uuid.uuid4().hex
-    chosen = None
-    try:
-        for db in range(15, 0, -1):
-            if not base.set(_LOCK.format(db=db), token, nx=True, ex=1800):
-                continue
-            client = redis.Redis.from_url(_db_url(redis_base_url, db))
-            try:
-                if client.dbsize() == 0:
-                    chosen = db
-                    break
-            finally:
-                client.close()
-            base.delete(_LOCK.format(db=db))
-        if chosen is None:
-            pytest.fail("no free empty Redis logical database (1-15) for a scratch test database")
-        url = _db_url(redis_base_url, chosen)
-        yield url
-        client = redis.Redis.from_url(url)
-        try:
-            client.flushdb()
-        finally:
-            client.close()
-    finally:
-        if chosen is not None and base.get(_LOCK.format(db=chosen)) == token.encode():
-            base.delete(_LOCK.format(db=chosen))
-        base.close()
+    yield from claim_database(redis_base_url)
 
 
 @pytest.fixture

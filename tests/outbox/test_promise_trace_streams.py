@@ -15,14 +15,13 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
 
 from server.config import Settings
-from tests.outbox.scratch_redis import claim_database
 from tools.outbox.delivery import GroupDelivery, MessageDeadLetter, PendingEntry
 from tools.outbox.model import StreamEntryRef
 from tools.outbox.trace_streams import (
@@ -41,12 +40,6 @@ pytestmark = pytest.mark.anyio
 
 STREAM = "stream:user:created"
 BASE = 1_700_000_000_000
-
-
-@pytest.fixture
-def redis_url(redis_base_url: str) -> Iterator[str]:
-    """A scratch database whose claim a killed test process does not leak (see ``tests/outbox/scratch_redis.py``)."""
-    yield from claim_database(redis_base_url)
 
 
 @pytest.fixture

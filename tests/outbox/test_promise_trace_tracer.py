@@ -31,19 +31,12 @@ from server.runtime import Runtime
 from tests.conftest import _with_database, as_url
 from tests.outbox import sim
 from tests.outbox.conftest import SCHEMA_SQL
-from tests.outbox.scratch_redis import claim_database
 from tools.outbox.model import OutboxRow, ServiceProblem
 from tools.outbox.rows import RowTimes
 from tools.outbox.schema_discovery import SchemaCatalog
 from tools.outbox.trace import Found, Tracer
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def redis_url(redis_base_url: str) -> Iterator[str]:
-    """A scratch database whose claim a killed test process does not leak (see ``tests/outbox/scratch_redis.py``)."""
-    yield from claim_database(redis_base_url)
 
 
 # -- plain data: event rows and "not found" ----------------------------------------------------------
