@@ -356,7 +356,11 @@ def describe_mode(settings: Settings) -> str:
     """One honest sentence on what the configured approval mode protects against."""
     if settings.approval.mode == "signature":
         count = len(settings.approval.approvers)
-        where = settings.approval.trust_file or "(default place)"
+        if settings.approval.trust_file:
+            where = settings.approval.trust_file
+        else:
+            from server.approval.trust import default_trust_path
+            where = f"{default_trust_path()} (the default place)"
         text = (
             f"signature mode: tokens are Ed25519 signatures by one of {count} approver key(s) listed in the trust "
             f"file {where}, made with a passphrase the agent never sees; this gate holds as "

@@ -527,7 +527,9 @@ def test_signature_mode_is_described_with_its_approvers_trust_file_and_warning(t
         f"{settings.approval.trust_file}, made with a passphrase the agent never sees; this gate holds as long as "
         "the agent cannot change the trust file or the server's code.")
     in_code = settings.model_copy(update={"approval": settings.approval.model_copy(update={"trust_file": None})})
-    assert "listed in the trust file (default place), made with" in describe_mode(in_code)  # Settings built in code
+    from server.approval.trust import default_trust_path
+    assert (f"listed in the trust file {default_trust_path()} (the default place), made with"  # Settings built in code
+            in describe_mode(in_code))
     unprotected, _ = _signature(tmp_path / "u", allow_unprotected_approvers=True)
     assert describe_mode(unprotected).endswith(
         "or the server's code. WARNING: the server was started with --allow-unprotected-approvers: it applies "
