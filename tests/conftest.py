@@ -3,6 +3,7 @@
 - ``pg_url``: a scratch database created for the test and dropped after it.
 - ``redis_url``: a Redis logical database that was empty, flushed after the test.
 - ``mesh_config``: writes a ``mesh.toml`` for a test and returns its path.
+- ``make_index``: builds the real index of a workspace folder (state under the test's tmp_path), closed after.
 - ``mcp_session`` / ``stdio_session``: in-process and subprocess MCP clients.
 
 Services come from ``MESH_TEST_POSTGRES_URL`` / ``MESH_TEST_REDIS_URL``, defaulting to
@@ -157,3 +158,24 @@ def make_settings(tmp_path: Path) -> Callable[..., Settings]:
     return make
 
 
+@pytest.fixture
+def make_index(tmp_path: Path) -> Iterator[Callable[[Path], Any]]:
+    """``make(ws)`` builds and refreshes a real ``IndexService`` of ``ws``; every one is closed afterwards.
+
+    Each index has its own state folder and checks freshness on every call, so a test that edits the
+    workspace sees its edit at the next query."""
+    from server.config import Conventions
+    from tools.mesh_index.service import IndexService
+
+    made: list[IndexService] = []
+
+    def make(ws: Path) -> IndexService:
+        service = IndexService(ws, Conventions(), cache_dir=tmp_path / f"index-state-{len(made)}",
+                               stale_check_interval_s=0)
+        service.refresh()
+        made.append(service)
+        return service
+
+    yield make
+    for service in made:
+        service.close()

@@ -1,8 +1,9 @@
-"""Helpers for tests: MCP clients (in-process and stdio) and TOML config writing."""
+"""Helpers for tests: MCP clients (in-process and stdio), TOML config writing, workspace copies."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -14,6 +15,12 @@ from server.config import Settings
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = REPO_ROOT / "tests" / "fixtures"
+
+
+def copy_workspace(source: Path, target: Path) -> Path:
+    """A private copy of a fixture workspace (without its ``.mesh`` state) that a test may edit."""
+    shutil.copytree(source, target, ignore=shutil.ignore_patterns(".mesh"))
+    return target
 
 
 def toml_value(value: Any) -> str:

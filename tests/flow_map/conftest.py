@@ -2,35 +2,20 @@
 
 from __future__ import annotations
 
-import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from server.config import Conventions
+from tests import helpers
 from tests.helpers import FIXTURES
 from tools.mesh_index.service import IndexService
 
 
 def copy_workspace(name: str, target: Path) -> Path:
-    shutil.copytree(FIXTURES / name, target, ignore=shutil.ignore_patterns(".mesh"))
-    return target
+    return helpers.copy_workspace(FIXTURES / name, target)
 
-
-@pytest.fixture
-def make_index(tmp_path: Path) -> Iterator[Callable[[Path], IndexService]]:
-    made: list[IndexService] = []
-
-    def make(ws: Path) -> IndexService:
-        svc = IndexService(ws, Conventions(), tmp_path / f"state-{len(made)}")
-        svc.refresh()
-        made.append(svc)
-        return svc
-
-    yield make
-    for svc in made:
-        svc.close()
 
 
 @pytest.fixture(scope="module")

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import shutil
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from server.config import Conventions
+from tests import helpers
 from tests.helpers import FIXTURES
-from tools.mesh_index.service import IndexService
 from tools.plan_flow.edits import Edit, apply_edits
 from tools.plan_flow.model import FlowPlan
 
@@ -18,28 +15,13 @@ PLAN_WORKSPACE = FIXTURES / "plan_workspace"
 
 
 def copy_workspace(target: Path) -> Path:
-    shutil.copytree(PLAN_WORKSPACE, target, ignore=shutil.ignore_patterns(".mesh"))
-    return target
+    return helpers.copy_workspace(PLAN_WORKSPACE, target)
 
 
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
     return copy_workspace(tmp_path / "ws")
 
-
-@pytest.fixture
-def make_index(tmp_path: Path) -> Iterator[Callable[[Path], IndexService]]:
-    made: list[IndexService] = []
-
-    def make(ws: Path) -> IndexService:
-        service = IndexService(ws, Conventions(), cache_dir=tmp_path / f"cache{len(made)}", stale_check_interval_s=0)
-        service.refresh()
-        made.append(service)
-        return service
-
-    yield make
-    for service in made:
-        service.close()
 
 
 def apply_plan(ws: Path, plan: FlowPlan) -> list[str]:
