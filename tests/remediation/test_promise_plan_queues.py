@@ -209,3 +209,33 @@ async def test_a_hash_tagged_prefix_names_every_key_of_the_plan(tmp_path, redis_
     assert step.command.splitlines()[1:4] == ["ZREM {bull}:mail:failed j1",
                                               "HDEL {bull}:mail:j1 finishedOn processedOn failedReason",
                                               "LPUSH {bull}:mail:paused j1"]
+
+
+@pytest.mark.anyio
+async def test_a_job_whose_hash_is_gone_is_skipped_and_the_jobs_after_it_kept(tmp_path, redis_url,
+                                                                               redis_client) -> None:
+    """Only LIFO jobs: one RPUSH step holds them all, even after a listed job whose hash is gone."""
+    redis_client.zadd(f"{Q}:failed", {"gone": 1})
+    _job(redis_client, "x", 2, {"lifo": True})
+    _job(redis_client, "y", 3, {"lifo": True})
+    plan = await _retry(_settings(tmp_path, redis_url))
+    (step,) = plan.steps
+    assert (step.operation.push, step.operation.job_ids) == ("RPUSH", ["x", "y"])
+    assert plan.warnings == ["job gone is listed as failed but its hash is gone (removeOnFail?): skipped"]
+    assert plan.candidates_found == 3 and plan.blast_radius.keys == 2
+
+
+@pytest.mark.anyio
+async def test_a_job_hash_without_opts_or_attempts_made_takes_bullmq_s_defaults(tmp_path, redis_url,
+                                                                                redis_client) -> None:
+    """No ``opts``: FIFO, no limit. No ``attemptsMade``: none made, so a limit of 0 is used up, of 1 is not."""
+    for job, score, opts in (("bare", 1, None), ("zero", 2, {"attempts": 0}), ("one", 3, {"attempts": 1})):
+        redis_client.hset(f"{Q}:{job}", mapping={"name": "t", "data": "{}", **({"opts": json.dumps(opts)}
+                                                                              if opts is not None else {})})
+        redis_client.zadd(f"{Q}:failed", {job: score})
+    plan = await _retry(_settings(tmp_path, redis_url))
+    (step,) = plan.steps
+    assert (step.operation.push, step.operation.job_ids) == ("LPUSH", ["bare", "zero", "one"])
+    assert [n for n in plan.notes if "attempts" in n] == [
+        "job zero used its 0 attempts: after this retry, one more failure sends it back to failed (BullMQ keeps "
+        "attemptsMade)"]
