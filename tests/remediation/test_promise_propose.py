@@ -23,7 +23,7 @@ import redis
 from server.approval.audit import audit_log
 from server.connections import Connections
 from server.errors import InvalidArgument, NotFound
-from tests.remediation.conftest import settings_for
+from tests.remediation.conftest import GROUP, Poison, settings_for
 from tools.remediation import store
 from tools.remediation.model import BlastRadius
 from tools.remediation.planner import Request, approval_note, approve_command, propose
@@ -158,3 +158,28 @@ async def test_a_queue_on_its_own_instance_is_planned_there(tmp_path: Path, redi
     _failed_job(redis_client, "a")
     plan = await _propose(settings, "retry_failed_job", queue="mail")
     assert plan.redis_instance == "jobs" and plan.steps[0].operation.job_ids == ["a"]
+
+
+async def test_a_replay_plan_names_every_stream_table_and_group_it_reaches(settings, poison: Poison,
+                                                                           redis_client: redis.Redis) -> None:
+    redis_client.xgroup_create(STREAM, "audit-trail", id="$")  # a second group: a replay reaches it too
+    plan = await _propose(settings, "dlq_replay", stream=STREAM, group=GROUP, service="event")
+    assert [s.action for s in plan.steps] == ["export", "replay", "confirm_replay", "xdel_dlq", "delete_retry_keys",
+                                              "reconcile_sql"]
+    assert plan.blast_radius == BlastRadius(
+        messages=1, rows=1, keys=2, streams=[STREAM, f"{STREAM}-dlq"], tables=["event.event_queue"],
+        consumer_groups_reached=["audit-trail", GROUP])
+    assert store.load_plan(settings, plan.plan_id).blast_radius == plan.blast_radius
+    assert not [n for n in plan.notes if "Redis Cluster" in n]  # one server: no slot review
+
+
+async def test_a_plan_on_a_cluster_has_its_slots_reviewed(tmp_path: Path, cluster_backend) -> None:
+    """The stream, its DLQ and the retry keys hash to different slots: the plan says no transaction spans them
+    (a plan on one server gets no such note: see the tests above)."""
+    settings = settings_for(tmp_path, None, cluster_backend.url, redis={"mode": "cluster"})
+    Poison(cluster_backend.client, None, settings)
+    plan = await _propose(settings, "dlq_replay", stream=STREAM)
+    slot_notes = [n for n in plan.notes if n.startswith("Redis Cluster: ")]
+    assert any(n.startswith("Redis Cluster: the steps touch keys in ") and "No transaction spans steps" in n
+               for n in slot_notes), plan.notes
+    assert store.load_plan(settings, plan.plan_id).notes == plan.notes
