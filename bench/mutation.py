@@ -209,17 +209,37 @@ MODULES: tuple[Module, ...] = (
         keyword="not stdio and not (cluster and planners)",
         timeout_constant=10.0,
     ),
-    # planner.py alone (validation, sealing, saving): the same tests, so it can be measured on its own
-    # when the whole planning package does not fit in a run
+    # planner.py alone (validation, sealing, saving) on its lean subset: the validation tests (no server),
+    # the propose tests on BullMQ retries (one Redis, no consumer thread), the one DLQ plan whose saved file
+    # and audit record are read back, the instance a plan is bound to, and one cluster plan (slots reviewed);
+    # every builder's own tests (claims, DLQ, outbox) run under its own entry
     Module(
         "remediation-planner",
         ("tools/remediation/planner.py",),
         (
-            *_rem("promise_plan_inputs", "promise_plan_reads", "promise_plans", "promise_plan_dlq", "promise_ids",
-                  "planners", "story"),
+            *_rem("promise_plan_inputs", "promise_propose"),
+            *(f"tests/remediation/test_promise_plans.py::test_{n}" for n in (
+                "retry_plan_per_push_order_with_each_job_s_digest", "retry_plan_reads_marker_events_length_and_ids",
+                "retry_plan_cap", "plan_expiry_and_saved_file")),
+            *(f"tests/remediation/test_promise_ids.py::test_{n}" for n in (
+                "the_planner_refuses_ids_with_control_characters", "the_planner_accepts_a_printable_job_id")),
+            "tests/remediation/test_promise_plan_reads.py::test_a_plan_reads_the_instance_its_stream_lives_on",
             "tests/topologies/test_cluster_remediation.py::test_bullmq_retry_needs_a_hash_tagged_prefix",
         ),
-        keyword="not stdio and not (cluster and planners)",
+        timeout_constant=10.0,
+    ),
+    # the BullMQ retry builder and what every builder shares (the step it appends, its checks), on the retry
+    # tests: plan_base's step numbering and fields are what every retry plan's steps show
+    Module(
+        "remediation-plan-queues",
+        ("tools/remediation/plan_queues.py", "tools/remediation/plan_base.py"),
+        (
+            *_rem("promise_plan_queues"),
+            *(f"tests/remediation/test_promise_plans.py::test_{n}" for n in (
+                "retry_plan_per_push_order_with_each_job_s_digest", "retry_plan_reads_marker_events_length_and_ids",
+                "retry_plan_cap")),
+            "tests/remediation/test_planners.py::test_retry_failed_bullmq_job",
+        ),
         timeout_constant=10.0,
     ),
     # the planner's reads and the plan model (hash, summary): split from remediation-rest so each

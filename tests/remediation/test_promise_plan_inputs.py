@@ -67,6 +67,10 @@ def test_unknown_service_lists_the_configured_ones(cfg, tmp_path: Path) -> None:
     bare = settings_for(tmp_path, None, "redis://127.0.0.1:1/0")
     assert refused(bare, req("requeue_stuck_job", service="event")) == (
         "unknown service 'event': configured services are (none configured)")
+    several = settings_for(tmp_path, None, "redis://127.0.0.1:1/0", services={
+        "orders": {"postgres": "postgresql://127.0.0.1:1/o"}, "billing": {"postgres": "postgresql://127.0.0.1:1/b"}})
+    assert refused(several, req("requeue_stuck_job", service="event")) == (
+        "unknown service 'event': configured services are billing, orders")
 
 
 def test_ids_count_at_under_and_over_the_cap(cfg) -> None:
@@ -131,8 +135,9 @@ def test_outbox_symptoms_need_a_service_and_row_uuids(cfg, symptom: str) -> None
 
 
 def test_reconcile_needs_ids_requeue_does_not(cfg) -> None:
-    assert refused(cfg, req("reconcile_outbox", service="event")).startswith(
-        "reconcile_outbox needs ids: the event_queue / jobs_outbox ids whose replay was confirmed")
+    assert refused(cfg, req("reconcile_outbox", service="event")) == (
+        "reconcile_outbox needs ids: the event_queue / jobs_outbox ids whose replay was confirmed "
+        "(reconciling marks rows COMPLETED, so it is never done in bulk)")
     assert validate_request(cfg, req("requeue_stuck_job", service="event")).ids is None
 
 
