@@ -35,8 +35,9 @@ def _settings(tmp_path: Path, redis_url: str, **overrides):
     return settings_for(tmp_path, None, redis_url, **overrides)
 
 
-def _job(r: redis.Redis, job: str, score: float = 2, opts: object = None, made: str = "1", raw_opts=None) -> None:
-    r.hset(f"{Q}:{job}", mapping={"name": "t", "data": "{}", "attemptsMade": made, "failedReason": "boom",
+def _job(r: redis.Redis, job: str, score: float = 2, opts: object = None, made: str = "1", raw_opts=None,
+         made_field: str = "attemptsMade") -> None:
+    r.hset(f"{Q}:{job}", mapping={"name": "t", "data": "{}", made_field: made, "failedReason": "boom",
                                  "opts": raw_opts if raw_opts is not None else json.dumps(opts or {})})
     r.zadd(f"{Q}:failed", {job: score})
 
@@ -157,14 +158,16 @@ async def test_a_job_that_used_its_attempts_is_named_one_under_is_not(tmp_path, 
     _job(redis_client, "free", 5, made="9")  # no attempts limit
     _job(redis_client, "listy", 6, raw_opts="[1, 2]")  # opts that are not an object: default push, no limit
     _job(redis_client, "broken", 7, raw_opts="{not json")
+    _job(redis_client, "v5", 8, {"attempts": 2}, made="2", made_field="atm")  # BullMQ 5 writes atm
+    _job(redis_client, "v5-under", 9, {"attempts": 2}, made="1", made_field="atm")
     plan = await _retry(_settings(tmp_path, redis_url))
     attempts = [n for n in plan.notes if "attempts" in n]
     assert attempts == [
-        f"job {j} used its 3 attempts: after this retry, one more failure sends it back to failed (BullMQ keeps "
-        "attemptsMade)" for j in ("used", "over")]
+        f"job {j} used its {n} attempts: after this retry, one more failure sends it back to failed (BullMQ keeps "
+        "attemptsMade)" for j, n in (("used", 3), ("over", 3), ("v5", 2))]
     (step,) = plan.steps
     assert step.operation.push == "LPUSH" and step.operation.job_ids == ["used", "over", "under", "odd", "free",
-                                                                         "listy", "broken"]
+                                                                         "listy", "broken", "v5", "v5-under"]
 
 
 @pytest.mark.anyio

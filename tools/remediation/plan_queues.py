@@ -4,7 +4,7 @@ Per job, in one MULTI/EXEC guarded by WATCH on the failed set and the job hash: 
 from ``<prefix>:<queue>:failed``, HDEL ``finishedOn processedOn failedReason``, push its id
 to ``wait`` (``paused`` when the queue is paused; RPUSH for LIFO jobs, LPUSH otherwise),
 wake the workers through the ``marker`` sorted set (BullMQ >= 5), and XADD a ``waiting``
-event to ``<prefix>:<queue>:events``. ``attemptsMade`` is kept, as BullMQ keeps it.
+event to ``<prefix>:<queue>:events``. ``attemptsMade`` (``atm`` in BullMQ 5) is kept, as BullMQ keeps it.
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ async def build_retry_failed_job(b: PlanBuilder, connections: Connections, req: 
         checks[push].append(check("bull_job_failed", prefix=prefix, queue=queue, job_id=job_id,
                                    digest=rr.hash_digest(fields)))
         attempts = opts.get("attempts") if isinstance(opts, dict) else None
-        made = rr.text(fields.get(b"attemptsMade", b"0"))
+        made = rr.text(fields.get(b"attemptsMade", fields.get(b"atm", b"0")))  # BullMQ 4.x, else 5.x's name
         if attempts is not None and made.isdigit() and int(made) >= int(attempts):
             b.notes.append(f"job {job_id} used its {attempts} attempts: after this retry, one more failure sends it "
                            "back to failed (BullMQ keeps attemptsMade)")
