@@ -21,13 +21,12 @@ from mcp.types import Resource as MCPResource
 from pydantic import BaseModel, Field, ValidationError
 
 from server import __version__
-from server.approval.tokens import describe_mode
-from server.approval.trust import gate_status
 from server.config import Settings
+from server.output_models import ResultModel
 from server.redaction import redact_settings
 from server.runtime import Runtime
 from server.schema_cache import SchemaCache
-from server.sdk_tools import add_tool_with_output_schema, registered_tools
+from server.sdk_tools import add_tool_with_output_schema, declared_output_model, load_output_model, registered_tools
 from server.strict_args import harden_tools
 from server.tool_listing import compact_listing
 from server.tool_titles import apply_titles
@@ -100,6 +99,11 @@ class MeshServer(MCPServer):
                 and add_tool_with_output_schema(self, fn, cached, name=name, **kwargs)):
             return
         self.schema_cache.used.discard(name or fn.__name__)
+        if isinstance(declared_output_model(fn), ResultModel):  # the SDK cannot read it: generate the schema here
+            if kwargs.get("structured_output") is not None:
+                raise TypeError(f"{name or fn.__name__}: a ResultModel return takes no structured_output")
+            add_tool_with_output_schema(self, fn, None, name=name, **kwargs)
+            return
         super().add_tool(fn, name=name, **kwargs)
 
     def add_resource_lister(self, lister: Callable[[], Awaitable[list[MCPResource]]]) -> None:
@@ -115,6 +119,7 @@ class MeshServer(MCPServer):
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> Any:
+        load_output_model(self, name)  # a model named by path is imported on the tool's first call
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
@@ -171,6 +176,9 @@ def build_server(
     @mesh_tool
     async def server_info() -> Annotated[CallToolResult, ServerInfo]:
         """Version, mode (read-only or remediation), enabled tools and the redacted configuration."""
+        from server.approval.tokens import describe_mode  # the approval gate's imports: not at start-up
+        from server.approval.trust import gate_status
+
         tools = sorted(t.name for t in await server.list_tools())
         info = ServerInfo(
             version=__version__,

@@ -6,7 +6,8 @@ whose argument model :mod:`server.strict_args` hardens and whose title
 :mod:`server.tool_titles` fills. This module is the only place that reaches into the
 SDK's private tool manager, so an SDK change breaks here, loudly, and nowhere else.
 It also registers a tool whose output schema is already known (:mod:`server.schema_cache`)
-without having the SDK generate it again.
+without having the SDK generate it again, and a tool whose result model is named by path
+(:mod:`server.output_models`), loaded on its first call.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from mcp.server.mcpserver.tools import Tool
 from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
 from mcp.types import CallToolResult
 from pydantic import BaseModel
+
+from server.output_models import ResultModel, loaded
 
 
 def registered_tools(server: MCPServer) -> list[Tool]:
@@ -38,9 +41,9 @@ def registered_tool(server: MCPServer, name: str) -> Tool:
     raise KeyError(f"{name} is not registered")
 
 
-def declared_output_model(fn: Callable[..., Any]) -> type[BaseModel] | None:
+def declared_output_model(fn: Callable[..., Any]) -> type[BaseModel] | ResultModel | None:
     """``Model`` when ``fn`` returns ``Annotated[CallToolResult, Model]`` (how every mesh tool is
-    written, see :func:`server.toolkit.tool_result`), else None.
+    written, see :func:`server.toolkit.tool_result`; ``Model`` may be a :class:`ResultModel`), else None.
 
     For that form the SDK's ``func_metadata`` validates results against ``Model`` itself, unwrapped
     (``_create_output_model``: a BaseModel is used directly); ``tests/foundation/test_schema_cache.py``
@@ -56,28 +59,42 @@ def declared_output_model(fn: Callable[..., Any]) -> type[BaseModel] | None:
     if not (isinstance(base, type) and issubclass(base, CallToolResult)) or len(metadata) != 1:
         return None
     model = metadata[0]
+    if isinstance(model, ResultModel):
+        return model
     return model if isinstance(model, type) and issubclass(model, BaseModel) else None
 
 
 def add_tool_with_output_schema(
-    server: MCPServer, fn: Callable[..., Any], output_schema: dict[str, Any], **kwargs: Any
+    server: MCPServer, fn: Callable[..., Any], output_schema: dict[str, Any] | None, **kwargs: Any
 ) -> bool:
     """Register ``fn`` as the SDK would, but with ``output_schema`` given instead of generated.
 
     The argument model and the input schema are the SDK's (``structured_output=False`` skips
     only the output side); the output model is the one ``fn`` declares, so results are validated
-    exactly as before. False, and nothing registered, when ``fn``'s return annotation is not of the
-    form :func:`declared_output_model` reads (register it the SDK's way then).
+    exactly as before. ``output_schema`` None: generated from the (loaded) model by the SDK's
+    ``FuncMetadata``, as its ``func_metadata`` does for ``Annotated[CallToolResult, Model]``. False,
+    and nothing registered, when ``fn``'s return annotation is not of the form
+    :func:`declared_output_model` reads (register it the SDK's way then).
     """
     model = declared_output_model(fn)
     if model is None or kwargs.pop("structured_output", None) is not None:
         return False
     server._tool_manager.add_tool(fn, structured_output=False, **kwargs)
     tool = registered_tool(server, kwargs.get("name") or fn.__name__)
+    arg_model = tool.fn_metadata.arg_model
+    if output_schema is None:
+        output_schema = FuncMetadata(arg_model=arg_model, output_model=loaded(model)).output_schema
     tool.fn_metadata = FuncMetadata(
-        arg_model=tool.fn_metadata.arg_model, output_model=model, output_schema=output_schema, wrap_output=False
+        arg_model=arg_model, output_model=model, output_schema=output_schema, wrap_output=False
     )
     return True
+
+
+def load_output_model(server: MCPServer, name: str) -> None:
+    """Before ``name``'s call: swap the :class:`ResultModel` it was registered with for the class(es)."""
+    tool = server._tool_manager.get_tool(name)
+    if tool is not None and isinstance(tool.fn_metadata.output_model, ResultModel):
+        tool.fn_metadata.output_model = tool.fn_metadata.output_model.load()
 
 
 def set_output(server: MCPServer, name: str, output_model: Any, schema: Callable[[], dict[str, Any]],

@@ -11,13 +11,13 @@ import copy
 import logging
 from typing import TYPE_CHECKING, Any
 
-from server.approval.trust import log_gate_at_start
-from server.cli_support import settings_from_args
-from server.config import Settings
 from server.errors import InvalidArgument
+from server.startup_gc import collector_paused
 
 if TYPE_CHECKING:  # the SDK is imported by build_server, after the index warm-up started
     from mcp.server.mcpserver import MCPServer
+
+    from server.config import Settings
 
 log = logging.getLogger("mesh.serve")
 
@@ -70,11 +70,25 @@ def run_http(server: MCPServer, settings: Settings, host: str, port: int) -> Non
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    settings = settings_from_args(args)
+    with collector_paused():  # the start-up makes long-lived objects, hardly any garbage (server/startup_gc.py)
+        server, settings, http = _start(args)
+    if http is not None:
+        run_http(server, settings, *http)
+    else:
+        server.run("stdio")
+    return 0
+
+
+def _start(args: argparse.Namespace) -> tuple[MCPServer, Settings, tuple[str, int] | None]:
+    """The built server, its settings and, in HTTP mode, (host, port); the index warm-up started."""
+    from server.cli_support import settings_from_args
     from tools.mesh_index.warmup import adopt, start_warm_up
 
+    settings = settings_from_args(args)
     warm = start_warm_up(settings)  # the index loads while the MCP SDK is imported
     if settings.enable_remediation:
+        from server.approval.trust import log_gate_at_start
+
         log_gate_at_start(settings)
     mode = "remediation" if settings.enable_remediation else "read-only"
     if args.http:
@@ -83,11 +97,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         adopt(server.runtime, warm)  # type: ignore[attr-defined]
         auth = "bearer token required" if authenticated else "no token (loopback only)"
         log.warning("mesh-mcp serving streamable HTTP on http://%s:%d/mcp (%s, %s)", host, port, mode, auth)
-        run_http(server, settings, host, port)
-    else:
-        from server.app import build_server
+        return server, settings, (host, port)
+    from server.app import build_server
 
-        server = build_server(settings)
-        adopt(server.runtime, warm)  # type: ignore[attr-defined]
-        server.run("stdio")
-    return 0
+    server = build_server(settings)
+    adopt(server.runtime, warm)  # type: ignore[attr-defined]
+    return server, settings, None

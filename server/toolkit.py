@@ -2,7 +2,9 @@
 
 Tool adapters stay thin: validate flat arguments (``Annotated[..., Field()]``), call a
 plain library function, and return :func:`tool_result` (structured content from a
-pydantic model plus a short human-readable text).
+pydantic model plus a short human-readable text). They declare that model by path,
+``-> Annotated[CallToolResult, ResultModel("pkg.module:Model")]``, and import the library inside
+the tool body, so that a server start does not import either (:mod:`server.output_models`).
 """
 
 from __future__ import annotations

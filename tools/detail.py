@@ -20,6 +20,7 @@ from typing import Annotated, Any, Literal, TypeVar, Union
 from mcp.server.mcpserver import MCPServer
 from pydantic import BaseModel, Field, TypeAdapter
 
+from server.output_models import ResultModel, loaded
 from server.sdk_tools import registered_tool, set_output
 from tools.skills.model import RelatedSkill
 
@@ -104,18 +105,27 @@ def shaped(full: M, detail: Detail, summarise: Callable[[M, int], BaseModel], it
     return summary
 
 
-def with_summary(server: MCPServer, tool_name: str, summary_model: type[BaseModel]) -> None:
+def with_summary(server: MCPServer, tool_name: str, summary_model: type[BaseModel] | str) -> None:
     """Make ``tool_name``'s output model and advertised schema accept its summary shape too.
 
     The schema stays an object at the root (``type: object``) with ``anyOf`` the full and the
     summary model; the SDK validates a result against the same union. The schema is not generated
     again when the server's schema cache (:mod:`server.schema_cache`) gave the tool this very
-    schema at registration.
+    schema at registration. When the tool's model is named by path (a
+    :class:`server.output_models.ResultModel`), ``summary_model`` is a path too and the union is
+    one more ``ResultModel``, loaded on the tool's first call like the model alone.
     """
     full_model = registered_tool(server, tool_name).fn_metadata.output_model
     if full_model is None:
         raise TypeError(f"{tool_name} has no structured output to summarise")
-    union: Any = Union[full_model, summary_model]  # noqa: UP007 (a runtime union of two classes)
+    union: Any
+    if isinstance(full_model, ResultModel):
+        if not isinstance(summary_model, str):
+            raise TypeError(f"{tool_name}: its model is named by path, so name its summary model by path too")
+        union = ResultModel(*full_model.paths, summary_model)
+    else:
+        union = Union[full_model, loaded(ResultModel(summary_model)) if isinstance(summary_model, str)  # noqa: UP007
+                      else summary_model]
     cache = getattr(server, "schema_cache", None)
-    set_output(server, tool_name, union, lambda: {"type": "object", **TypeAdapter(union).json_schema()},
+    set_output(server, tool_name, union, lambda: {"type": "object", **TypeAdapter(loaded(union)).json_schema()},
                keep_schema=cache is not None and cache.is_cached(tool_name))

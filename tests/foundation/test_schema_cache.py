@@ -19,6 +19,7 @@ import pytest
 
 from server.app import build_server
 from server.config import Settings, load_settings
+from server.output_models import loaded
 from server.schema_cache import KEEP, SchemaCache, cache_key, source_digest
 from server.sdk_tools import registered_tools
 from tests.foundation.test_strict_arguments import _minimal_arguments, _options
@@ -70,7 +71,8 @@ async def test_a_cached_start_lists_byte_identical_schemas(
     for tool in registered_tools(reader):
         want = expected[tool.name]
         got, meta = tool.fn_metadata, want.fn_metadata
-        assert got.output_model == meta.output_model, tool.name  # results validated against the same model
+        assert got.output_model == meta.output_model, tool.name  # results validated against the same model,
+        assert loaded(got.output_model) == loaded(meta.output_model), tool.name  # named by path or not
         assert got.wrap_output == meta.wrap_output, tool.name
         assert got.output_schema == meta.output_schema, tool.name
         assert tool.parameters == want.parameters, tool.name

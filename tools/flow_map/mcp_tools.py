@@ -8,7 +8,7 @@ connections. The resource gives the static picture (depth 3, left to right) as
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 from urllib.parse import unquote
 
 import anyio.to_thread
@@ -18,15 +18,17 @@ from mcp.types import Annotations, CallToolResult
 from pydantic import Field
 
 from server.errors import MeshError
+from server.output_models import ResultModel
 from server.runtime import Runtime
 from server.toolkit import READ_ONLY_REMOTE, mesh_tool, tool_result
 from tools.detail import DetailArg, shaped, with_summary
-from tools.flow_map.model import FlowMap
-from tools.flow_map.summary import FlowSummary, summarise_flow
 from tools.mesh_index.mcp_tools import refresh_with_progress
 from tools.mesh_index.service import MAX_DEPTH, get_index_service
 from tools.skills.model import RelatedPage, attach_related
 from tools.skills.service import get_skill_links
+
+if TYPE_CHECKING:  # the result models are imported on the tool's first call
+    from tools.flow_map.model import FlowMap
 
 MERMAID_MIME_TYPE = "text/vnd.mermaid"
 FLOW_URI = "mesh://flow/{target}"
@@ -64,7 +66,7 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         direction: Annotated[Literal["LR", "TB", "TD", "RL", "BT"], Field(
             description="layout of the flowchart: LR (left to right), TB/TD (top down), RL, BT")] = "LR",
         detail: DetailArg = "summary",
-    ) -> Annotated[CallToolResult, FlowMap]:
+    ) -> Annotated[CallToolResult, ResultModel("tools.flow_map.model:FlowMap")]:
         """The flow of a job, event, websocket message, queue or stream as a Mermaid flowchart.
         The picture is in the text (```mermaid) and, with detail="full", in `mermaid`, `nodes`, `edges`.
         Producers, queues, streams, workers, handlers, post-processors and groups, SQL triggers, outcome
@@ -75,13 +77,14 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         service = get_index_service(runtime)
         await refresh_with_progress(service, ctx)
         from tools.flow_map.service import flow_map
+        from tools.flow_map.summary import summarise_flow
 
         result = await flow_map(service, target, depth, live, direction, runtime)
         page = await anyio.to_thread.run_sync(related_to_flow, runtime, result)
         text = "\n".join(filter(None, [result.summary_text(), attach_related(result, page)]))
         return tool_result(shaped(result, detail, summarise_flow, runtime.settings.limits.summary_items), text)
 
-    with_summary(server, "flow_map", FlowSummary)
+    with_summary(server, "flow_map", "tools.flow_map.summary:FlowSummary")
 
     @server.resource(
         FLOW_URI,

@@ -9,9 +9,9 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
+from server.output_models import ResultModel
 from server.runtime import Runtime
 from server.toolkit import READ_ONLY_LOCAL, mesh_tool, tool_result
-from tools.lint.model import LintReport
 from tools.lint.rules import CODES
 from tools.mesh_index.mcp_tools import refresh_with_progress
 from tools.mesh_index.service import get_index_service
@@ -29,7 +29,7 @@ def register(server: MCPServer, runtime: Runtime) -> None:
             description="only these codes (all when omitted): " + ", ".join(CODES))] = None,
         min_severity: Annotated[Literal["info", "warning", "error"], Field(
             description="hide findings below this severity (catalogue orphans are info)")] = "warning",
-    ) -> Annotated[CallToolResult, LintReport]:
+    ) -> Annotated[CallToolResult, ResultModel("tools.lint.model:LintReport")]:
         """Workspace-wide flow defects that no single flow's check sees, each with file:line evidence.
         Filters matching nothing, types and streams nothing consumes, workers on unregistered queues, payload
         fields read at the wrong level, diverging shared migrations, dropped option keys, unread config keys,

@@ -18,12 +18,12 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
+from server.output_models import ResultModel
 from server.runtime import Runtime
 from server.toolkit import READ_ONLY_LOCAL, mesh_tool, tool_result
 from tools.detail import DetailArg, shaped, with_summary
-from tools.mesh_index.model import Catalogue, ImpactResult
+from tools.mesh_index.model import Catalogue
 from tools.mesh_index.service import IndexService, get_index_service
-from tools.mesh_index.summary import ImpactSummary, summarise_impact
 from tools.skills.model import attach_related
 from tools.skills.service import get_skill_links
 
@@ -60,13 +60,15 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         include_tests: Annotated[bool, Field(
             description="also list producers and consumers that exist only in tests")] = False,
         detail: DetailArg = "summary",
-    ) -> Annotated[CallToolResult, ImpactResult]:
+    ) -> Annotated[CallToolResult, ResultModel("tools.mesh_index.model:ImpactResult")]:
         """Who produces and who consumes a job, event, websocket message, queue or stream, read from the code.
         Call it first, before any runtime tool. Returns the matching types (an ambiguous name lists each), producer
         and consumer sites (repo, file, line, symbol, kind, confidence, test_only), the queues and streams it travels
         on, follow-ups up to `depth` (what handlers and triggers emit next) and unresolved references; an unknown
         target returns `suggestions`.
         """
+        from tools.mesh_index.summary import summarise_impact  # with its model: on the first call
+
         service = get_index_service(runtime)
         await refresh_with_progress(service, ctx)
         result = await anyio.to_thread.run_sync(lambda: service.analyze_impact(target, depth, include_tests))
@@ -74,7 +76,7 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         text = "\n".join(filter(None, [result.summary_text(), attach_related(result, page)]))
         return tool_result(shaped(result, detail, summarise_impact, runtime.settings.limits.summary_items), text)
 
-    with_summary(server, "analyze_impact", ImpactSummary)
+    with_summary(server, "analyze_impact", "tools.mesh_index.summary:ImpactSummary")
 
     @server.tool(name="list_catalogue", annotations=READ_ONLY_LOCAL)
     @mesh_tool

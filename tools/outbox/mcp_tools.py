@@ -4,30 +4,37 @@ Thin wrappers: flat validated arguments, one call into the plain modules, a pyda
 result plus a short text. All four only read (READ_ONLY_REMOTE).
 """
 
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
+from server.output_models import ResultModel
 from server.runtime import Runtime
 from server.toolkit import READ_ONLY_REMOTE, mesh_tool, tool_result
+from tools.arg_bounds import MAX_OLDER_THAN_S
 from tools.detail import DetailArg, shaped, with_summary
-from tools.outbox import query_outbox as query_lib
-from tools.outbox.model import HealthReport, QueryOutboxResult, TraceReport
-from tools.outbox.schema_discovery import SchemaCatalog
-from tools.outbox.summary import TraceSummary, summarise_trace
 from tools.skills.model import attach_related
+
+if TYPE_CHECKING:  # the libraries and result models are imported on a tool's first call
+    from tools.outbox.model import TraceReport
+    from tools.outbox.schema_discovery import SchemaCatalog
+
+TRACE_REPORT = "tools.outbox.model:TraceReport"
+TRACE_SUMMARY = "tools.outbox.summary:TraceSummary"
 
 SERVICE_DOC = "a service of [services.<name>] in mesh.toml; omit for every service"
 
 
-def catalog_of(runtime: Runtime) -> SchemaCatalog:
+def catalog_of(runtime: Runtime) -> "SchemaCatalog":
     """The per-server schema cache of the outbox tables."""
+    from tools.outbox.schema_discovery import SchemaCatalog
+
     return runtime.service("outbox.schema", lambda: SchemaCatalog(runtime.connections, runtime.settings))
 
 
-def with_picture(report: TraceReport) -> str:
+def with_picture(report: "TraceReport") -> str:
     """The trace's text followed by its picture, for clients that only show text."""
     return f"{report.summary_text()}\n```mermaid\n{report.mermaid or ''}```"
 
@@ -57,7 +64,7 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         ] = None,
         older_than_s: Annotated[
             float | None,
-            Field(ge=0, le=query_lib.MAX_OLDER_THAN_S, description="only rows created more than this many s ago"),
+            Field(ge=0, le=MAX_OLDER_THAN_S, description="only rows created more than this many s ago"),
         ] = None,
         limit: Annotated[
             int, Field(ge=1, le=limits.max_rows, description=f"rows per page (max {limits.max_rows})")
@@ -66,11 +73,13 @@ def register(server: MCPServer, runtime: Runtime) -> None:
             str | None,
             Field(min_length=1, max_length=1024, description="next_cursor of the previous page (same filters)"),
         ] = None,
-    ) -> Annotated[CallToolResult, QueryOutboxResult]:
+    ) -> Annotated[CallToolResult, ResultModel("tools.outbox.model:QueryOutboxResult")]:
         """Rows of jobs_outbox, event_queue or job_audit, newest first, filtered and paged (keyset cursor).
         Each row has its age and a hint reading its state. Use it to find stuck or failed rows, then
         trace_job / trace_event on an id. Without service every service is read (down ones in `unavailable`).
         """
+        from tools.outbox import query_outbox as query_lib
+
         result = await query_lib.query_outbox(
             runtime.connections, runtime.settings, catalog_of(runtime), service=service, table=table,
             status=status, type=type, id=id, older_than_s=older_than_s, limit=limit, cursor=cursor,
@@ -81,7 +90,7 @@ def register(server: MCPServer, runtime: Runtime) -> None:
     @mesh_tool
     async def outbox_health(
         service: Annotated[str | None, Field(min_length=1, max_length=100, description=SERVICE_DOC)] = None,
-    ) -> Annotated[CallToolResult, HealthReport]:
+    ) -> Annotated[CallToolResult, ResultModel("tools.outbox.model:HealthReport")]:
         """Start here when something asynchronous is not happening and you do not know which item.
         Per service and table: counts by status, age of the oldest PENDING and PROCESSING rows, FAILED counts by type,
         and verdicts (pending_in_outbox, event_pending, stuck_processing, handler_failed, push_failed, table_missing,
@@ -98,7 +107,7 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         job_id: Annotated[str, Field(min_length=1, max_length=100, description="the jobs_outbox id (= BullMQ job id)")],
         service: Annotated[str | None, Field(min_length=1, max_length=100, description=SERVICE_DOC)] = None,
         detail: DetailArg = "summary",
-    ) -> Annotated[CallToolResult, TraceReport]:
+    ) -> Annotated[CallToolResult, ResultModel(TRACE_REPORT)]:
         """Follow one job hop by hop and name the first broken link.
         Hops: jobs_outbox row, BullMQ job, job:completed guard, job_audit row, outcome events, their stream entries
         and delivery per consumer group. verdict.code: ok, pending_in_outbox, stuck_processing, pushed_not_consumed,
@@ -106,6 +115,7 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         idempotency_lock_stale, purged or not_found, with a sentence and the next step.
         """
         from tools.flow_map.trace_mermaid import trace_mermaid
+        from tools.outbox.summary import summarise_trace
         from tools.outbox.trace import Tracer
         from tools.skills.trace_links import related_to_trace
 
@@ -121,13 +131,14 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         event_id: Annotated[str, Field(min_length=1, max_length=100, description="the event_queue id")],
         service: Annotated[str | None, Field(min_length=1, max_length=100, description=SERVICE_DOC)] = None,
         detail: DetailArg = "summary",
-    ) -> Annotated[CallToolResult, TraceReport]:
+    ) -> Annotated[CallToolResult, ResultModel(TRACE_REPORT)]:
         """Follow one event_queue row to its stream entries and, per consumer group, whether it was delivered.
         Pending (on which consumer, for how long), acknowledged or dead-lettered, with retry keys and idempotency lock.
         verdict.code (the first broken link): event_pending, stuck_processing, pushed_not_consumed, in_pel,
         dead_consumer, in_dlq, trimmed, idempotency_lock_stale, not_found or ok, with the next step.
         """
         from tools.flow_map.trace_mermaid import trace_mermaid
+        from tools.outbox.summary import summarise_trace
         from tools.outbox.trace import Tracer
         from tools.skills.trace_links import related_to_trace
 
@@ -139,5 +150,5 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         shown = shaped(report, detail, summarise_trace, limits.summary_items)
         return tool_result(shown, "\n".join(filter(None, [with_picture(report), related])))
 
-    with_summary(server, "trace_job", TraceSummary)
-    with_summary(server, "trace_event", TraceSummary)
+    with_summary(server, "trace_job", TRACE_SUMMARY)
+    with_summary(server, "trace_event", TRACE_SUMMARY)

@@ -20,13 +20,13 @@ from typing import Any
 from server.config import Settings
 from server.connections import Connections
 from server.errors import InvalidArgument, MeshError, NotFound
+from tools.arg_bounds import MAX_OLDER_THAN_S
 from tools.outbox import queries
 from tools.outbox.fan_out import each_service
 from tools.outbox.model import OutboxRow, QueryOutboxResult
 from tools.outbox.rows import AUDIT_MISSING, hint_columns, hint_for, shape_row, times_of
 from tools.outbox.schema_discovery import TABLE_KINDS, SchemaCatalog, TableSchema
 
-MAX_OLDER_THAN_S = 10 * 365 * 86400
 CURSOR_VERSION = 1
 
 

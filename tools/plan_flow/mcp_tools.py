@@ -9,11 +9,11 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
+from server.output_models import ResultModel
 from server.runtime import Runtime
 from server.toolkit import READ_ONLY_LOCAL, mesh_tool, tool_result
 from tools.mesh_index.mcp_tools import refresh_with_progress
 from tools.mesh_index.service import get_index_service
-from tools.plan_flow.model import FlowPlan
 
 
 def register(server: MCPServer, runtime: Runtime) -> None:
@@ -29,7 +29,7 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         queue: Annotated[str | None, Field(max_length=100, description="job queue; a new member adds it")] = None,
         emitter: Annotated[str | None, Field(max_length=100, description="repository that writes it")] = None,
         consumer: Annotated[str | None, Field(max_length=100, description="event post-processor")] = None,
-    ) -> Annotated[CallToolResult, FlowPlan]:
+    ) -> Annotated[CallToolResult, ResultModel("tools.plan_flow.model:FlowPlan")]:
         """Read-only edit plan for a new job or event in this workspace, before writing code.
 
         Ordered `phases` (contracts, publish STOP, producers, workers/consumers, verify) of `steps`: action,

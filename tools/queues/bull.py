@@ -24,14 +24,13 @@ from server.config import Conventions, Settings
 from server.connections import Connections
 from server.errors import InvalidArgument, NotFound
 from server.redis_routing import RedisSource, redis_source
+from tools.arg_bounds import MAX_FAILURES
 from tools.outbox.bull_liveness import QueueLiveness
 from tools.outbox.bull_state import STATE_BY_STRUCTURE, BullJobState, bull_job_state
 from tools.queues.anomalies import QueueAnomaly, queue_anomalies
 from tools.streams.keys import bull_key, check_key_name, fill
 from tools.streams.node_reads import queue_exists_each, server_time
 from tools.streams.values import as_int, capped, redis_time_ms, text
-
-MAX_FAILURES = 100
 
 
 class QueueJobSummary(BaseModel):

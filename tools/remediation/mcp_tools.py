@@ -14,11 +14,11 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
+from server.output_models import ResultModel
 from server.runtime import Runtime
 from server.toolkit import DESTRUCTIVE_REMOTE, PLANS_ONLY, mesh_tool, tool_result
 from tools.detail import DetailArg, shaped, with_summary
-from tools.remediation.model import ApplyReport, Plan, Symptom
-from tools.remediation.summary import PlanSummary, summarise_plan
+from tools.remediation.symptoms import Symptom
 
 Name = Annotated[str, Field(min_length=1, max_length=512)]
 Id = Annotated[str, Field(min_length=1, max_length=256)]
@@ -50,7 +50,7 @@ def register(server: MCPServer, runtime: Runtime) -> None:
                   "entry ids, outbox row UUIDs or BullMQ job ids; default: every match up to the plan cap"),
         ] = None,
         detail: DetailArg = "summary",
-    ) -> Annotated[CallToolResult, Plan]:
+    ) -> Annotated[CallToolResult, ResultModel("tools.remediation.model:Plan")]:
         """Propose a repair plan for a symptom a runtime tool reported; changes nothing.
         Steps in the runbook's order (back up, claim, clear stale locks, replay, confirm, clean up, guarded
         SQL, BullMQ retry), each with its command, target, precondition and reversibility; plus plan_id,
@@ -58,6 +58,7 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         apply_remediation can run it.
         """
         from tools.remediation.planner import Request, propose
+        from tools.remediation.summary import summarise_plan
 
         plan = await propose(
             runtime.settings, runtime.connections, Request(symptom, stream, group, service, queue, ids)
@@ -65,7 +66,7 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         shown = shaped(plan, detail, summarise_plan, runtime.settings.limits.summary_items)
         return tool_result(shown, plan.summary_text())
 
-    with_summary(server, "propose_remediation", PlanSummary)
+    with_summary(server, "propose_remediation", "tools.remediation.summary:PlanSummary")
     if not runtime.settings.enable_remediation:
         return
 
@@ -79,7 +80,7 @@ def register(server: MCPServer, runtime: Runtime) -> None:
                   "it approves this exact plan once and expires"),
         ],
         dry_run: Annotated[bool, Field(description="check token and preconditions, change nothing")] = False,
-    ) -> Annotated[CallToolResult, ApplyReport]:
+    ) -> Annotated[CallToolResult, ResultModel("tools.remediation.model:ApplyReport")]:
         """Apply an approved remediation plan, step by step; DESTRUCTIVE.
 
         Refuses a missing, altered, expired, reused or other-plan token and a plan edited after

@@ -14,21 +14,12 @@ after approval voids the token. No floats anywhere (their text form is not canon
 from __future__ import annotations
 
 import hashlib
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from server.approval.tokens import canonical_json
-
-Symptom = Literal[
-    "dlq_replay",
-    "claim_dead_consumer",
-    "clear_stale_lock",
-    "reconcile_outbox",
-    "requeue_stuck_job",
-    "retry_failed_job",
-]
-SYMPTOMS: tuple[str, ...] = get_args(Symptom)
+from tools.remediation.symptoms import SYMPTOMS, Symptom  # noqa: F401 (re-exported: the plans' own names)
 
 
 class _M(BaseModel):

@@ -10,9 +10,9 @@ from mcp.types import CallToolResult
 from pydantic import Field
 
 from resources.skill_catalog import get_skill_catalog
+from server.output_models import ResultModel
 from server.runtime import Runtime
 from server.toolkit import READ_ONLY_LOCAL, mesh_tool, tool_result
-from tools.skills.model import SkillsReport
 
 
 def register(server: MCPServer, runtime: Runtime) -> None:
@@ -31,7 +31,7 @@ def register(server: MCPServer, runtime: Runtime) -> None:
                 "(default: every SKILL.md of the workspace)",
             ),
         ] = None,
-    ) -> Annotated[CallToolResult, SkillsReport]:
+    ) -> Annotated[CallToolResult, ResultModel("tools.skills.model:SkillsReport")]:
         """Check the workspace's own runbooks (SKILL.md under .agents/skills/ or .claude/skills/) against the code.
         Use it before trusting one, or when code moves. Per skill, with file and line: names (tables, streams, types,
         classes) nothing in the code declares, with the closest existing one; paths and globs matching nothing;

@@ -12,14 +12,11 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
+from server.output_models import ResultModel
 from server.runtime import Runtime
 from server.toolkit import READ_ONLY_REMOTE, annotate, mesh_tool, tool_result
+from tools.arg_bounds import MAX_IDLE_MS
 from tools.detail import DetailArg, shaped, with_summary
-from tools.streams.discovery import StreamList, list_streams
-from tools.streams.dlq import DeadLetterPage, list_dead_letters
-from tools.streams.inspect_models import StreamReport
-from tools.streams.pending import MAX_IDLE_MS, PendingPage, list_pending
-from tools.streams.summary import StreamSummary, summarise_stream
 
 StreamName = Annotated[str, Field(min_length=1, max_length=512, description="stream key, e.g. stream:event:created")]
 Cursor = Annotated[
@@ -37,13 +34,14 @@ def register(server: MCPServer, runtime: Runtime) -> None:
     @mesh_tool
     async def inspect_stream_tool(
         stream: StreamName, detail: DetailArg = "summary"
-    ) -> Annotated[CallToolResult, StreamReport]:
+    ) -> Annotated[CallToolResult, ResultModel("tools.streams.inspect_models:StreamReport")]:
         """Start here for any Redis stream problem; list_streams gives the names.
         Length, consumer groups (pending, lag, last delivered id, dead consumers), oldest pending entry, dead-letter
         stream, and `anomalies` (dead_consumer, stuck_pending, trimmed_pending, no_group, lag_growing, dlq_not_empty,
         stale_idempotency_lock), each with evidence and a next step.
         """
         from tools.streams.inspect import inspect_stream
+        from tools.streams.summary import summarise_stream
 
         report = await inspect_stream(runtime.connections, runtime.settings, stream)
         shown = shaped(report, detail, summarise_stream, runtime.settings.limits.summary_items)
@@ -63,11 +61,13 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         ] = 0,
         count: int = 50,
         cursor: Cursor = None,
-    ) -> Annotated[CallToolResult, PendingPage]:
+    ) -> Annotated[CallToolResult, ResultModel("tools.streams.pending:PendingPage")]:
         """A page of a consumer group's pending entries, by id.
         Owner consumer, idle time, delivery count, and the message's fields (or whether it was trimmed or deleted).
         Use after inspect_stream reports dead_consumer, stuck_pending or trimmed_pending.
         """
+        from tools.streams.pending import list_pending
+
         page = await list_pending(
             runtime.connections, runtime.settings, stream, group,
             consumer=consumer, min_idle_ms=min_idle_ms, count=count, cursor=cursor,
@@ -91,11 +91,13 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         contains: Annotated[
             str | None, Field(default=None, max_length=256, description="only errors containing this text (any case)")
         ] = None,
-    ) -> Annotated[CallToolResult, DeadLetterPage]:
+    ) -> Annotated[CallToolResult, ResultModel("tools.streams.dlq:DeadLetterPage")]:
         """Dead letters of one stream (`<stream>-dlq`) or of every dead-letter stream, oldest first.
         messageId, error, payload, event type and id, retry bookkeeping, idempotency lock, and whether the original
         is still in the stream or a PEL. Export these before any replay.
         """
+        from tools.streams.dlq import list_dead_letters
+
         page = await list_dead_letters(
             runtime.connections, runtime.settings, stream=stream, count=count, cursor=cursor,
             type=type, contains=contains,
@@ -111,13 +113,15 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         ] = None,
         limit: int = 100,
         include_bullmq: Annotated[bool, Field(description="also list BullMQ's own <prefix>:<queue>:events")] = False,
-    ) -> Annotated[CallToolResult, StreamList]:
+    ) -> Annotated[CallToolResult, ResultModel("tools.streams.discovery:StreamList")]:
         """Stream keys in Redis (bounded SCAN) with length, groups, pending and dead letters.
         Dead-letter streams are marked `dlq`. Gives the names inspect_stream, list_pending and dlq_list take.
         """
+        from tools.streams.discovery import list_streams
+
         result = await list_streams(
             runtime.connections, runtime.settings, match=match, limit=limit, include_bullmq=include_bullmq
         )
         return tool_result(result, result.summary_text())
 
-    with_summary(server, "inspect_stream", StreamSummary)
+    with_summary(server, "inspect_stream", "tools.streams.summary:StreamSummary")

@@ -20,6 +20,7 @@ from server.config import Settings
 from server.connections import Connections
 from server.errors import InvalidArgument, MeshError, NotFound
 from server.redis_routing import RedisSource, redis_source
+from tools.arg_bounds import MAX_IDLE_MS
 from tools.streams.cursor import decode_cursor, encode_cursor, fingerprint
 from tools.streams.ids import StreamId, parse_id_argument, try_parse
 from tools.streams.keys import check_key_name
@@ -27,8 +28,6 @@ from tools.streams.node_reads import server_facts
 from tools.streams.server_features import require_stream, server_from_info
 from tools.streams.trim_evidence import trim_evidence
 from tools.streams.values import capped_fields, reply_or_raise, text
-
-MAX_IDLE_MS = 365 * 86_400_000
 
 
 class PendingEntry(BaseModel):

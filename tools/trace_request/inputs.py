@@ -7,13 +7,13 @@ from dataclasses import dataclass
 from typing import Literal
 
 from server.errors import InvalidArgument
+from tools.arg_bounds import MAX_SINCE_S
 from tools.outbox.query_outbox import validate_text
 from tools.outbox.schema_discovery import TABLE_KINDS
 
 Way = Literal["correlation_id", "trace_id", "entity_id", "start"]
 
 TRACE_ID_RE = re.compile(r"^[0-9a-f]{32}$")
-MAX_SINCE_S = 30 * 86400
 
 
 @dataclass(frozen=True)

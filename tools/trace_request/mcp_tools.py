@@ -6,14 +6,13 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
+from server.output_models import ResultModel
 from server.runtime import Runtime
 from server.toolkit import READ_ONLY_REMOTE, mesh_tool, tool_result
+from tools.arg_bounds import MAX_SINCE_S
 from tools.detail import DetailArg, shaped, with_summary
 from tools.outbox.mcp_tools import catalog_of
 from tools.skills.model import attach_related
-from tools.trace_request.inputs import MAX_SINCE_S
-from tools.trace_request.model import RequestReport
-from tools.trace_request.summary import RequestSummary, request_text, summarise_request
 
 if TYPE_CHECKING:
     from tools.mesh_index.service import IndexService
@@ -56,7 +55,7 @@ def register(server: MCPServer, runtime: Runtime) -> None:
                                     description="services to search (default: all)")
         ] = None,
         detail: DetailArg = "summary",
-    ) -> Annotated[CallToolResult, RequestReport]:
+    ) -> Annotated[CallToolResult, ResultModel("tools.trace_request.model:RequestReport")]:
         """Follow one request across every service: give exactly one of correlation_id, trace_id, entity_id, start.
         Finds its rows in every service, follows the correlation and trace ids, traces each item like
         trace_job. verdict: the first broken link (`inconclusive` with `unavailable` when a service could not
@@ -64,6 +63,7 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         """
         from tools.skills.trace_links import related_to_request
         from tools.trace_request.service import trace_request as trace_request_lib
+        from tools.trace_request.summary import request_text, summarise_request
 
         report = await trace_request_lib(
             runtime.connections, runtime.settings, catalog_of(runtime), correlation_id=correlation_id,
@@ -74,4 +74,4 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         shown = shaped(report, detail, summarise_request, runtime.settings.limits.summary_items)
         return tool_result(shown, "\n".join(filter(None, [request_text(report), related])))
 
-    with_summary(server, "trace_request", RequestSummary)
+    with_summary(server, "trace_request", "tools.trace_request.summary:RequestSummary")

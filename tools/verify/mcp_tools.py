@@ -14,13 +14,13 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
+from server.output_models import ResultModel
 from server.runtime import Runtime
 from server.toolkit import READ_ONLY_LOCAL, mesh_tool, tool_result
 from tools.mesh_index.mcp_tools import refresh_with_progress
 from tools.mesh_index.service import get_index_service
 from tools.skills.model import attach_related
 from tools.skills.service import get_skill_links
-from tools.verify.model import FlowReport
 
 
 def register(server: MCPServer, runtime: Runtime) -> None:
@@ -39,7 +39,7 @@ def register(server: MCPServer, runtime: Runtime) -> None:
             ),
         ],
         ctx: Context,
-    ) -> Annotated[CallToolResult, FlowReport]:
+    ) -> Annotated[CallToolResult, ResultModel("tools.verify.model:FlowReport")]:
         """Check that a job or event type is wired end to end in the code.
         Use it after adding or changing a flow, or when one never runs. Each check (declared, has_producer,
         producer_uses_outbox, has_handler, handler_routed, stream_has_consumer, ...) is pass, fail or unknown, with
