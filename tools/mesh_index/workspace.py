@@ -68,7 +68,7 @@ class Discovery:
     packages: list[str]  # package.json files
     tsconfigs: list[str]  # tsconfig.json files
     git_roots: list[str]
-    dirs: dict[str, int]  # every folder walked -> its mtime (a file added or removed changes it)
+    dirs: dict[str, int]  # every folder walked -> its mtime, read before listing (an entry added or removed changes it)
     skipped: list[str] = field(default_factory=list)  # source files over MAX_FILE_BYTES, not indexed
 
 
@@ -100,11 +100,12 @@ def discover(workspace: Path, skip_dirs: Iterable[str], start: str = "",
         if before_scan is not None:
             before_scan(abs_dir)
         try:
+            mtime = os.stat(abs_dir).st_mtime_ns  # before listing: an entry added meanwhile shows as a newer mtime
             with os.scandir(abs_dir) as it:
                 entries = list(it)
-            dirs[rel_dir] = os.stat(abs_dir).st_mtime_ns
         except OSError:
             continue
+        dirs[rel_dir] = mtime
         for entry in entries:
             name = entry.name
             try:
