@@ -109,6 +109,8 @@ def main() -> int:
     ap.add_argument("--keep", action="store_true", help="keep the generated workspace")
     ap.add_argument("--runs", type=int, default=3, help="whole-process runs of each kind (medians printed)")
     ap.add_argument("--no-processes", action="store_true", help="skip the whole-process figures")
+    ap.add_argument("--skip-in-process", action="store_true",
+                    help="only the whole-process figures (floor, cold, warm, serve): a shorter run")
     args = ap.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="mesh-static-bench-"))
@@ -119,11 +121,19 @@ def main() -> int:
     cache = tmp / "state"
     conv = Conventions()
     print(f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}, workers={args.workers}, "
-          f"load average {os.getloadavg()[0]:.1f}")
+          f"load average {os.getloadavg()[0]:.1f}; {bytecode_note()}")
     items = index_items(root)
     whole: dict[str, float] = {}
     if not args.no_processes:
         whole = index_processes(root, items, args.runs, tmp / "proc-state")
+    if args.skip_in_process:
+        if whole:
+            probe = IndexService(root, conv, tmp / "proc-state", workers=args.workers)
+            entries = probe.catalogue(with_checks=False).entries
+            probe.close()
+            serve_process(root, tmp / "proc-state", entries[0].value if entries else "x", args.runs,
+                          change=change_file(root, items, args.workspace is None))
+        return _finish(None, args, tmp)
 
     seq_s, parsed = parse_in_process(root, items)
     print(f"in-process floor (tree-sitter, sequential, this process): {seq_s:.2f} s for {parsed} files")
@@ -152,7 +162,8 @@ def main() -> int:
     print(f"first analyze_impact in a new service on the built index (snapshot load included): "
           f"{first_s * 1000:.0f} ms")
     if whole:
-        serve_process(root, tmp / "proc-state", some_target, args.runs)
+        serve_process(root, tmp / "proc-state", some_target, args.runs,
+                      change=change_file(root, items, args.workspace is None))
     if args.workspace is not None:
         cat_s, cat = timed(svc.catalogue)
         print(f"list_catalogue with failing checks, first call: {cat_s * 1000:.0f} ms ({len(cat.entries)} entries)")
@@ -235,13 +246,36 @@ def watched_incremental(root: Path, conv: Conventions, cache: Path, workers: int
           f"{first_s:.3f} s; a file added: {add_s:.3f} s, removed: {del_s:.3f} s")
 
 
-def _finish(svc: IndexService, args: argparse.Namespace, tmp: Path) -> int:
+def bytecode_note() -> str:
+    """Whether this checkout's modules run from bytecode (an installed package has it; with
+    PYTHONDONTWRITEBYTECODE set and no ``__pycache__``, every process compiles them from source)."""
+    root = Path(__file__).resolve().parent.parent
+    compiled = any((root / "server" / "__pycache__").glob("config.*.pyc"))
+    flag = "set" if os.environ.get("PYTHONDONTWRITEBYTECODE") else "unset"
+    state = "compiled" if compiled else "not compiled: each process compiles them from source"
+    return f"project bytecode {state} (PYTHONDONTWRITEBYTECODE {flag})"
+
+
+def change_file(root: Path, items: list[tuple[str, str]], generated: bool) -> Path | None:
+    """The file the serve figures edit (and put back): a producer of the generated workspace, else the first
+    TypeScript file of the workspace."""
+    if generated:
+        return next(iter(sorted(root.glob("ms-*/src/*.producer.service.ts"))), None)
+    return next((root / rel for rel, kind in items if kind == "ts"), None)
+
+
+def _finish(svc: IndexService | None, args: argparse.Namespace, tmp: Path) -> int:
     self_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     child_rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    print(f"peak RSS: this process {self_rss:.0f} MB, largest child process {child_rss:.0f} MB")
+    print(f"peak RSS of the bench's own processes: this process {self_rss:.0f} MB (the bench, not a process a user "
+          f"runs: it holds several index services at once, cold, warm, incremental, watched, and the in-process "
+          f"parse), largest process it waited for {child_rss:.0f} MB (the largest of the whole-process runs, "
+          f"`mesh-mcp serve` included, and of the parse workers). The processes a user runs: the `mesh-mcp index` "
+          f"and `mesh-mcp serve` peak RSS lines above.")
     print(f"load average at the end: {os.getloadavg()[0]:.1f} (1 min), {os.getloadavg()[1]:.1f} (5 min); "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
-    svc.close()
+    if svc is not None:
+        svc.close()
     if not args.keep:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0

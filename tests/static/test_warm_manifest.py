@@ -194,3 +194,61 @@ def test_the_warm_command_loads_no_settings_and_prints_what_the_ordinary_path_pr
     path.write_text(path.read_text().replace("GEOCODE_EVENT", "PUBLISH_EVENT"))
     changed, loaded = _index(workspace, env)
     assert loaded and changed["index"]["reparsed"] == 1
+
+
+# -- serve: the start-up walk also gives the workspace skills ------------------------------------------
+
+SEED_SCRIPT = r"""
+import json, sys, threading
+from pathlib import Path
+from resources.skill_catalog import get_skill_catalog
+from resources.workspace_skills import discover_workspace_skills
+from server.config import load_settings
+from server.runtime import Runtime
+import tools.mesh_index.warmup as warmup
+
+workspace, state = Path(sys.argv[1]), sys.argv[2]
+settings = load_settings(environ={}, overrides={"workspace": str(workspace), "state_dir": state})
+assert threading.active_count() == 1
+svc = warmup.start_warm_up(settings)
+runtime = Runtime(settings)
+warmup.adopt(runtime, svc)
+for t in threading.enumerate():
+    if t.name == "mesh-index-warm-up":
+        t.join()
+catalog = get_skill_catalog(runtime)
+skip = settings.conventions.static.skip_dirs
+seeded = [s.uri for s in catalog.current().skills]
+out = {"walks": catalog.walks, "seeded": seeded,
+       "walked": [s.uri for s in discover_workspace_skills(workspace, skip).skills]}
+added = workspace / "ms-user" / ".agents" / "skills" / "late" / "SKILL.md"
+added.parent.mkdir(parents=True)
+added.write_text("---\nname: late\ndescription: added after the start\n---\nbody\n")
+out["after_add"] = [s.uri for s in catalog.current().skills]
+out["walks_after_add"] = catalog.walks
+svc.close()
+print(json.dumps(out))
+"""
+
+
+def test_the_start_up_walk_seeds_the_skills_catalog_and_a_later_skill_is_seen(tmp_path: Path):
+    import shutil
+
+    from server.config import load_settings
+    from tests.helpers import FIXTURES
+    from tools.mesh_index.service import service_for_settings
+
+    ws = tmp_path / "skills-ws"
+    shutil.copytree(FIXTURES / "skills_workspace", ws)
+    age(ws)
+    settings = load_settings(environ={}, overrides={"workspace": str(ws), "state_dir": str(tmp_path / "state")})
+    built = service_for_settings(settings)
+    built.refresh()
+    built.close()
+    proc = subprocess.run([sys.executable, "-c", SEED_SCRIPT, str(ws), str(tmp_path / "state")],
+                          capture_output=True, text=True, cwd=REPO_ROOT, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["walks"] == 0, "the catalog answered from the start-up walk"
+    assert out["seeded"] == out["walked"] and len(out["seeded"]) == 3
+    assert out["walks_after_add"] == 1 and len(out["after_add"]) == 4  # a folder's mtime changed: walked again
