@@ -107,7 +107,8 @@ def cmd_index(args: argparse.Namespace) -> int:
             counts, orphans = service.summary()  # only counts are printed: no verify checks
         finally:
             service.close()
-        record_inputs(fingerprint, service.cache_dir, service.manifest_key())
+        if fingerprint is not None and inputs_fingerprint(args) == fingerprint:  # (not edited meanwhile)
+            record_inputs(fingerprint, service.cache_dir, service.manifest_key())
     finally:
         if early:
             from tools.mesh_index.indexer import cancel_early
