@@ -252,3 +252,33 @@ def test_the_start_up_walk_seeds_the_skills_catalog_and_a_later_skill_is_seen(tm
     assert out["walks"] == 0, "the catalog answered from the start-up walk"
     assert out["seeded"] == out["walked"] and len(out["seeded"]) == 3
     assert out["walks_after_add"] == 1 and len(out["after_add"]) == 4  # a folder's mtime changed: walked again
+
+
+def test_a_server_closed_with_events_unapplied_leaves_no_manifest_that_hides_a_file(built: Path, make_service, walks):
+    """A file created after the watched refresh read the events but before it re-read its folder's mtime: that
+    mtime already counts the new file, whose event waits in the queue when the server closes."""
+    from tools.mesh_index.watch import FolderWatch
+
+    if FolderWatch.create() is None:
+        pytest.skip("inotify is not available here")
+    server = make_service(built, watch=True)
+    server.refresh()
+    folder = built / EVENT_MODULE_DIR
+    (folder / "a.service.ts").write_text("export const A = 1;\n")
+    real = server._restat_dir
+    late = folder / "late.service.ts"
+
+    def restat_after_a_late_write(rel_dir: str) -> None:
+        if not late.exists():
+            late.write_text("export const LATE = 1;\n")  # a real write, racing the refresh
+        real(rel_dir)
+
+    server._restat_dir = restat_after_a_late_write
+    server.refresh()
+    assert f"{EVENT_MODULE_DIR}/late.service.ts" not in server._files  # its event is still queued
+    time.sleep(manifest.RACY_NS / 1e9 + 0.2)  # the server idles: the folder's mtime is no longer too recent
+    server.close()
+    walks.clear()
+    svc = make_service(built)
+    svc.refresh()
+    assert f"{EVENT_MODULE_DIR}/late.service.ts" in svc._files and walks == [""]

@@ -131,6 +131,7 @@ class IndexService(FreshnessMixin, BuildCacheMixin, WarmStartMixin):
         self._manifest_usable = True  # False once loading what a manifest vouched for failed
         self._racy: set[str] = set()  # files to hash even when their stat did not change (see manifest.py)
         self._built_configs: dict[str, int] | None = None  # config mtimes of a build loaded from the snapshot
+        self._index_unvouched = False  # events were left unapplied at close: write no manifest of this state
 
     # -- building ------------------------------------------------------------------------------
     def _open_cache(self) -> FactCache | None:
@@ -368,6 +369,8 @@ class IndexService(FreshnessMixin, BuildCacheMixin, WarmStartMixin):
             if receive is not None:  # never refreshed: reap the start-up's child process
                 receive()
             if self._watch is not None:
+                if not self._watch.changes().empty:  # events not applied: folder mtimes may be newer than the files
+                    self._index_unvouched = True
                 self._watch.close()
                 self._watch, self._watch_clean = None, False
             self._write_snapshot()

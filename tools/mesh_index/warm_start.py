@@ -66,6 +66,7 @@ class WarmStartMixin:
     _manifest_usable: bool
     _racy: set[str]
     _built_configs: dict[str, int] | None
+    _index_unvouched: bool
     _packages: dict[str, tuple[int, Any]]
 
     if TYPE_CHECKING:  # provided by the service and BuildCacheMixin
@@ -135,7 +136,8 @@ class WarmStartMixin:
 
     def _write_manifest(self, cache: FactCache | None) -> None:
         """Store the manifest of the current build when its snapshot is in the cache and it says something new."""
-        if cache is None or self._index is None or self._found is None or self._lazy is not None:
+        if (cache is None or self._index is None or self._found is None or self._lazy is not None
+                or self._index_unvouched):
             return
         configs = self._built_configs
         if configs is None:
