@@ -282,3 +282,44 @@ def test_a_server_closed_with_events_unapplied_leaves_no_manifest_that_hides_a_f
     svc = make_service(built)
     svc.refresh()
     assert f"{EVENT_MODULE_DIR}/late.service.ts" in svc._files and walks == [""]
+
+
+def test_racy_files_seen_unchanged_long_enough_after_their_mtime_are_no_longer_hashed(
+        workspace: Path, make_service, walks):
+    age(workspace)
+    path = workspace / EVENT_SERVICE
+    path.write_text(path.read_text())  # saved just before the build
+    first = make_service(workspace)
+    first.refresh()
+    first.close()
+    cache = make_service(workspace)._open_cache()
+    assert cache is not None and list(cache.load_manifest()["racy"]) == [EVENT_SERVICE]
+    time.sleep(manifest.RACY_NS / 1e9 + 0.2)
+    walks.clear()
+    svc = make_service(workspace)
+    assert svc.refresh().reparsed == 0 and svc._lazy is not None and walks == []  # hashed, matched
+    assert cache.load_manifest()["racy"] == {}
+    again = make_service(workspace)
+    assert again.refresh().reparsed == 0 and again._lazy is not None and walks == []
+
+
+def test_the_warm_command_also_stops_hashing_racy_files_once_they_are_old_enough(workspace: Path, tmp_path: Path):
+    import sqlite3
+
+    age(workspace)
+    path = workspace / EVENT_SERVICE
+    path.write_text(path.read_text())  # saved just before the build
+    env = {**os.environ, "MESH_STATE_DIR": str(tmp_path / "state")}
+    _index(workspace, env)
+
+    def racy() -> dict:
+        conn = sqlite3.connect(tmp_path / "state" / "static-index.sqlite")
+        try:
+            return json.loads(conn.execute("SELECT value FROM meta WHERE key='manifest'").fetchone()[0])["racy"]
+        finally:
+            conn.close()
+
+    assert list(racy()) == [EVENT_SERVICE]
+    time.sleep(manifest.RACY_NS / 1e9 + 0.2)
+    quick, loaded = _index(workspace, env)
+    assert not loaded and quick["index"]["reparsed"] == 0 and racy() == {}

@@ -123,6 +123,16 @@ class FactCache:
     def store_manifest(self, text: str) -> None:
         self._put_meta("manifest", text)
 
+    def replace_manifest(self, old: str, new: str) -> None:
+        """Store ``new`` only if the manifest is still ``old`` (another process may have written a newer one)."""
+        if self._conn is None:
+            return
+        try:
+            with self._lock, self._conn:
+                self._conn.execute("UPDATE meta SET value=? WHERE key='manifest' AND value=?", (new, old))
+        except sqlite3.Error as exc:
+            self._fail(exc)
+
     def _meta(self, key: str) -> str | None:
         if self._conn is None:
             return None

@@ -76,6 +76,24 @@ def dumps(data: dict[str, Any]) -> str:
     return json.dumps(data, separators=(",", ":"))
 
 
+def aged(data: dict[str, Any], now_ns: int | None = None) -> dict[str, Any] | None:
+    """``data`` (a manifest :func:`check` just found fresh: its racy files were hashed and matched) with the
+    racy files whose mtimes are now old enough dropped from ``racy``, or None when none is.
+
+    A write that keeps a file's size and mtime must fall in the tick of that mtime; once the content was
+    seen unchanged more than :data:`RACY_NS` after it, the stat alone vouches for it (without this, a
+    manifest written right after a checkout would hash those files on every run)."""
+    racy = data.get("racy") or {}
+    if not racy:
+        return None
+    now = time.time_ns() if now_ns is None else now_ns
+    mtime_of = {rel: data["mtimes"][i] for i, rel in enumerate(data["files"]) if rel in racy}
+    kept = {rel: sha for rel, sha in racy.items() if mtime_of.get(rel, now) >= now - RACY_NS}
+    if len(kept) == len(racy):
+        return None
+    return {**data, "racy": kept}
+
+
 def racy_files(data: dict[str, Any] | None, key: str) -> set[str]:
     """The files a manifest (of this ``key``) could not vouch for: whoever walks must hash them."""
     if not isinstance(data, dict) or data.get("format") != FORMAT or data.get("key") != key:

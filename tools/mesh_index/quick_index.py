@@ -127,6 +127,9 @@ def quick_answer(args: Any, fingerprint: str | None) -> dict[str, Any] | None:
         conn.close()
     if found is None or summary is None:
         return None
+    fresher = manifest.aged(data) if data is not None and text is not None else None
+    if fresher is not None:  # its racy files matched long enough after their mtimes: stop hashing them
+        _replace_manifest(path, text, manifest.dumps(fresher))
     try:
         stored_key, (counts, orphans) = json.loads(summary)
     except (ValueError, TypeError):
@@ -140,6 +143,19 @@ def quick_answer(args: Any, fingerprint: str | None) -> dict[str, Any] | None:
         "skipped_files": found.skipped[:50],
     }
     return {"index": info, "counts": dict(counts), "orphans": int(orphans)}
+
+
+def _replace_manifest(path: Path, old: str, new: str) -> None:
+    """Store ``new`` only if the manifest is still ``old`` (see FactCache.replace_manifest)."""
+    try:
+        conn = sqlite3.connect(path, timeout=10)
+        try:
+            with conn:
+                conn.execute("UPDATE meta SET value=? WHERE key='manifest' AND value=?", (new, old))
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        pass  # the next run hashes those files again
 
 
 def print_answer(answer: dict[str, Any], as_json: bool) -> None:

@@ -90,6 +90,10 @@ class WarmStartMixin:
             self._racy = manifest.racy_files(data, key)
             return None
         self._lazy = found
+        fresher = manifest.aged(data) if data is not None else None
+        if fresher is not None:  # its racy files matched their hashes long enough after their mtimes
+            cache.replace_manifest(manifest.dumps(data), manifest.dumps(fresher))
+            self._manifest_seen = fresher
         self._stale, self._stale_checked = [], time.monotonic()
         self._info = IndexInfo(
             workspace=str(self.workspace), files=len(found.files), parse_errors=len(found.errors),
