@@ -45,7 +45,6 @@ from tools.mesh_index.warm_start import WarmStartMixin
 from tools.mesh_index.workspace import Discovery, Layout, Package, TsConfig, discover
 
 if TYPE_CHECKING:
-    from tools.mesh_index.manifest import Manifest
     from tools.mesh_index.watch import FolderWatch
 
 
@@ -126,12 +125,7 @@ class IndexService(FreshnessMixin, BuildCacheMixin, WarmStartMixin):
         self._watch: FolderWatch | None = None
         self._watch_clean = False  # the last walk ran with every folder watched: the events name what changes
         self._walk_coming: Callable[[], Discovery | None] | None = None  # the first refresh's walk (walk_coming)
-        self._lazy: Manifest | None = None  # the manifest held: the snapshot is loaded on the first query
-        self._manifest_seen: dict[str, Any] | None = None  # the manifest read or written last
-        self._manifest_usable = True  # False once loading what a manifest vouched for failed
-        self._racy: set[str] = set()  # files to hash even when their stat did not change (see manifest.py)
-        self._built_configs: dict[str, int] | None = None  # config mtimes of a build loaded from the snapshot
-        self._index_unvouched = False  # events were left unapplied at close: write no manifest of this state
+        self._init_warm_start()
 
     # -- building ------------------------------------------------------------------------------
     def _open_cache(self) -> FactCache | None:
@@ -175,11 +169,9 @@ class IndexService(FreshnessMixin, BuildCacheMixin, WarmStartMixin):
         if not self.workspace.is_dir():
             raise MeshError(f"workspace {self.workspace} is not a directory (check --workspace or mesh.toml)")
         cache = self._open_cache()
-        if (not full and cache is not None and self._index is None and not self._facts_loaded
-                and self._walk_coming is None and not self._watch_wanted and self._manifest_usable):
-            info = self._from_manifest(cache, started)  # a new process on an unchanged workspace: no walk
-            if info is not None:
-                return info
+        info = None if full or cache is None else self._from_manifest(cache, started)  # no walk when it holds
+        if info is not None:
+            return info
         receive, self._walk_coming = self._walk_coming, None
         found = receive() if receive is not None else None
         if found is None:

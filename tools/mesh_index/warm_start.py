@@ -68,10 +68,21 @@ class WarmStartMixin:
     _built_configs: dict[str, int] | None
     _index_unvouched: bool
     _packages: dict[str, tuple[int, Any]]
+    _facts_loaded: bool
+    _walk_coming: Any
+    _watch_wanted: bool
 
     if TYPE_CHECKING:  # provided by the service and BuildCacheMixin
         def _open_cache(self) -> FactCache | None: ...
         def _digest(self, found: Discovery, configs: dict[str, int] | None = None) -> str: ...
+
+    def _init_warm_start(self) -> None:
+        self._lazy = None  # the manifest held: the snapshot is loaded on the first query
+        self._manifest_seen = None  # the manifest read or written last
+        self._manifest_usable = True  # False once loading what a manifest vouched for failed
+        self._racy = set()  # files to hash even when their stat did not change (see manifest.py)
+        self._built_configs = None  # config mtimes of a build loaded from the snapshot
+        self._index_unvouched = False  # events were left unapplied at close: write no manifest of this state
 
     def manifest_key(self) -> str:
         """What a build depends on besides the files: extraction signature, conventions, emitters, code version."""
@@ -80,7 +91,13 @@ class WarmStartMixin:
         return hashlib.sha1(text.encode(), usedforsecurity=False).hexdigest()
 
     def _from_manifest(self, cache: FactCache, started: float) -> IndexInfo | None:
-        """The refresh's answer when the manifest of the last build holds (the service then stays lazy)."""
+        """The refresh's answer when the manifest of the last build holds (the service then stays lazy); None
+        when it does not, or does not apply: the index or the facts are in memory, the server's start-up walk
+        is coming, the service keeps folder watches (they are set by a walk), or loading what it vouched for
+        failed once."""
+        if (self._index is not None or self._facts_loaded or self._walk_coming is not None or self._watch_wanted
+                or not self._manifest_usable):
+            return None
         key = self.manifest_key()
         data = self._manifest_seen if self._lazy is not None else cache.load_manifest()
         self._manifest_seen = data
