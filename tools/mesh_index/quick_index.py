@@ -115,6 +115,7 @@ def quick_answer(args: Any, fingerprint: str | None) -> dict[str, Any] | None:
             row = conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
             return row[0] if row else None
 
+        conn.execute("BEGIN")  # one read transaction: the rows below are of one state of the cache
         key = meta(f"inputs:{fingerprint}")
         text = meta("manifest") if key else None
         snapshot_digest = meta("snapshot_digest") if text else None
