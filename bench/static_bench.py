@@ -22,10 +22,16 @@ Prints, in one run:
   events name the file, no walk), wall and CPU min / median / max, a file added and removed;
 - analyze_impact p50/p95/max over targets drawn from the catalogue (member names,
   qualified names, values, queues, streams; depth 1 and 2), and list_catalogue;
-- peak RSS of this process and of the largest worker process.
+- peak RSS: of each process a user runs (cold and warm ``mesh-mcp index``; ``mesh-mcp serve``
+  after its first analyze_impact and after a file changed, read from /proc), and, said apart,
+  of this bench process (it holds several index services at once) and its largest child.
+
+Whole-process figures carry CPU seconds next to wall (a shared machine inflates wall);
+``--skip-in-process`` prints only the whole-process part.
 
 Goals at 20,000 files: cold <= 2x parse-only, warm < 5% of cold, incremental < 0.5 s,
-query p95 < 20 ms, peak RSS < 600 MB. On a workspace of 1,000-2,000 files (whole processes):
+query p95 < 20 ms, peak RSS < 600 MB (of the processes a user runs), first analyze_impact
+after ``serve`` answered tools/list < 100 ms. On a workspace of 1,000-2,000 files (whole processes):
 cold <= 2x the floor, warm <= 1x; ``serve`` ready < 1 s, first analyze_impact < 100 ms.
 """
 
