@@ -22,10 +22,16 @@ Prints, in one run:
   events name the file, no walk), wall and CPU min / median / max, a file added and removed;
 - analyze_impact p50/p95/max over targets drawn from the catalogue (member names,
   qualified names, values, queues, streams; depth 1 and 2), and list_catalogue;
-- peak RSS of this process and of the largest worker process.
+- peak RSS: of each process a user runs (cold and warm ``mesh-mcp index``; ``mesh-mcp serve``
+  after its first analyze_impact and after a file changed, read from /proc), and, said apart,
+  of this bench process (it holds several index services at once) and its largest child.
+
+Whole-process figures carry CPU seconds next to wall (a shared machine inflates wall);
+``--skip-in-process`` prints only the whole-process part.
 
 Goals at 20,000 files: cold <= 2x parse-only, warm < 5% of cold, incremental < 0.5 s,
-query p95 < 20 ms, peak RSS < 600 MB. On a workspace of 1,000-2,000 files (whole processes):
+query p95 < 20 ms, peak RSS < 600 MB (of the processes a user runs), first analyze_impact
+after ``serve`` answered tools/list < 100 ms. On a workspace of 1,000-2,000 files (whole processes):
 cold <= 2x the floor, warm <= 1x; ``serve`` ready < 1 s, first analyze_impact < 100 ms.
 """
 
@@ -109,6 +115,8 @@ def main() -> int:
     ap.add_argument("--keep", action="store_true", help="keep the generated workspace")
     ap.add_argument("--runs", type=int, default=3, help="whole-process runs of each kind (medians printed)")
     ap.add_argument("--no-processes", action="store_true", help="skip the whole-process figures")
+    ap.add_argument("--skip-in-process", action="store_true",
+                    help="only the whole-process figures (floor, cold, warm, serve): a shorter run")
     args = ap.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="mesh-static-bench-"))
@@ -119,11 +127,19 @@ def main() -> int:
     cache = tmp / "state"
     conv = Conventions()
     print(f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}, workers={args.workers}, "
-          f"load average {os.getloadavg()[0]:.1f}")
+          f"load average {os.getloadavg()[0]:.1f}; {bytecode_note()}")
     items = index_items(root)
     whole: dict[str, float] = {}
     if not args.no_processes:
         whole = index_processes(root, items, args.runs, tmp / "proc-state")
+    if args.skip_in_process:
+        if whole:
+            probe = IndexService(root, conv, tmp / "proc-state", workers=args.workers)
+            entries = probe.catalogue(with_checks=False).entries
+            probe.close()
+            serve_process(root, tmp / "proc-state", entries[0].value if entries else "x", args.runs,
+                          change=change_file(root, items, args.workspace is None))
+        return _finish(None, args, tmp)
 
     seq_s, parsed = parse_in_process(root, items)
     print(f"in-process floor (tree-sitter, sequential, this process): {seq_s:.2f} s for {parsed} files")
@@ -136,23 +152,31 @@ def main() -> int:
           f"= {cold_s / parse_s:.2f}x parse-only, {cold_s / seq_s:.2f}x in-process floor")
 
     fresh = IndexService(root, conv, cache, workers=args.workers)
+    cpu = time.process_time()
     warm_new_s, info2 = timed(fresh.refresh)
+    warm_new_cpu = time.process_time() - cpu
     assert info2.reparsed == 0, info2.reparsed
     fresh.close()
+    cpu = time.process_time()
     warm_in_s, info3 = timed(svc.refresh)
+    warm_in_cpu = time.process_time() - cpu
     assert info3.reparsed == 0
-    print(f"warm index, new process: {warm_new_s:.3f} s ({100 * warm_new_s / cold_s:.1f}% of cold, "
-          f"{warm_new_s / seq_s:.2f}x in-process floor); "
-          f"in-process: {warm_in_s:.3f} s ({100 * warm_in_s / cold_s:.1f}% of cold)")
+    print(f"warm index, new process: {warm_new_s:.3f} s, CPU {warm_new_cpu:.3f} s ({100 * warm_new_s / cold_s:.1f}% "
+          f"of cold, {warm_new_s / seq_s:.2f}x in-process floor; it checks the manifest, loads nothing); "
+          f"in-process: {warm_in_s:.3f} s, CPU {warm_in_cpu:.3f} s ({100 * warm_in_s / cold_s:.1f}% of cold; "
+          f"a service that built the index walks)")
     first = IndexService(root, conv, cache, workers=args.workers)
     entries = svc.catalogue(with_checks=False).entries
     some_target = entries[0].value if entries else "x"
+    cpu = time.process_time()
     first_s, _r = timed(lambda: first.analyze_impact(some_target))
+    first_cpu = time.process_time() - cpu
     first.close()
-    print(f"first analyze_impact in a new service on the built index (snapshot load included): "
-          f"{first_s * 1000:.0f} ms")
+    print(f"first analyze_impact in a new service on the built index (manifest check and snapshot load included): "
+          f"{first_s * 1000:.0f} ms, CPU {first_cpu * 1000:.0f} ms")
     if whole:
-        serve_process(root, tmp / "proc-state", some_target, args.runs)
+        serve_process(root, tmp / "proc-state", some_target, args.runs,
+                      change=change_file(root, items, args.workspace is None))
     if args.workspace is not None:
         cat_s, cat = timed(svc.catalogue)
         print(f"list_catalogue with failing checks, first call: {cat_s * 1000:.0f} ms ({len(cat.entries)} entries)")
@@ -235,13 +259,36 @@ def watched_incremental(root: Path, conv: Conventions, cache: Path, workers: int
           f"{first_s:.3f} s; a file added: {add_s:.3f} s, removed: {del_s:.3f} s")
 
 
-def _finish(svc: IndexService, args: argparse.Namespace, tmp: Path) -> int:
+def bytecode_note() -> str:
+    """Whether this checkout's modules run from bytecode (an installed package has it; with
+    PYTHONDONTWRITEBYTECODE set and no ``__pycache__``, every process compiles them from source)."""
+    root = Path(__file__).resolve().parent.parent
+    compiled = any((root / "server" / "__pycache__").glob("config.*.pyc"))
+    flag = "set" if os.environ.get("PYTHONDONTWRITEBYTECODE") else "unset"
+    state = "compiled" if compiled else "not compiled: each process compiles them from source"
+    return f"project bytecode {state} (PYTHONDONTWRITEBYTECODE {flag})"
+
+
+def change_file(root: Path, items: list[tuple[str, str]], generated: bool) -> Path | None:
+    """The file the serve figures edit (and put back): a producer of the generated workspace, else the first
+    TypeScript file of the workspace."""
+    if generated:
+        return next(iter(sorted(root.glob("ms-*/src/*.producer.service.ts"))), None)
+    return next((root / rel for rel, kind in items if kind == "ts"), None)
+
+
+def _finish(svc: IndexService | None, args: argparse.Namespace, tmp: Path) -> int:
     self_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     child_rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    print(f"peak RSS: this process {self_rss:.0f} MB, largest child process {child_rss:.0f} MB")
+    print(f"peak RSS of the bench's own processes: this process {self_rss:.0f} MB (the bench, not a process a user "
+          f"runs: it holds several index services at once, cold, warm, incremental, watched, and the in-process "
+          f"parse), largest process it waited for {child_rss:.0f} MB (the largest of the whole-process runs, "
+          f"`mesh-mcp serve` included, and of the parse workers). The processes a user runs: the `mesh-mcp index` "
+          f"and `mesh-mcp serve` peak RSS lines above.")
     print(f"load average at the end: {os.getloadavg()[0]:.1f} (1 min), {os.getloadavg()[1]:.1f} (5 min); "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
-    svc.close()
+    if svc is not None:
+        svc.close()
     if not args.keep:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0

@@ -47,7 +47,9 @@ def console_script() -> list[str]:
 
 
 def run_process(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
-    """(wall seconds, peak RSS MB of the process and its waited-for children); raises on failure."""
+    """(wall seconds, peak RSS MB of the process and its waited-for children); raises on failure.
+
+    The CPU seconds (user + system, the process and its children) are kept in :data:`LAST_CPU`."""
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     _pid, status, usage = os.wait4(proc.pid, 0)
@@ -58,7 +60,11 @@ def run_process(cmd: list[str], env: dict[str, str] | None = None) -> tuple[floa
         proc.stderr.close()
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} exited with {proc.returncode}: {err[-2000:]}")
+    LAST_CPU[0] = usage.ru_utime + usage.ru_stime
     return elapsed, usage.ru_maxrss / 1024
+
+
+LAST_CPU = [0.0]
 
 
 def write_listing(root: Path, items: list[tuple[str, str]], out: Path) -> int:
@@ -88,29 +94,37 @@ def index_processes(root: Path, items: list[tuple[str, str]], runs: int, state: 
     listing = tmp / "files.txt"
     parsed = write_listing(root, items, listing)
     mesh = console_script()
-    floor, cold, warm, cold_rss, warm_rss = [], [], [], [], []
+    floor, cold, warm, cold_rss, warm_rss, cold_cpu, warm_cpu, floor_cpu = [], [], [], [], [], [], [], []
     try:
         for _ in range(runs):
             floor.append(run_process([sys.executable, "-c", FLOOR_SCRIPT, str(listing)])[0])
+            floor_cpu.append(LAST_CPU[0])
             shutil.rmtree(state, ignore_errors=True)
             env = {**os.environ, "MESH_STATE_DIR": str(state)}
             t, rss = run_process([*mesh, "index", "--workspace", str(root)], env)
             cold.append(t)
             cold_rss.append(rss)
+            cold_cpu.append(LAST_CPU[0])
             t, rss = run_process([*mesh, "index", "--workspace", str(root)], env)
             warm.append(t)
             warm_rss.append(rss)
+            warm_cpu.append(LAST_CPU[0])
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     f, c, w = _med(floor), _med(cold), _med(warm)
     print(f"whole processes, median of {runs} interleaved runs ({parsed} TypeScript files):")
     cr = sorted(c_ / f_ for c_, f_ in zip(cold, floor, strict=True))
     wr = sorted(w_ / f_ for w_, f_ in zip(warm, floor, strict=True))
-    print(f"  floor (python + tree-sitter parse, one process): {f:.2f} s (runs: {_runs(floor)})")
-    print(f"  cold `mesh-mcp index`: {c:.2f} s = {c / f:.2f}x floor (runs: {_runs(cold)}; "
-          f"peak RSS {max(cold_rss):.0f} MB); run by run: min {cr[0]:.2f}x, median {_med(cr):.2f}x, max {cr[-1]:.2f}x")
-    print(f"  warm `mesh-mcp index`: {w:.2f} s = {w / f:.2f}x floor, {100 * w / c:.1f}% of cold "
-          f"(runs: {_runs(warm)}; peak RSS {max(warm_rss):.0f} MB); run by run: min {wr[0]:.2f}x, "
+    print(f"  floor (python + tree-sitter parse, one process): {f:.2f} s, CPU {_med(floor_cpu):.2f} s "
+          f"(runs: {_runs(floor)})")
+    print(f"  cold `mesh-mcp index`: {c:.2f} s = {c / f:.2f}x floor, CPU {_med(cold_cpu):.2f} s with its workers "
+          f"(runs: {_runs(cold)}; peak RSS {max(cold_rss):.0f} MB, the process or its largest worker); "
+          f"run by run: min {cr[0]:.2f}x, median {_med(cr):.2f}x, max {cr[-1]:.2f}x")
+    wc = _med(warm_cpu)
+    ms3 = lambda values: ", ".join(f"{x:.3f}" for x in values)  # noqa: E731
+    print(f"  warm `mesh-mcp index`: {w:.3f} s = {w / f:.2f}x floor, {100 * w / c:.1f}% of cold; CPU {wc:.3f} s "
+          f"(one thread: about a quiet machine's wall; {100 * wc / c:.1f}% of cold's wall) (runs: {ms3(warm)}; "
+          f"CPU runs: {ms3(warm_cpu)}; peak RSS {max(warm_rss):.0f} MB); run by run: min {wr[0]:.2f}x, "
           f"median {_med(wr):.2f}x, max {wr[-1]:.2f}x")
     return {"floor": f, "cold": c, "warm": w}
 
@@ -167,14 +181,31 @@ def process_cpu_s(pid: int) -> float:
 SDK_IMPORT = "import mcp.server.mcpserver"
 
 
-def serve_process(root: Path, state: Path, target: str, runs: int) -> dict[str, float]:
+def peak_rss_mb(pid: int) -> float:
+    """Peak resident set (``VmHWM``) of a live process so far, MB (Linux /proc), else NaN."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return float("nan")
+
+
+def serve_process(root: Path, state: Path, target: str, runs: int, change: Path | None = None) -> dict[str, float]:
     """``mesh-mcp serve`` ready for tools/list, then the first analyze_impact (medians of ``runs``).
+
+    Then its peak RSS (``VmHWM``) after that call, and, with ``change`` (a file of the workspace:
+    a line is appended, then the file is put back as it was), after the call that follows the edit
+    (one file parsed again, its facts changed, the index linked again; the first change after a
+    start also loads every file's facts): what a user's server holds.
 
     Interleaved with each run: a process that only imports the MCP SDK (wall and CPU), the
     part of the start-up this project does not control. The serve process's own CPU seconds
     at the moment tools/list answered are read from /proc (they hold under load, wall does not)."""
     env = {**os.environ, "MESH_STATE_DIR": str(state)}
     ready, first, second, ready_cpu, sdk, sdk_cpu = [], [], [], [], [], []
+    first_cpu, rss_first, rss_change, after_change = [], [], [], []
     for _ in range(runs):
         t0 = time.perf_counter()
         proc = subprocess.Popen([sys.executable, "-c", SDK_IMPORT])
@@ -192,13 +223,31 @@ def serve_process(root: Path, state: Path, target: str, runs: int) -> dict[str, 
             ready_cpu.append(process_cpu_s(session.proc.pid))
             assert tools is not None and any(t["name"] == "analyze_impact" for t in tools["tools"])
             t0 = time.perf_counter()
+            cpu0 = process_cpu_s(session.proc.pid)
             result = session.send("tools/call", {"name": "analyze_impact", "arguments": {"target": target}})
             first.append(time.perf_counter() - t0)
+            first_cpu.append(process_cpu_s(session.proc.pid) - cpu0)
             assert result is not None and not result.get("isError"), result
+            rss_first.append(peak_rss_mb(session.proc.pid))
             t0 = time.perf_counter()
             result = session.send("tools/call", {"name": "analyze_impact", "arguments": {"target": target}})
             second.append(time.perf_counter() - t0)
             assert result is not None and not result.get("isError"), result
+            if change is not None:  # a new exported string constant: the file's facts change, the index relinks
+                original, st = change.read_bytes(), change.stat()
+                edit = f"\nexport const STATIC_BENCH_EDIT_{len(after_change)} = 'static.bench.edit';\n".encode()
+                try:
+                    change.write_bytes(original + edit)
+                    t0 = time.perf_counter()
+                    result = session.send("tools/call", {"name": "analyze_impact", "arguments": {"target": target}})
+                    after_change.append(time.perf_counter() - t0)
+                    assert result is not None and not result.get("isError"), result
+                    rss_change.append(peak_rss_mb(session.proc.pid))
+                finally:
+                    change.write_bytes(original)
+                    os.utime(change, ns=(st.st_atime_ns, st.st_mtime_ns))
+                # the server indexes the file as it is again, so that the next run starts from the same cache
+                session.send("tools/call", {"name": "analyze_impact", "arguments": {"target": target}})
         finally:
             session.close()
     r, a, b = _med(ready), _med(first), _med(second)
@@ -209,6 +258,12 @@ def serve_process(root: Path, state: Path, target: str, runs: int) -> dict[str, 
           f"CPU {_med(sdk_cpu):.2f} s (runs: {_runs(sdk)}); serve ready = {r / _med(sdk):.2f}x that, "
           f"serve CPU = {_med(ready_cpu) / _med(sdk_cpu):.2f}x its CPU")
     print(f"  first analyze_impact({target!r}) on the built index, sent as soon as tools/list answered: "
-          f"{a * 1000:.0f} ms, min {min(first) * 1000:.0f} ms (runs: {ms(first)}); the second: {b * 1000:.0f} ms "
+          f"{a * 1000:.0f} ms, min {min(first) * 1000:.0f} ms (runs: {ms(first)}); its CPU in the server: median "
+          f"{_med(first_cpu) * 1000:.0f} ms (runs: {ms(first_cpu)}); the second: {b * 1000:.0f} ms "
           f"(runs: {ms(second)})")
+    line = f"  `mesh-mcp serve` peak RSS after the first analyze_impact: {max(rss_first):.0f} MB"
+    if rss_change:
+        line += (f"; after a file changed and the next analyze_impact ({_med(after_change) * 1000:.0f} ms, "
+                 f"runs: {ms(after_change)}): {max(rss_change):.0f} MB")
+    print(line + " (max of the runs; VmHWM of the server process)")
     return {"serve_ready": r, "first_impact": a, "second_impact": b}

@@ -61,6 +61,13 @@ class SkillCatalog:
                 self._found = found = self._reread(found, changed)
             return found
 
+    def seed(self, found: SkillDiscovery) -> None:
+        """Start from ``found`` (made from another walk of the same folders) unless a walk was made already;
+        :meth:`current` checks it as it checks its own."""
+        with self._lock:
+            if self._found is None:
+                self._found = found
+
     def _folders_changed(self, found: SkillDiscovery) -> bool:
         root = str(self.workspace)
         for rel_dir, mtime in found.dirs.items():

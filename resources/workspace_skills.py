@@ -207,6 +207,22 @@ def discover_workspace_skills(
     skip = {d for d in skip_dirs if d not in SKILL_FOLDERS}
     started = time.time_ns()
     found, dirs, truncated = _walk(workspace, skip, max_files)
+    return _discovery(found, dirs, truncated, started, max_files)
+
+
+def discovery_from_walk(workspace: Path, skip_dirs: Iterable[str], skill_files: list[str], dirs: dict[str, int],
+                        started_ns: int) -> SkillDiscovery | None:
+    """What :func:`discover_workspace_skills` would find, from another walk of the same folders (the static
+    index's: every folder it entered with its mtime read before listing it, and the SKILL.md files it met);
+    None when that walk's folders are not this one's (a skill folder skipped there) or a bound was reached."""
+    if any(d in SKILL_FOLDERS for d in skip_dirs) or len(dirs) >= MAX_WALK_DIRS or len(skill_files) >= MAX_SKILL_FILES:
+        return None
+    found = [(rel, workspace / rel) for rel in skill_files]
+    return _discovery(found, dict(dirs), False, started_ns, MAX_SKILL_FILES)
+
+
+def _discovery(found: list[tuple[str, Path]], dirs: dict[str, int], truncated: bool, started: int,
+               max_files: int) -> SkillDiscovery:
     skills: list[WorkspaceSkill] = []
     files: dict[str, tuple[int, int]] = {}
     used: set[str] = set()

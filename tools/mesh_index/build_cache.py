@@ -56,11 +56,14 @@ class BuildCacheMixin:
     _snapshot_digest: str | None
     _build_digest: str | None
     _memo: dict[str, tuple[LinkedIndex | None, Any]]
+    _lazy: Any
+    _built_configs: dict[str, int] | None
 
-    if TYPE_CHECKING:  # provided by the service and by FreshnessMixin
+    if TYPE_CHECKING:  # provided by the service, FreshnessMixin and WarmStartMixin
         def _changed(self, files: list[SourceFile]) -> tuple[list[tuple[str, str]], list[tuple[str, int, int]]]: ...
         def _make_info(self, reparsed: int, started: float, cache: FactCache | None) -> IndexInfo: ...
         def _ensure(self) -> ImpactEngine: ...
+        def _write_manifest(self, cache: FactCache | None) -> None: ...
         def catalogue(self, kind: str | None = None, orphans_only: bool = False, *,
                       with_checks: bool = True) -> Catalogue: ...
 
@@ -75,11 +78,13 @@ class BuildCacheMixin:
         current = {f.rel for f in found.files}
         if to_parse or not all(rel in current for rel in self._files):
             return False
-        digest = self._digest(found, snapshot.config_mtimes(self.workspace, found))
+        configs = snapshot.config_mtimes(self.workspace, found)
+        digest = self._digest(found, configs)
         if self._index is not None:
             if digest != self._snapshot_digest:
                 return False
             self._build_digest = digest
+            self._built_configs = configs
             cache.touch(touched)
             self._info = self._make_info(0, started, cache)
             return True
@@ -93,6 +98,7 @@ class BuildCacheMixin:
             return False
         cache.touch(touched)
         self._snapshot_digest = self._build_digest = digest
+        self._built_configs = configs
         self._engine = ImpactEngine(self._index)
         self._layout = None
         self._info = self._make_info(0, started, cache)
@@ -106,10 +112,14 @@ class BuildCacheMixin:
                                self._files, configs, found.git_roots)
 
     def _write_snapshot(self) -> None:
+        """Store the snapshot when the index changed, and the manifest of the build (see warm_start.py)."""
         cache = self._cache if self._cache is not None and self._cache.enabled else None
         if cache is not None and self._pending_snapshot and self._index is not None and self._found is not None:
-            cache.store_snapshot(self._digest(self._found), snapshot.dump(self._index, self._errors))
+            digest = self._digest(self._found)
+            cache.store_snapshot(digest, snapshot.dump(self._index, self._errors))
+            self._build_digest = digest
         self._pending_snapshot = False
+        self._write_manifest(cache)
 
     # -- derived results ---------------------------------------------------------------------------
     def failing_checks(self) -> dict[tuple[str, str], list[str]]:
@@ -139,6 +149,12 @@ class BuildCacheMixin:
         """``compute()`` for the current build: from memory, else from the cache (same digest), else computed
         (outside the lock: it may query the index) and stored for this build only."""
         with self._lock:
+            lazy = self._lazy if self._index is None else None
+            cache = self._cache if self._cache is not None and self._cache.enabled else None
+            if lazy is not None and cache is not None:  # the manifest held: the snapshot's own results, unloaded
+                stored = cache.load_derived(name, f"{lazy.digest}:{__version__}")
+                if stored is not None:
+                    return stored
             self._ensure()
             index = self._index
             memo = self._memo.get(name)

@@ -50,7 +50,7 @@ class FactCache:
             if row is None or row[0] != signature:
                 with conn:
                     conn.execute("DELETE FROM files")
-                    conn.execute("DELETE FROM meta WHERE key IN ('snapshot', 'snapshot_digest') "
+                    conn.execute("DELETE FROM meta WHERE key IN ('snapshot', 'snapshot_digest', 'manifest') "
                                  "OR key LIKE 'derived:%'")
                     conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('signature', ?)", (signature,))
             self._conn = conn
@@ -107,6 +107,51 @@ class FactCache:
         except (sqlite3.Error, ValueError) as exc:
             log.warning("ignoring the index snapshot: %s", exc)
             return None
+
+    def snapshot_digest(self) -> str | None:
+        """The digest the stored snapshot was written for (None: no snapshot)."""
+        return self._meta("snapshot_digest")
+
+    def load_manifest(self) -> dict[str, Any] | None:
+        """The stat table of the last build (see :mod:`tools.mesh_index.manifest`), or None."""
+        text = self._meta("manifest")
+        try:
+            return json.loads(text) if text else None
+        except ValueError:
+            return None
+
+    def store_manifest(self, text: str) -> None:
+        self._put_meta("manifest", text)
+
+    def replace_manifest(self, old: str, new: str) -> None:
+        """Store ``new`` only if the manifest is still ``old`` (another process may have written a newer one)."""
+        if self._conn is None:
+            return
+        try:
+            with self._lock, self._conn:
+                self._conn.execute("UPDATE meta SET value=? WHERE key='manifest' AND value=?", (new, old))
+        except sqlite3.Error as exc:
+            self._fail(exc)
+
+    def _meta(self, key: str) -> str | None:
+        if self._conn is None:
+            return None
+        try:
+            with self._lock:
+                row = self._conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        except sqlite3.Error as exc:
+            log.warning("ignoring the cached %s: %s", key, exc)
+            return None
+        return row[0] if row else None
+
+    def _put_meta(self, key: str, text: str) -> None:
+        if self._conn is None:
+            return
+        try:
+            with self._lock, self._conn:
+                self._conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, text))
+        except sqlite3.Error as exc:
+            self._fail(exc)
 
     def store_snapshot(self, digest: str, data: dict[str, Any]) -> None:
         if self._conn is None:
@@ -186,7 +231,7 @@ class FactCache:
         try:
             with self._lock, self._conn:
                 self._conn.execute("DELETE FROM files")
-                self._conn.execute("DELETE FROM meta WHERE key LIKE 'derived:%'")
+                self._conn.execute("DELETE FROM meta WHERE key = 'manifest' OR key LIKE 'derived:%'")
         except sqlite3.Error as exc:
             self._fail(exc)
 

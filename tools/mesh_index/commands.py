@@ -90,8 +90,15 @@ class ProgressBar:
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    settings = settings_from_args(args)
     full = bool(getattr(args, "full", False))
+    from tools.mesh_index.quick_index import inputs_fingerprint, print_answer, quick_answer, record_inputs
+
+    fingerprint = None if full else inputs_fingerprint(args)
+    answer = quick_answer(args, fingerprint)  # nothing changed since the last build: no settings, no index
+    if answer is not None:
+        print_answer(answer, bool(args.json))
+        return 0
+    settings = settings_from_args(args)
     early = start_parsing_early(settings, full)
     try:
         service = make_service(args, settings)
@@ -100,6 +107,8 @@ def cmd_index(args: argparse.Namespace) -> int:
             counts, orphans = service.summary()  # only counts are printed: no verify checks
         finally:
             service.close()
+        if fingerprint is not None and inputs_fingerprint(args) == fingerprint:  # (not edited meanwhile)
+            record_inputs(fingerprint, service.cache_dir, service.manifest_key())
     finally:
         if early:
             from tools.mesh_index.indexer import cancel_early

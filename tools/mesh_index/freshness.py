@@ -81,6 +81,7 @@ class FreshnessMixin:
     _watch: FolderWatch | None
     _watch_clean: bool
     _found: Discovery | None
+    _racy: set[str]
 
     if TYPE_CHECKING:  # provided by the service
         _facts_loaded: bool
@@ -248,7 +249,8 @@ class FreshnessMixin:
         """Files to parse, and files whose mtime changed but content did not (rel, size, mtime).
 
         ``verify``: hash even the files whose size and mtime did not change (those an event named:
-        two writes within the file system's timestamp granularity leave the same mtime)."""
+        two writes within the file system's timestamp granularity leave the same mtime); the files in
+        ``_racy`` (stats too recent for the last manifest to vouch for) are hashed likewise."""
         to_parse: list[tuple[str, str]] = []
         touched: list[tuple[str, int, int]] = []
         for f in files:
@@ -257,7 +259,7 @@ class FreshnessMixin:
                 to_parse.append((f.rel, f.kind))
                 continue
             same_stat = known[0] == f.size and known[1] == f.mtime_ns
-            if same_stat and not verify:
+            if same_stat and not verify and f.rel not in self._racy:
                 continue
             try:
                 data = (self.workspace / f.rel).read_bytes()

@@ -41,6 +41,7 @@ from tools.mesh_index.linked import LinkedIndex
 from tools.mesh_index.literal_facts import FACTS_VERSION
 from tools.mesh_index.model import Catalogue, ImpactResult, IndexInfo
 from tools.mesh_index.ts_queries import ExtractConfig, extract_config  # noqa: F401 - extract_config: its old home
+from tools.mesh_index.warm_start import WarmStartMixin
 from tools.mesh_index.workspace import Discovery, Layout, Package, TsConfig, discover
 
 if TYPE_CHECKING:
@@ -76,13 +77,14 @@ def _import_linker() -> None:
     import tools.mesh_index.sites  # noqa: F401
 
 
-class IndexService(FreshnessMixin, BuildCacheMixin):
+class IndexService(FreshnessMixin, BuildCacheMixin, WarmStartMixin):
     """The static index of ``workspace`` (see the module docstring).
 
     Change detection (folder watches, files to parse again, stale files) comes from
     :class:`~tools.mesh_index.freshness.FreshnessMixin`; the linked snapshot and the derived
     results (:meth:`failing_checks`, :meth:`summary`) from
-    :class:`~tools.mesh_index.build_cache.BuildCacheMixin`.
+    :class:`~tools.mesh_index.build_cache.BuildCacheMixin`; the warm start of a new process (answer from
+    the manifest, load the snapshot on the first query) from :class:`~tools.mesh_index.warm_start.WarmStartMixin`.
     """
 
     def __init__(self, workspace: Path, conventions: Conventions | StaticConventions,
@@ -123,6 +125,7 @@ class IndexService(FreshnessMixin, BuildCacheMixin):
         self._watch: FolderWatch | None = None
         self._watch_clean = False  # the last walk ran with every folder watched: the events name what changes
         self._walk_coming: Callable[[], Discovery | None] | None = None  # the first refresh's walk (walk_coming)
+        self._init_warm_start()
 
     # -- building ------------------------------------------------------------------------------
     def _open_cache(self) -> FactCache | None:
@@ -149,6 +152,8 @@ class IndexService(FreshnessMixin, BuildCacheMixin):
 
     def _refresh(self, progress: Progress | None, full: bool) -> IndexInfo:
         started = time.perf_counter()
+        if full:
+            self._lazy = None
         delta = None if full else self._watched_delta()
         if delta is not None:  # the folder watches name what changed: no walk
             if delta.empty:
@@ -163,13 +168,16 @@ class IndexService(FreshnessMixin, BuildCacheMixin):
                 return self._refresh_delta(*applied, progress, started)
         if not self.workspace.is_dir():
             raise MeshError(f"workspace {self.workspace} is not a directory (check --workspace or mesh.toml)")
+        cache = self._open_cache()
+        info = None if full or cache is None else self._from_manifest(cache, started)  # no walk when it holds
+        if info is not None:
+            return info
         receive, self._walk_coming = self._walk_coming, None
         found = receive() if receive is not None else None
         if found is None:
             found = discover(self.workspace, self.conventions.skip_dirs, before_scan=self._watch_for_walk())
         self._found = found
         self._dirs = found.dirs
-        cache = self._open_cache()
         if full:
             self._files.clear()
             self._facts.clear()
@@ -193,6 +201,9 @@ class IndexService(FreshnessMixin, BuildCacheMixin):
                 configs_changed: bool, progress: Progress | None, started: float, full: bool) -> IndexInfo:
         """Parse ``to_parse``, drop ``removed``, relink when any file's facts or the layout changed."""
         cache = self._open_cache()
+        if not self._packages and self._found is not None:  # loaded from the snapshot: read the configs now
+            self._read_configs(self._found.packages, self._found.tsconfigs)
+        self._built_configs = None  # self._packages holds the config mtimes of this build
         new_files = bool(removed) or any(rel not in self._files for rel, _kind in to_parse)
         for rel in removed:
             self._files.pop(rel, None)
@@ -238,6 +249,7 @@ class IndexService(FreshnessMixin, BuildCacheMixin):
 
     def _make_info(self, reparsed: int, started: float, cache: FactCache | None) -> IndexInfo:
         self._stale, self._stale_checked = [], time.monotonic()
+        self._racy = set()  # hashed by this refresh's comparison
         return IndexInfo(
             workspace=str(self.workspace), files=len(self._files), parse_errors=len(self._errors),
             parse_error_files=self._errors[:50], indexed_at=datetime.now(UTC).isoformat(timespec="seconds"),
@@ -267,7 +279,12 @@ class IndexService(FreshnessMixin, BuildCacheMixin):
             [t for _m, t in self._packages.values() if isinstance(t, TsConfig)])
 
     def _ensure(self) -> ImpactEngine:
-        if self._engine is None:
+        if self._engine is None and self._lazy is None:
+            self.refresh()
+        if self._engine is None and self._lazy is not None:  # the manifest held: load its snapshot now
+            with _gc_paused():
+                self._load_lazy()
+        if self._engine is None:  # that failed: the ordinary refresh
             self.refresh()
         assert self._engine is not None
         return self._engine
@@ -344,6 +361,8 @@ class IndexService(FreshnessMixin, BuildCacheMixin):
             if receive is not None:  # never refreshed: reap the start-up's child process
                 receive()
             if self._watch is not None:
+                if not self._watch.changes().empty:  # events not applied: folder mtimes may be newer than the files
+                    self._index_unvouched = True
                 self._watch.close()
                 self._watch, self._watch_clean = None, False
             self._write_snapshot()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,8 +69,10 @@ class Discovery:
     packages: list[str]  # package.json files
     tsconfigs: list[str]  # tsconfig.json files
     git_roots: list[str]
-    dirs: dict[str, int]  # every folder walked -> its mtime (a file added or removed changes it)
+    dirs: dict[str, int]  # every folder walked -> its mtime, read before listing (an entry added or removed changes it)
     skipped: list[str] = field(default_factory=list)  # source files over MAX_FILE_BYTES, not indexed
+    skill_files: list[str] = field(default_factory=list)  # SKILL.md files under .agents/skills/ or .claude/skills/
+    started_ns: int = 0  # wall clock when the walk started (mtimes close to it prove nothing: see manifest.py)
 
 
 def discover(workspace: Path, skip_dirs: Iterable[str], start: str = "",
@@ -80,8 +83,11 @@ def discover(workspace: Path, skip_dirs: Iterable[str], start: str = "",
     Directories named in ``skip_dirs`` (``node_modules``, ``dist``, ...) are not entered;
     symlinked directories are not followed; files over 2 MB are skipped (listed in ``skipped``).
     ``before_scan`` is called with each folder's absolute path right before it is read (the
-    folder watches of :mod:`tools.mesh_index.watch` are set there).
+    folder watches of :mod:`tools.mesh_index.watch` are set there). The ``SKILL.md`` files of skill
+    folders met on the way are listed too (``skill_files``: the server's start-up walk gives them
+    to the workspace-skills catalog, see :mod:`tools.mesh_index.warmup`).
     """
+    started_ns = time.time_ns()
     skip = set(skip_dirs)
     files: list[SourceFile] = []
     packages: list[str] = []
@@ -91,7 +97,8 @@ def discover(workspace: Path, skip_dirs: Iterable[str], start: str = "",
     skipped: list[str] = []
     stack = [start]
     root = str(workspace)
-    wanted = (*TS_EXTENSIONS, ".sql", ".json", ".git")
+    wanted = (*TS_EXTENSIONS, ".sql", ".json", ".git", ".md")
+    skill_files: list[str] = []
     append = files.append
     while stack:
         rel_dir = stack.pop()
@@ -100,11 +107,12 @@ def discover(workspace: Path, skip_dirs: Iterable[str], start: str = "",
         if before_scan is not None:
             before_scan(abs_dir)
         try:
+            mtime = os.stat(abs_dir).st_mtime_ns  # before listing: an entry added meanwhile shows as a newer mtime
             with os.scandir(abs_dir) as it:
                 entries = list(it)
-            dirs[rel_dir] = os.stat(abs_dir).st_mtime_ns
         except OSError:
             continue
+        dirs[rel_dir] = mtime
         for entry in entries:
             name = entry.name
             try:
@@ -114,9 +122,15 @@ def discover(workspace: Path, skip_dirs: Iterable[str], start: str = "",
                     if name not in skip:
                         stack.append(prefix + name)
                     continue
-                if not name.endswith(wanted) or not entry.is_file(follow_symlinks=False):
+                if not name.endswith(wanted):
                     continue
                 rel = prefix + name
+                if name in SKILL_FILE_NAMES:  # as the skills walk: whatever entry is not a folder
+                    if _in_skill_folder(rel):
+                        skill_files.append(rel)
+                    continue
+                if not entry.is_file(follow_symlinks=False):
+                    continue
                 if name.endswith(".json"):
                     if name == "package.json":
                         packages.append(rel)
@@ -143,7 +157,18 @@ def discover(workspace: Path, skip_dirs: Iterable[str], start: str = "",
             else:
                 skipped.append(rel)
     files.sort(key=lambda f: f.rel)
-    return Discovery(files, sorted(packages), sorted(tsconfigs), sorted(set(git_roots)), dirs, sorted(skipped))
+    return Discovery(files, sorted(packages), sorted(tsconfigs), sorted(set(git_roots)), dirs, sorted(skipped),
+                     sorted(skill_files), started_ns)
+
+
+SKILL_FILE_NAMES = ("SKILL.md", "skill.md")  # as resources.workspace_skills (not imported: it imports YAML)
+SKILL_FOLDERS = (".agents", ".claude")
+
+
+def _in_skill_folder(rel: str) -> bool:
+    """``rel`` is under ``<.agents or .claude>/skills/`` (see resources.workspace_skills)."""
+    parts = rel.split("/")[:-1]
+    return any(part in SKILL_FOLDERS and parts[i + 1] == "skills" for i, part in enumerate(parts[:-1]))
 
 
 def is_test_path(rel: str, markers: Iterable[str]) -> bool:
