@@ -152,6 +152,24 @@ async def test_the_timeout_does_not_leak_into_the_session(settings_for) -> None:
     assert second.rows == [{"statement_timeout": "4s"}]
 
 
+async def test_a_pooled_connection_keeps_no_timeout_of_an_earlier_read(settings_for) -> None:
+    """The timeout is local to the read's transaction: the pooled connection handed out next
+    (``Connections.pg``, which trace_request uses) still has the server's own setting."""
+    connections = Connections(settings_for(statement_timeout_ms=4000))
+    try:
+        async with connections.pg(SVC) as conn:
+            before = await (await conn.execute("SHOW statement_timeout")).fetchone()
+        await connections.read(SVC, "SELECT 1 AS one", timeout_ms=111)
+        await connections.read(SVC, "SELECT 1 AS one")
+        async with connections.pg(SVC) as conn:
+            assert len(connections._idle[SVC]) == 0  # the same pooled connection, taken out again
+            after = await (await conn.execute("SHOW statement_timeout")).fetchone()
+    finally:
+        await connections.aclose()
+    assert before == {"statement_timeout": "0"}
+    assert after == before
+
+
 # -- row cap --------------------------------------------------------------------------------
 
 
