@@ -296,6 +296,10 @@ def test_a_token_approves_one_plan_at_one_hash(tmp_path: Path) -> None:
     # a plan id that is a prefix, or longer: still another plan
     for near in (PLAN[:-1], PLAN + "0"):
         assert _refusal(settings, token, plan_id=near).reason == "other_plan"
+    # the whole plan hash is bound: a plan whose sha256 differs in any one hex digit is another plan
+    for position in range(len(SHA)):
+        near_sha = SHA[:position] + ("0" if SHA[position] != "0" else "1") + SHA[position + 1:]
+        assert _refusal(settings, token, sha=near_sha).reason == "plan_changed", position
 
 
 def test_an_expired_token_names_its_expiry(tmp_path: Path) -> None:
