@@ -373,6 +373,11 @@ async def test_an_overdue_delayed_job_gets_the_queue_liveness_a_scheduled_one_no
     report = await tracer_for().trace_job("user", job_id)
     bull = next(h for h in report.hops if h.name == "bullmq_job").bull
     assert report.verdict.code == "scheduled" and bull is not None and bull.liveness is None
+    # due 10 s ago, within delayed_overdue_ms (60 s, in ms): not late, so the liveness is not read either
+    r.zadd("bull:q:delayed", {job_id: (now_ms - 10_000) * 4096})
+    report = await tracer_for(limits={"delayed_overdue_ms": 60_000}).trace_job("user", job_id)
+    bull = next(h for h in report.hops if h.name == "bullmq_job").bull
+    assert report.verdict.code == "scheduled" and bull is not None and bull.liveness is None
 
 
 async def test_the_id_of_a_job_audit_row_traces_its_job(db, r, tracer_for) -> None:
