@@ -65,6 +65,14 @@ def test_keyword_dsn_password_is_redacted_whole(secret: str) -> None:
     assert not _leaks(secret, quoted) and "and more" not in quoted, quoted
 
 
+@pytest.mark.parametrize("keyword", ["PASSWORD", "Password", "password "])
+def test_keyword_dsn_password_in_any_case_or_spacing_is_redacted(keyword: str) -> None:
+    """A DSN libpq refuses (unknown option ``PASSWORD``) is still printed in the error: still redacted."""
+    out = redact_dsn(f"host=db user=app {keyword}= Zq@Wx9 dbname=orders")
+    assert "Zq@Wx9" not in out and "Wx9" not in out, out
+    assert out == f"host=db user=app {keyword}= *** dbname=orders"
+
+
 def test_a_url_without_password_is_unchanged() -> None:
     for dsn in ("postgresql://app@db:5432/orders", "redis://cache:6379/0", "postgresql:///orders?host=/tmp"):
         assert redact_dsn(dsn) == dsn
