@@ -137,6 +137,19 @@ def test_a_processing_job_is_stuck_after_processing_ageing_s(settings, since, ex
     assert only(findings) == expected
 
 
+def test_pending_and_processing_ages_each_use_their_own_limit(make_settings) -> None:
+    """Distinct limits (pending 60 s, processing 600 s): a claim 120 s old is not stuck, a PENDING row is late."""
+    settings = make_settings(limits={"pending_ageing_s": 60, "processing_ageing_s": 600})
+    _, findings = run(settings, job=job_row("PROCESSING", age_s=5000.0, updated_age_s=120.0))
+    assert only(findings) == ("pending_in_outbox", "info", f"job {JOB} was claimed 120s ago and is being pushed",
+                              "jobs_outbox")
+    _, findings = run(settings, job=job_row("PROCESSING", age_s=5000.0, updated_age_s=601.0))
+    assert only(findings)[:3] == ("stuck_processing", "error", f"job {JOB} is PROCESSING in jobs_outbox for 601s (> "
+                                  "600s): the runner died between claim and push")
+    _, findings = run(settings, job=job_row("PENDING", age_s=120.0))
+    assert only(findings)[:2] == ("pending_in_outbox", "error")
+
+
 def test_a_processing_job_without_updated_at_uses_its_age(settings) -> None:
     _, findings = run(settings, job=job_row("PROCESSING", age_s=301.0, updated_age_s=None))
     assert only(findings)[0] == "stuck_processing"
