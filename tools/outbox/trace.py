@@ -13,7 +13,8 @@ Every hop records what was observed; *findings* name problems in chain order and
 verdict is the first one of the worst severity (see :mod:`tools.outbox.verdicts`).
 With ``service=None`` every service is searched and the first one holding the item is
 traced; services that cannot be reached are listed in ``unavailable``. When Redis is
-down the SQL hops are still reported and the Redis hops are marked unknown.
+down the SQL hops are still reported and the Redis hops are marked unknown; an event whose
+stream could not be read is ``inconclusive`` (naming that Redis), never ``ok``.
 """
 
 from __future__ import annotations
