@@ -127,7 +127,7 @@ MODULES: tuple[Module, ...] = (
     Module(
         "trace-request",
         ("tools/trace_request/collect.py", "tools/trace_request/tree.py", "tools/trace_request/lookups.py"),
-        ("tests/trace_request/test_trace_request.py",),
+        ("tests/trace_request/test_trace_request.py", "tests/trace_request/test_ways_in_edges.py"),
         timeout_constant=15.0,
     ),
     Module(
