@@ -59,10 +59,10 @@ async def test_redis_lost_during_a_stream_hop_marks_it_and_the_next_unknown(db, 
     proxy.cut_at("XRANGE")  # the stream hop's first read, after Redis's clock and the offset were read
     report = await tracer_for(redis=via(proxy)).trace_event("user", event_id)
     assert proxy.commands.count("TIME") == 3 and proxy.is_cut
-    assert [(h.name, h.ref, h.state, h.healthy) for h in report.hops] == [
-        ("event_queue", f"user.event_queue {event_id}", "COMPLETED", True),
-        ("stream_entry", "stream:user:created", "unknown", None),
-        ("stream_entry", "stream:user:audit", "unknown", None)]
+    assert [(h.name, h.ref, h.found, h.state, h.healthy) for h in report.hops] == [
+        ("event_queue", f"user.event_queue {event_id}", True, "COMPLETED", True),
+        ("stream_entry", "stream:user:created", False, "unknown", None),
+        ("stream_entry", "stream:user:audit", False, "unknown", None)]
     assert report.hops[1].detail == "Redis is unavailable: this hop could not be observed"
     assert [p.service for p in report.unavailable] == ["redis"]
     v = report.verdict
