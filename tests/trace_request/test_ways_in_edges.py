@@ -75,3 +75,13 @@ async def test_a_table_with_a_text_payload_or_no_created_at_is_not_searched_by_e
     skipped = {(n.service, n.lookup) for n in report.skipped}
     assert {("legacy", "jobs_outbox.payload"), ("legacy", "event_queue.payload")} <= skipped
     assert report.unavailable == []
+
+
+async def test_a_start_id_that_matches_no_row_is_not_found_without_a_false_note(dbs, saga_settings, run) -> None:
+    """An id that cannot be a uuid, or a job_audit id with no row: nothing found, and no note saying the table has
+    no id column (it has one)."""
+    for start in ("event:event_queue:not-a-uuid", "notification:job_audit:7d1c2a4e-0000-4000-8000-00000000000a"):
+        report = await run(saga_settings(), start=start)
+        assert report.items == [] and report.verdict.code == "not_found", (start, report.verdict)
+        assert [n for n in report.skipped if n.lookup.endswith(".id")] == [], (start, report.skipped)
+        assert report.unavailable == []
