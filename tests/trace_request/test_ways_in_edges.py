@@ -85,3 +85,22 @@ async def test_a_start_id_that_matches_no_row_is_not_found_without_a_false_note(
         assert report.items == [] and report.verdict.code == "not_found", (start, report.verdict)
         assert [n for n in report.skipped if n.lookup.endswith(".id")] == [], (start, report.skipped)
         assert report.unavailable == []
+
+
+async def test_a_numeric_entity_id_matches_numbers_and_strings_in_a_json_payload(
+        saga_settings, run, make_pg_db) -> None:
+    """A payload column of type json (not jsonb) is searched too; a numeric entity id matches a JSON number and a
+    JSON string equal to it, not a longer number."""
+    shop = make_pg_db()
+    apply_schema(shop)
+    apply_schema(shop, "ALTER TABLE event_queue ALTER COLUMN payload TYPE json USING payload::json;")
+    with psycopg.connect(shop, autocommit=True) as conn:
+        def event(payload: dict) -> str:
+            return sg.insert_event(conn, type="order:created", emitter="ms-shop", targets=["x"], correlation=None,
+                                   tp=None, age_s=5, payload=payload)
+
+        as_number, as_text = event({"after": {"orderId": 98765}}), event({"ref": "98765"})
+        event({"after": {"orderId": 987650, "ref": "98765x"}})
+    report = await run(saga_settings(services={"shop": {"postgres": shop}}), entity_id="98765")
+    assert sorted(i.id for i in report.items) == sorted([as_number, as_text])
+    assert report.unavailable == [] and [n for n in report.skipped if n.lookup == "event_queue.payload"] == []
