@@ -8,11 +8,14 @@ connection and refuses the later ones. Nothing of the code under test is replace
   and Redis is named unavailable;
 - Redis lost once an event's stream hop has started: that stream's hop and the next ones are
   ``unknown`` (each one named), Redis is named, and the verdict is not ``ok``;
-- ``[limits] bull_list_scan_max`` and ``payload_max_bytes`` really bound the BullMQ reads of a trace.
+- ``[limits] bull_list_scan_max`` and ``payload_max_bytes`` really bound the BullMQ reads of a trace;
+- with Redis's clock off the database's (its ``TIME`` pinned by the proxy), a trimmed entry's push time is
+  given on Redis's clock (the measured offset applied).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from urllib.parse import urlsplit
 
@@ -110,3 +113,33 @@ async def test_the_bullmq_reads_of_a_trace_are_bounded_by_the_limits(db, r, trac
     bull = next(h for h in report.hops if h.name == "bullmq_job").bull
     assert bull is not None and (bull.state, bull.found_in) == ("waiting", ["bull:scan-q:wait"])
     assert bull.data_truncated is False and '"blob"' in (bull.data or "")
+
+
+async def test_an_event_whose_two_redis_instances_are_down_names_both(db, tracer_for) -> None:
+    event_id = sim.insert_event(db, status="COMPLETED", targets=["user:created", "audit:created"])
+    config = {"url": fx.dead_port_url(), "instances": {"events": {"url": fx.dead_port_url(),
+                                                                  "streams": ["stream:audit:*"]}}}
+    report = await tracer_for(redis=config).trace_event("user", event_id)
+    assert sorted(p.service for p in report.unavailable) == ["redis", "redis:events"]
+    assert report.verdict.sentence == (
+        f"event {event_id} was pushed, but redis, redis:events could not be read for stream:user:created, "
+        "stream:audit:created: whether its consumer groups got it is not known (see unavailable)")
+
+
+async def test_a_trimmed_entry_is_looked_for_at_its_push_time_on_redis_s_clock(db, r, tracer_for, proxy) -> None:
+    """Redis's clock an hour behind the database's (TIME pinned by the proxy): the measured offset is applied to
+    the row's processed_at, so the push time given is on Redis's clock, not the database's."""
+    event_id = sim.insert_event(db, targets=["user:trimmed-clock"])
+    ((stream, _),) = sim.runner_push_event(db, r, event_id, maxlen=1)
+    r.xadd(stream, {"id": "another"}, maxlen=1, approximate=False)
+    processed_ms, db_now_ms = db.execute(
+        "SELECT (EXTRACT(EPOCH FROM processed_at) * 1000)::bigint, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)"
+        "::bigint FROM event_queue WHERE id = %s", (event_id,)).fetchone()
+    proxy.pin_time(db_now_ms - 3_600_000)
+    report = await tracer_for(redis=via(proxy)).trace_event("user", event_id)
+    offset = report.clock_offsets_ms["user"]
+    assert -3_610_000 < offset < -3_590_000, offset
+    hop = report.hops[1]
+    match = re.search(r"it was pushed about (\d+) ms \(Redis clock\)", hop.detail or "")
+    assert match is not None, hop.detail
+    assert abs(int(match[1]) - (processed_ms + offset)) < 1000, (match[1], processed_ms, offset)
