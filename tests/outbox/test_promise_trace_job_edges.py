@@ -10,6 +10,7 @@ forwarded to the real server and its reply replaced on the way back). Promises d
   ``[limits] delayed_overdue_ms`` (not at exactly the limit, and at one millisecond more);
 - a job whose outbox row is gone: its BullMQ hop says the queue is unknown, and an unhealthy hop of
   its chain that no rule explains makes the verdict ``inconclusive``, never ``ok``;
+- the completion guard of a job with no outbox row (no queue) is read on the default Redis;
 - an event_queue with a ``type`` but no ``payload`` column is not searched for outcome events (no
   failing query, the job is ``not_found``, no service called unavailable).
 """
@@ -122,3 +123,19 @@ async def test_an_event_queue_without_a_payload_column_is_not_searched_for_outco
     assert (await tracer.catalog.tables("odd"))["event_queue"].has("type")
     report = await tracer.trace_job("odd", "7d1c2a4e-0000-4000-8000-000000000001")
     assert (report.verdict.code, report.unavailable, report.searched_services) == ("not_found", [], ["odd"])
+
+
+async def test_the_guard_of_a_job_whose_queue_is_unknown_is_read_on_the_default_instance(
+        db, r, tracer_for, redis_url) -> None:
+    """No jobs_outbox row, so no queue: the completion guard is read on the default Redis, even when an instance
+    takes every queue ("*", down here)."""
+    job_id = sim.insert_job(db, target="user-queue")
+    sim.runner_push_job(db, r, job_id)
+    sim.worker_take(db, r, job_id, "user-queue")
+    sim.worker_complete(db, r, job_id, "user-queue")  # sets job:completed:<id> on the default instance
+    sim.success_post_processor_delete(db, job_id)
+    config = {"url": redis_url, "instances": {"jobs": {"url": fx.dead_port_url(), "queues": ["*"]}}}
+    report = await tracer_for(redis=config).trace_job("user", job_id)
+    guard = next(h for h in report.hops if h.name == "completion_guard")
+    assert (guard.state, guard.found) == ("set", True)
+    assert report.unavailable == []
