@@ -119,12 +119,16 @@ MODULES: tuple[Module, ...] = (
            timeout_multiplier=10.0),
     Module("trace-streams", ("tools/outbox/trace_streams.py",), ("tests/outbox/test_promise_trace_streams.py",),
            timeout_multiplier=10.0),
-    Module("trace", ("tools/outbox/trace.py",), ("tests/outbox/test_promise_trace_tracer.py",),
+    Module("trace", ("tools/outbox/trace.py",),
+           ("tests/outbox/test_promise_trace_tracer.py", "tests/outbox/test_promise_trace_faults.py",
+            "tests/outbox/test_promise_trace_job_edges.py"),
            timeout_multiplier=10.0),
+    # the three service databases are made once per run of the subset (module-scoped, emptied per test)
     Module(
         "trace-request",
         ("tools/trace_request/collect.py", "tools/trace_request/tree.py", "tools/trace_request/lookups.py"),
-        ("tests/trace_request/test_trace_request.py",),
+        ("tests/trace_request/test_trace_request.py", "tests/trace_request/test_ways_in_edges.py"),
+        timeout_constant=15.0,
     ),
     Module(
         "approval",

@@ -29,7 +29,7 @@ from tests.helpers import FIXTURES, REPO_ROOT
 from tests.outbox import sim
 from tests.outbox.conftest import apply_schema
 from tests.trace_request import saga as sg
-from tests.trace_request.conftest import dbs  # noqa: F401  (the three service databases of the saga)
+from tests.trace_request.conftest import dbs, service_dbs  # noqa: F401  (the three service databases of the saga)
 from tools.mesh_index.service import get_index_service
 
 pytestmark = pytest.mark.anyio

@@ -27,7 +27,7 @@ from tests.streams.scenario import SETTINGS
 from tests.streams.snapshot import WRITE_OR_FORBIDDEN, command_calls, differences, snapshot
 from tests.streams.test_read_only import calls as stream_and_queue_calls
 from tests.trace_request import saga as sg
-from tests.trace_request.conftest import dbs
+from tests.trace_request.conftest import dbs, service_dbs  # noqa: F401
 
 __all__ = ["dbs"]
 

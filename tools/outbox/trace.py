@@ -13,7 +13,8 @@ Every hop records what was observed; *findings* name problems in chain order and
 verdict is the first one of the worst severity (see :mod:`tools.outbox.verdicts`).
 With ``service=None`` every service is searched and the first one holding the item is
 traced; services that cannot be reached are listed in ``unavailable``. When Redis is
-down the SQL hops are still reported and the Redis hops are marked unknown.
+down the SQL hops are still reported and the Redis hops are marked unknown; an event whose
+stream could not be read is ``inconclusive`` (naming that Redis), never ``ok``.
 """
 
 from __future__ import annotations
@@ -56,6 +57,11 @@ class ServiceRows:
     outcomes: list[Found] = field(default_factory=list)
     success_types: set[str] = field(default_factory=set)
     audit_by_row_id: Found | None = None
+
+
+def _redis_name(instance: str) -> str:
+    """How a Redis instance is named in ``unavailable`` and in sentences."""
+    return "redis" if instance == DEFAULT_INSTANCE else f"redis:{instance}"
 
 
 CLOCK_SQL = "SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::bigint AS now_ms"
@@ -158,8 +164,7 @@ class Tracer:
         except ServiceUnavailable as exc:
             self.redis_ok = False
             self.redis_down.add(instance)
-            name = "redis" if instance == DEFAULT_INSTANCE else f"redis:{instance}"
-            self.unavailable.append(ServiceProblem(service=name, error=str(exc)))
+            self.unavailable.append(ServiceProblem(service=_redis_name(instance), error=str(exc)))
             return None
 
     def sources(self) -> list[RedisSource]:
@@ -231,12 +236,14 @@ class Tracer:
                                   "check the producer's target_services", hop_name)]
         around = [t for t in (found.times.created_ms, found.times.processed_ms, found.times.updated_ms) if t]
         findings: list[Verdict] = []
+        lost: dict[str, str] = {}  # stream -> the Redis (as named in unavailable) that could not be read
         for target in targets:
             stream = f"{self.settings.conventions.stream_prefix}{target}"
             instance = self.connections.redis_instance_for_stream(stream)
             now_ms = await self._redis(redis_now_ms, instance, stream)
             if now_ms is None:
                 hops.append(self._redis_unknown(f"{label}stream_entry", stream))
+                lost[stream] = _redis_name(instance)
                 continue
             offset = await self.clock_offset(row.service, instance, stream)
             result = await self._redis(stream_hops, instance, self.settings, stream, row.id,
@@ -244,9 +251,18 @@ class Tracer:
                                        offset)
             if result is None:
                 hops.append(self._redis_unknown(f"{label}stream_entry", stream))
+                lost[stream] = _redis_name(instance)
                 continue
             hops.extend(result[0])
             findings.extend(result[1])
+        if lost:
+            # a delivery that could not be observed is not "acknowledged by every group": never ok
+            down = ", ".join(dict.fromkeys(lost.values()))
+            findings.append(verdict(
+                "inconclusive", "warning",
+                f"event {row.id} was pushed, but {down} could not be read for {', '.join(lost)}: whether its consumer "
+                "groups got it is not known (see unavailable)",
+                f"fix the access to {down} and trace again", f"{label}stream_entry"))
         return hops, findings
 
     async def trace_event(self, service: str | None, event_id: str) -> TraceReport:

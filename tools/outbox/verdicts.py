@@ -144,7 +144,8 @@ EVIDENCE: dict[str, str] = {
                        "widened up to stream_window_max_ms, or the whole stream when shorter than "
                        "stream_read_whole_max) and not found, and XINFO STREAM does not prove trimming",
     "inconclusive": "the item was not found where searched but a service (or Redis) could not be searched, or a hop "
-                    "is unhealthy with no rule explaining it",
+                    "is unhealthy with no rule explaining it, or Redis could not be read for a stream of a pushed "
+                    "event",
 }
 """code -> the evidence a verdict of that code rests on; docs/runtime-diagnosis.md lists it."""
 

@@ -212,13 +212,17 @@ class Collector:
             if service != start.service:
                 return []
             schema = tables[start.table]
-            hits = await self._run_all(service, [self._plan(
-                service, schema, "id", lookups.by_column(schema, "id", [start.id], self.cap, 1), "start")])
+            query = lookups.by_column(schema, "id", [start.id], self.cap, 1)
+            if query is None and schema.has("id"):
+                return []  # the id cannot be a value of that column (not a uuid): no row, and nothing to note
+            hits = await self._run_all(service, [self._plan(service, schema, "id", query, "start")])
             if start.table == "job_audit":
                 job_ids = [str(h.found.row.columns.get(schema.names.job_id)) for h in hits]
                 jobs = tables["jobs_outbox"]
-                hits = await self._run_all(service, [self._plan(
-                    service, jobs, "id", lookups.by_column(jobs, "id", job_ids, self.cap, 1), "start")])
+                query = lookups.by_column(jobs, "id", job_ids, self.cap, 1)
+                if query is None and jobs.has("id"):
+                    return []  # no audit row with that id, or its job_id is not a uuid: no job to read
+                hits = await self._run_all(service, [self._plan(service, jobs, "id", query, "start")])
             return hits
 
         return await self._each([start.service], step)
