@@ -287,3 +287,16 @@ async def test_a_replay_of_events_without_a_row_id_plans_no_sql(settings, outbox
     assert not any("pass service=" in n or "event_queue" in n for n in plan.notes)
     unnamed = await _propose(settings, "dlq_replay", stream=STREAM)
     assert not any("pass service=" in n or "chosen from" in n for n in unnamed.notes)
+
+
+async def test_requeue_looks_for_a_listed_job_only_as_far_as_the_configured_scan(tmp_path, outbox_db, redis_url,
+                                                                               redis_client) -> None:
+    """``[limits] bull_list_scan_max`` bounds the LPOS from each end of a BullMQ list (the server's load)."""
+    near, deep = (_row(outbox_db, "jobs_outbox", "PROCESSING", age_s=900) for _ in range(2))
+    filler = [f"j{i}" for i in range(30)]
+    redis_client.rpush("bull:mail:wait", *filler[:5], near, *filler[5:15], deep, *filler[15:])
+    settings = settings_for(tmp_path, outbox_db, redis_url, limits={"bull_list_scan_max": 10})
+    plan = await _propose(settings, "requeue_stuck_job", service="event")
+    done, requeued = plan.steps
+    assert [r.id for r in done.operation.rows] == [near]  # 6th from the head: within 10
+    assert [r.id for r in requeued.operation.rows] == [deep]  # 16th from the head, 16th from the tail: not seen
