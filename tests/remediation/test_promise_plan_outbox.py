@@ -299,4 +299,4 @@ async def test_requeue_looks_for_a_listed_job_only_as_far_as_the_configured_scan
     plan = await _propose(settings, "requeue_stuck_job", service="event")
     done, requeued = plan.steps
     assert [r.id for r in done.operation.rows] == [near]  # 6th from the head: within 10
-    assert [r.id for r in requeued.operation.rows] == [deep]  # 16th from the head, 16th from the tail: not seen
+    assert [r.id for r in requeued.operation.rows] == [deep]  # 17th from the head, 16th from the tail: not seen
