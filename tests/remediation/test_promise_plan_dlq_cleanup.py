@@ -198,3 +198,16 @@ async def test_every_dead_letter_is_taken_in_order_up_to_the_cap(tmp_path, outbo
     plan = await _propose(settings)
     assert [e.id for e in plan.steps[0].operation.entries] == dlq_ids[:2]
     assert plan.truncated and plan.candidates_found == 3 and plan.blast_radius.messages == 2
+
+
+async def test_a_rebuilt_replay_keeps_the_parse_result_s_id_and_type(settings, redis_client, group) -> None:
+    """The ParseResult's ``id`` and ``type`` are the original entry's own fields: an event JSON without them
+    (an emitter that sends the type as a stream field only) still replays with both."""
+    event = new_event()
+    bare = {k: v for k, v in event.items() if k not in ("id", "type")}
+    doc = {"success": True, "type": event["type"], "id": event["id"], "payload": js(bare)}
+    _dead(redis_client, "1700000000000-0", payload=js(doc))
+    plan = await _propose(settings)
+    (message,) = plan.steps[1].operation.messages
+    assert message.fields[:3] == [("id", event["id"]), ("type", event["type"]), ("emitter", event["emitter"])]
+    assert message.fields[-1] == ("event", js(bare))

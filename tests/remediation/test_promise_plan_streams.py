@@ -90,7 +90,7 @@ def consumers(tmp_path, outbox_db, redis_url, redis_client: redis.Redis) -> dict
     a1, a2 = _read(r, "pp-dead-a"), _read(r, "pp-dead-a")
     b1 = _read(r, "pp-dead-b")
     busy = _read(r, "pp-busy")
-    r.xreadgroup(GROUP, "pp-idle", {STREAM: ">"}, count=1)  # nothing left: a dead consumer holding nothing
+    r.xgroup_createconsumer(STREAM, GROUP, "pp-idle")  # a consumer that will be idle and holds nothing
     r.xdel(STREAM, b1)  # trimmed: nothing left to process
     for entry in (a1, b1, busy):
         r.set(idempotency_key_of(entry), "processing", ex=600)
@@ -255,3 +255,18 @@ async def test_a_stream_is_found_by_its_name_its_dlq_or_without_its_prefix(setti
         plan = await _propose(settings, "clear_stale_lock", stream=name)
         assert plan.steps[0].target == f"{STREAM} group {GROUP}", name
         assert plan.steps[1].operation.keys == [idempotency_key_of(entry)]
+
+
+@pytest.mark.parametrize("symptom", ["claim_dead_consumer", "clear_stale_lock"])
+async def test_the_group_named_is_the_one_planned_for(settings, redis_client, symptom: str) -> None:
+    redis_client.xgroup_create(STREAM, GROUP, id="0", mkstream=True)
+    redis_client.xgroup_create(STREAM, "audit", id="0")
+    with pytest.raises(NotFound) as info:
+        await _propose(settings, symptom, group="nope")
+    assert str(info.value) == f"group 'nope' is not a group of {STREAM}; its groups: audit, {GROUP}"
+    with pytest.raises(NotFound) as info:  # the named one of two groups: nothing to do there, said with its name
+        await _propose(settings, symptom, group="audit")
+    assert str(info.value) == {
+        "claim_dead_consumer": "no consumer of group audit idle more than 300000 ms holds pending entries",
+        "clear_stale_lock": "no stale idempotency lock on a pending entry of group audit",
+    }[symptom]
