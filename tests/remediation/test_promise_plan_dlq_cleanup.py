@@ -211,3 +211,13 @@ async def test_a_rebuilt_replay_keeps_the_parse_result_s_id_and_type(settings, r
     (message,) = plan.steps[1].operation.messages
     assert message.fields[:3] == [("id", event["id"]), ("type", event["type"]), ("emitter", event["emitter"])]
     assert message.fields[-1] == ("event", js(bare))
+
+
+async def test_a_dead_letter_whose_payload_is_no_json_object_is_replayed_from_its_original(settings, redis_client,
+                                                                                          group) -> None:
+    message_id = push_event(redis_client, STREAM, new_event())
+    for i, payload in enumerate(("not json", js([1, 2]))):
+        _dead(redis_client, message_id if i == 0 else push_event(redis_client, STREAM, new_event()), payload=payload)
+    plan = await _propose(settings)
+    assert [m.source for m in plan.steps[1].operation.messages] == ["stream", "stream"]
+    assert plan.warnings == [] and "reconcile_sql" not in [s.action for s in plan.steps]

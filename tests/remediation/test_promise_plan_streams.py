@@ -214,16 +214,17 @@ async def test_fresh_entries_and_entries_without_a_lock_are_left_alone(tmp_path,
     settings = settings_for(tmp_path, outbox_db, redis_url, conventions={"claim_interval_ms": 60_000},
                             limits={"dead_consumer_idle_ms": 600_000})
     r.xgroup_create(STREAM, GROUP, id="0", mkstream=True)
-    old, fresh, unlocked = (push_event(r, STREAM, new_event()) for _ in range(3))
+    old, fresh, unlocked, later = (push_event(r, STREAM, new_event()) for _ in range(4))
     r.xreadgroup(GROUP, "pp-1", {STREAM: ">"})
-    r.xclaim(STREAM, GROUP, "pp-1", 0, [old, unlocked], idle=61_000)  # a second past the claim interval
+    r.xclaim(STREAM, GROUP, "pp-1", 0, [old, unlocked, later], idle=61_000)  # a second past the claim interval
     r.xclaim(STREAM, GROUP, "pp-1", 0, [fresh], idle=59_000)  # a second under it
-    for entry in (old, fresh):
+    for entry in (old, fresh, later):
         r.set(idempotency_key(settings.conventions, GROUP, entry), "processing", ex=600)
     plan = await _propose(settings, "clear_stale_lock")
     assert [s.action for s in plan.steps] == ["export", "delete_stale_locks"]
-    assert plan.steps[1].operation.keys == [idempotency_key_of(old)] and plan.warnings == []
-    assert plan.steps[0].checks == [_owner(old, "pp-1", 60_000)] and plan.candidates_found == 1
+    assert plan.steps[1].operation.keys == [idempotency_key_of(old), idempotency_key_of(later)]  # past `fresh`
+    assert plan.warnings == [] and plan.candidates_found == 2
+    assert plan.steps[0].checks == [_owner(old, "pp-1", 60_000), _owner(later, "pp-1", 60_000)]
     with pytest.raises(NotFound) as info:
         await _propose(settings, "clear_stale_lock", ids=[unlocked])
     assert str(info.value) == f"no stale idempotency lock on a pending entry of group {GROUP}"
