@@ -172,6 +172,9 @@ async def test_dead_consumers_entries_go_to_the_most_recent_live_consumer(
 
 async def test_stale_locks_of_dead_and_live_owners(tmp_path, outbox_db, redis_url, redis_client, consumers) -> None:
     a1, b1, busy = consumers["a1"], consumers["b1"], consumers["busy"]
+    alone = await _propose(_settings(tmp_path, outbox_db, redis_url, "n"), "clear_stale_lock")  # every owner dead
+    assert [s.action for s in alone.steps] == ["export", "delete_stale_locks"] and alone.notes == []
+    assert alone.warnings == ["the entries of dead consumers stay where they are: no live consumer to claim them to"]
     _live(redis_client)
     plan = await _propose(_settings(tmp_path, outbox_db, redis_url, "s"), "clear_stale_lock")
     assert [s.action for s in plan.steps] == ["export", "delete_stale_locks", "xclaim"]  # never an XACK here
@@ -225,6 +228,10 @@ async def test_fresh_entries_and_entries_without_a_lock_are_left_alone(tmp_path,
     assert plan.steps[1].operation.keys == [idempotency_key_of(old), idempotency_key_of(later)]  # past `fresh`
     assert plan.warnings == [] and plan.candidates_found == 2
     assert plan.steps[0].checks == [_owner(old, "pp-1", 60_000), _owner(later, "pp-1", 60_000)]
+    r.xclaim(STREAM, GROUP, "pp-2", 0, [later], idle=61_000)  # another live owner
+    two = await _propose(settings, "clear_stale_lock")
+    assert two.notes == ["live owner(s) pp-1, pp-2 re-read their pending entries on start: restart them after this "
+                         "plan so the messages are processed (runbook: delete the lock, then restart)"]
     with pytest.raises(NotFound) as info:
         await _propose(settings, "clear_stale_lock", ids=[unlocked])
     assert str(info.value) == f"no stale idempotency lock on a pending entry of group {GROUP}"
