@@ -221,3 +221,12 @@ async def test_a_dead_letter_whose_payload_is_no_json_object_is_replayed_from_it
     plan = await _propose(settings)
     assert [m.source for m in plan.steps[1].operation.messages] == ["stream", "stream"]
     assert plan.warnings == [] and "reconcile_sql" not in [s.action for s in plan.steps]
+
+
+async def test_message_ids_are_searched_page_after_page_from_each_page_s_last_entry(tmp_path, outbox_db, redis_url,
+                                                                                  redis_client, group) -> None:
+    """Nine dead letters, pages of 3, 3 pages allowed: exactly enough when each page starts after the last."""
+    settings = settings_for(tmp_path, outbox_db, redis_url, limits={"max_count": 3, "scan_max_iterations": 3})
+    dlq_ids = [_dead(redis_client, f"170000000000{i}-0") for i in range(9)]
+    plan = await _propose(settings, ids=["1700000000008-0"])
+    assert [e.id for e in plan.steps[0].operation.entries] == [dlq_ids[8]] and plan.warnings == []
