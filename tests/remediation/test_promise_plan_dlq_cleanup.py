@@ -230,3 +230,13 @@ async def test_message_ids_are_searched_page_after_page_from_each_page_s_last_en
     dlq_ids = [_dead(redis_client, f"170000000000{i}-0") for i in range(9)]
     plan = await _propose(settings, ids=["1700000000008-0"])
     assert [e.id for e in plan.steps[0].operation.entries] == [dlq_ids[8]] and plan.warnings == []
+
+
+async def test_dead_letters_are_read_with_the_configured_field_names(tmp_path, outbox_db, redis_url, redis_client,
+                                                                   group) -> None:
+    settings = settings_for(tmp_path, outbox_db, redis_url, conventions={"dlq_message_id_field": "msgId"})
+    event = new_event()
+    payload = js({"success": True, "type": event["type"], "id": event["id"], "payload": js(event)})
+    dlq_id = redis_client.xadd(DLQ, {"msgId": "1700000000000-0", "error": "boom", "payload": payload}).decode()
+    plan = await _propose(settings)
+    assert [(m.dlq_id, m.message_id) for m in plan.steps[1].operation.messages] == [(dlq_id, "1700000000000-0")]
