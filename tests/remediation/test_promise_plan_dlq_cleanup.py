@@ -240,3 +240,11 @@ async def test_dead_letters_are_read_with_the_configured_field_names(tmp_path, o
     dlq_id = redis_client.xadd(DLQ, {"msgId": "1700000000000-0", "error": "boom", "payload": payload}).decode()
     plan = await _propose(settings)
     assert [(m.dlq_id, m.message_id) for m in plan.steps[1].operation.messages] == [(dlq_id, "1700000000000-0")]
+
+
+async def test_a_dead_letter_without_a_message_id_does_not_hide_the_next_ones(settings, redis_client, group) -> None:
+    bad = _dead(redis_client, "oops")
+    good = _dead(redis_client, "1700000000000-0")
+    plan = await _propose(settings)
+    assert [e.id for e in plan.steps[0].operation.entries] == [good]
+    assert plan.warnings == [f"dead letter {bad} has no usable messageId: skipped"]
