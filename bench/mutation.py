@@ -255,6 +255,45 @@ MODULES: tuple[Module, ...] = (
         keyword="not stdio and not cluster",
         timeout_constant=10.0,
     ),
+    # three planners measured one by one, each on the fast tests that build its plans from a real Redis /
+    # PostgreSQL (no apply, no consumer thread but the claim tests' live consumer): the planner's own
+    # promises (remediation-plan) stay in that entry
+    Module(
+        "remediation-plan-outbox",
+        ("tools/remediation/plan_outbox.py",),
+        (
+            *_rem("promise_plan_outbox", "promise_plans"),
+            "tests/remediation/test_promise_plan_dlq.py::test_event_rows_in_another_state_are_named_not_reconciled",
+            "tests/remediation/test_promise_plan_reads.py::test_an_unreachable_database_refuses_the_plan",
+            "tests/remediation/test_promise_plan_reads.py::test_requeue_with_redis_unreachable_refuses_rather_than_guess_unpushed",
+            "tests/remediation/test_promise_plan_reads.py::test_a_replay_whose_database_is_down_plans_no_sql_and_says_why",
+        ),
+        keyword="not stdio and not cluster",
+        timeout_constant=10.0,
+    ),
+    Module(
+        "remediation-plan-streams",
+        ("tools/remediation/plan_streams.py",),
+        (
+            *_rem("promise_plan_streams", "promise_plans"),
+            "tests/remediation/test_promise_plan_dlq.py::test_streams_and_groups_are_resolved_or_refused_by_name",
+        ),
+        # three claim tests sleeping 2.6 s each inside the test (their promises, owner and idle time, live
+        # consumer, trimmed entries acknowledged, are pinned more strictly by test_promise_plan_streams.py)
+        deselect=tuple(f"tests/remediation/test_promise_plans.py::test_{name}" for name in (
+            "claim_records_each_entry_s_owner_and_idle_time",
+            "claim_skips_entries_of_live_consumers_and_acks_trimmed_ones",
+            "stale_lock_of_a_dead_owner_is_claimed_to_a_live_consumer")),
+        keyword="not stdio and not cluster",
+        timeout_constant=10.0,
+    ),
+    Module(
+        "remediation-plan-dlq",
+        ("tools/remediation/plan_dlq.py",),
+        _rem("promise_plan_dlq", "promise_plan_dlq_cleanup", "promise_plans"),
+        keyword="not stdio and not cluster",
+        timeout_constant=10.0,
+    ),
     Module(
         "remediation-rest",
         (
