@@ -170,6 +170,22 @@ async def test_dead_consumers_entries_go_to_the_most_recent_live_consumer(
     assert not at_cap.truncated and at_cap.candidates_found == 3 and at_cap.blast_radius.messages == 3
 
 
+async def test_a_read_count_below_the_plan_cap_pages_on_instead_of_dropping_entries(
+    tmp_path, outbox_db, redis_url, redis_client, consumers
+) -> None:
+    """``[limits] max_count`` bounds each XPENDING read, not the plan: pp-dead-a's two entries are read in two
+    pages of one, so none is left out silently; the plan cap still cuts, and says so."""
+    a1, a2, b1 = consumers["a1"], consumers["a2"], consumers["b1"]
+    _live(redis_client)
+    paged = await _propose(_settings(tmp_path, outbox_db, redis_url, "paged", max_count=1), "claim_dead_consumer")
+    assert [(p.stream, p.id) for p in paged.steps[0].operation.pending] == [(STREAM, a1), (STREAM, a2), (STREAM, b1)]
+    assert paged.candidates_found == 3 and not paged.truncated
+    _live(redis_client)
+    cut = await _propose(_settings(tmp_path, outbox_db, redis_url, "cut", max_count=1, max_plan_messages=1),
+                         "claim_dead_consumer")
+    assert cut.truncated and [p.id for p in cut.steps[0].operation.pending] == [a1]
+
+
 async def test_stale_locks_of_dead_and_live_owners(tmp_path, outbox_db, redis_url, redis_client, consumers) -> None:
     a1, b1, busy = consumers["a1"], consumers["b1"], consumers["busy"]
     alone = await _propose(_settings(tmp_path, outbox_db, redis_url, "n"), "clear_stale_lock")  # every owner dead

@@ -80,8 +80,16 @@ async def _pending_targets(b: PlanBuilder, redis: Any, stream: str, group: str, 
         return found
     out: list[rr.PendingInfo] = []
     for owner in owners if owners is not None else [None]:
-        out += await rr.pending_range(redis, stream, group, count=min(limits.max_count, cap + 1),
-                                      consumer=owner)
+        # pages of [limits] max_count until cap + 1 entries (enough to know the plan is cut) or the end
+        got: list[rr.PendingInfo] = []
+        while len(got) <= cap:
+            want = min(limits.max_count, cap + 1 - len(got))
+            page = await rr.pending_range(redis, stream, group, count=want, consumer=owner,
+                                          after=got[-1].id if got else None)
+            got += page
+            if len(page) < want:
+                break
+        out += got
     b.candidates_found = len(out)
     b.truncated = len(out) > cap
     return out[:cap]

@@ -115,10 +115,13 @@ async def pending_of(redis: Any, stream: str, group: str, entry_id: str) -> Pend
 
 
 async def pending_range(
-    redis: Any, stream: str, group: str, *, count: int, min_idle_ms: int = 0, consumer: str | None = None
+    redis: Any, stream: str, group: str, *, count: int, min_idle_ms: int = 0, consumer: str | None = None,
+    after: str | None = None,
 ) -> list[PendingInfo]:
+    """One ``XPENDING`` page of at most ``count`` entries, from the start or after the entry id ``after``."""
     rows = await redis.xpending_range(
-        stream, group, min="-", max="+", count=count, consumername=consumer, idle=min_idle_ms or None
+        stream, group, min=f"({after}" if after else "-", max="+", count=count, consumername=consumer,
+        idle=min_idle_ms or None,
     )
     return [
         PendingInfo(
