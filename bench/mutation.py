@@ -184,7 +184,7 @@ MODULES: tuple[Module, ...] = (
     Module(
         "remediation-executor",
         ("tools/remediation/executor.py",),
-        _rem("promise_executor", "promise_prechecks"),
+        _rem("promise_executor", "promise_executor_stops", "promise_prechecks"),
         keyword="not stdio and not cluster",
         timeout_constant=15.0,  # a scratch PostgreSQL database and Redis db per test
     ),
