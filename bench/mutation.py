@@ -145,12 +145,16 @@ MODULES: tuple[Module, ...] = (
     Module(
         "approval-trust",
         ("server/approval/trust.py",),
-        ("tests/safety/test_promise_trust.py", "tests/remediation/test_trust.py"),
+        ("tests/safety/test_promise_trust.py", "tests/safety/test_promise_trust_encoding.py",
+         "tests/remediation/test_trust.py"),
         # two `mesh-mcp serve` subprocesses (15 s) and a whole MCP session (5 s): the refusals and the
         # start-time log they show are checked in-process by test_promise_trust.py
         deselect=tuple(f"tests/remediation/test_trust.py::test_{name}" for name in (
             "the_server_refuses_to_start_with_an_approver_in_its_environment", "the_server_checks_the_gate_at_start",
             "allow_unprotected_is_shown_by_server_info_and_plans")),
+        # its tests take milliseconds: with mutmut's 1 s constant the limit is about 3 s, less than a loaded
+        # machine needs to collect the subset (118 "timeouts" at load 17-22); no loop here can spin forever
+        timeout_constant=10.0,
     ),
     Module("remediation-backups", ("tools/remediation/backups.py",),
            _rem("promise_backups", "promise_backup_records", "races")),
