@@ -166,6 +166,28 @@ async def test_a_replay_failing_after_two_messages_names_both(settings, redis_cl
     assert [r["new_id"] for r in step.output["replayed"]] == new_ids
 
 
+async def test_a_replay_that_completes_reports_only_its_own_messages_and_the_next_step_its_own(
+        settings, redis_client) -> None:
+    """The "replayed before the failure" note belongs to a replay step that failed, never to one that
+    completed nor to the steps after it."""
+    stream = "stream:test"
+    redis_client.set("lock:a", "processing")
+    message = ReplayMessage(dlq_key=f"{stream}-dlq", dlq_id="1700000000000-0", message_id="1690000000000-0",
+                            source="stream", fields=[("id", "e0")])
+    plan = _plan(settings, [_step(1, "replay", XAddOp(stream=stream, maxlen=None, messages=[message]), [],
+                                  reversible=False),
+                            _step(2, "delete_stale_locks", DelOp(keys=["lock:a"]), [])])
+    report = await _apply(settings, plan.plan_id, approve(settings, plan.plan_id))
+    ((new_id, _),) = redis_client.xrange(stream)
+    new_id = new_id.decode()
+    assert report.status == "completed", report.summary
+    assert _steps(report) == [(1, "replay", "done", f"replayed 1 message(s) into {stream} as {new_id}"),
+                              (2, "delete_stale_locks", "done", "deleted 1 key(s) (0 already gone)")]
+    assert [s.output for s in report.steps] == [
+        {"replayed": [{"dlq_key": f"{stream}-dlq", "dlq_id": "1700000000000-0", "message_id": "1690000000000-0",
+                       "new_id": new_id, "stream": stream}]}, {"deleted": 1}]
+
+
 async def test_an_apply_past_a_failing_trust_check_names_every_problem(tmp_path, outbox_db, redis_url,
                                                                        redis_client) -> None:
     alice = create_approver_key(tmp_path / "alice.key", "alice", "correct horse battery", scrypt_n=2**10)
