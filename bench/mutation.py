@@ -146,6 +146,7 @@ MODULES: tuple[Module, ...] = (
         "approval-trust",
         ("server/approval/trust.py",),
         ("tests/safety/test_promise_trust.py", "tests/safety/test_promise_trust_encoding.py",
+         "tests/safety/test_promise_trust_acl.py",
          "tests/remediation/test_trust.py"),
         # two `mesh-mcp serve` subprocesses (15 s) and a whole MCP session (5 s): the refusals and the
         # start-time log they show are checked in-process by test_promise_trust.py
