@@ -23,7 +23,7 @@ from tests.remediation.redis_proc import ThrowawayRedis
 from tests.remediation.test_promise_executor import _apply, _audit, _key_check, _plan, _step, _steps, _three_steps
 from tools.remediation import store
 from tools.remediation.backups import backup_path
-from tools.remediation.model import Check, DelOp, ReplayMessage, SqlRow, SqlUpdateOp, XAddOp
+from tools.remediation.model import Check, ConfirmOp, DelOp, ReplayMessage, SqlRow, SqlUpdateOp, XAddOp
 
 pytestmark = pytest.mark.anyio
 
@@ -186,6 +186,44 @@ async def test_a_replay_that_completes_reports_only_its_own_messages_and_the_nex
     assert [s.output for s in report.steps] == [
         {"replayed": [{"dlq_key": f"{stream}-dlq", "dlq_id": "1700000000000-0", "message_id": "1690000000000-0",
                        "new_id": new_id, "stream": stream}]}, {"deleted": 1}]
+
+
+async def test_a_step_whose_earlier_step_did_not_confirm_is_not_run(settings, redis_client) -> None:
+    """``step_ok`` is checked at run time, just before its step: step 1 deleted nothing (the key was gone),
+    so step 2, which needs step 1 to have deleted, does not run."""
+    redis_client.set("lock:b", "processing")
+    plan = _plan(settings, [_step(1, "delete_stale_locks", DelOp(keys=["lock:gone"]), []),
+                            _step(2, "delete_stale_locks", DelOp(keys=["lock:b"]),
+                                  [Check(kind="step_ok", args={"step": 1, "output_key": "deleted"})])])
+    report = await _apply(settings, plan.plan_id, approve(settings, plan.plan_id))
+    assert _steps(report) == [(1, "delete_stale_locks", "done", "deleted 0 key(s) (1 already gone)"),
+                              (2, "delete_stale_locks", "drift",
+                               "precondition no longer holds: step 1 did not confirm (deleted is false)")]
+    assert redis_client.get("lock:b") == b"processing"
+
+
+async def test_a_confirm_step_reads_what_its_replay_step_replayed(settings, redis_client) -> None:
+    """Replay, then confirm: the confirm step waits for exactly the entries step 1 replayed (a consumer of
+    group ``g`` reads and acknowledges them between the two steps)."""
+    stream = "stream:test"
+    redis_client.xgroup_create(stream, "g", id="$", mkstream=True)
+    message = ReplayMessage(dlq_key=f"{stream}-dlq", dlq_id="1700000000000-0", message_id="1690000000000-0",
+                            source="stream", fields=[("id", "e0")])
+    plan = _plan(settings, [
+        _step(1, "replay", XAddOp(stream=stream, maxlen=None, messages=[message]), [], reversible=False),
+        _step(2, "confirm_replay", ConfirmOp(stream=stream, group="g", replay_step=1, timeout_ms=5_000), [])])
+
+    async def consumer(number: int) -> None:
+        if number == 1:
+            for _, entries in redis_client.xreadgroup("g", "c1", {stream: ">"}):
+                for entry_id, _ in entries:
+                    redis_client.xack(stream, "g", entry_id)
+
+    report = await _apply(settings, plan.plan_id, approve(settings, plan.plan_id), after_step=consumer)
+    ((new_id, _),) = redis_client.xrange(stream)
+    assert report.status == "completed", report.summary
+    assert (report.steps[1].detail, report.steps[1].output) == (
+        "1 replay(s) processed by group g", {"confirmed": True, "ids": [new_id.decode()]})
 
 
 async def test_an_apply_past_a_failing_trust_check_names_every_problem(tmp_path, outbox_db, redis_url,
