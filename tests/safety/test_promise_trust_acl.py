@@ -1,4 +1,5 @@
-"""Promise: a trust file the server's user can write through an ACL is named as unprotected.
+"""Promise: a trust file the server's user can write through an ACL or one of its own groups is named
+as unprotected, and another user's check uses only the groups it is given.
 
 The mode bits say "root's, 0644", but a POSIX ACL entry gives the server's user write access: an agent
 running as that user could add its own key, so :func:`protection_problems` must say so. Checked for
@@ -70,6 +71,8 @@ def test_a_trust_file_writable_through_an_acl_is_not_protected(root_folder: Path
     trust.write_text("[approvers]\n", encoding="utf-8")
     trust.chmod(0o644)
     assert _problems_as(UID, trust) == []  # control: root's 0644 file in root's 0755 folder, under sticky /tmp
+    # asked for another uid, this process cannot ask the kernel as that user: the ACL look is skipped
+    assert protection_problems(trust, uid=UID) == []
     try:
         os.setxattr(trust, "system.posix_acl_access", _acl(
             (ACL_USER_OBJ, 6, UNDEFINED), (ACL_USER, 6, UID), (ACL_GROUP_OBJ, 4, UNDEFINED), (ACL_MASK, 6, UNDEFINED),
@@ -84,3 +87,16 @@ def test_a_trust_file_writable_through_an_acl_is_not_protected(root_folder: Path
         (ACL_USER_OBJ, 7, UNDEFINED), (ACL_USER, 7, UID), (ACL_GROUP_OBJ, 5, UNDEFINED), (ACL_MASK, 7, UNDEFINED),
         (ACL_OTHER, 5, UNDEFINED)))
     assert _problems_as(UID, trust) == [f"{root_folder} is writable by the server's user (ACL or capability)"]
+
+
+def test_the_server_user_s_own_group_counts_by_default_and_only_for_itself(root_folder: Path) -> None:
+    """Without ``gids``, the check uses the groups of this process's user; for another uid, no group
+    (the caller names its groups). A file of group 0 writable by its group: root's group, not UID's."""
+    trust = root_folder / "trust.toml"
+    trust.write_text("[approvers]\n", encoding="utf-8")
+    trust.chmod(0o664)
+    assert protection_problems(trust, uid=UID) == []  # root's own groups are not UID's
+    assert protection_problems(trust, uid=UID, gids={0}) == [f"{trust} is writable by group 0, a group of the "
+                                                             "server's user"]
+    os.chown(trust, 0, UID)  # now of UID's own (primary) group, as the server run by UID sees it
+    assert _problems_as(UID, trust) == [f"{trust} is writable by group {UID}, a group of the server's user"]
