@@ -333,6 +333,9 @@ def run_module(
         again = ("survived", "no tests", "not checked", *(("timeout",) if timeouts else ()))
         names = [k for k, v in _results(workdir).items() if v in again]
         _refresh_tests(workdir)
+        # mutmut maps a test to the functions it calls only when the test is new to it: a test that gained
+        # a call since the last run would not be run for that function's mutants. Rebuild the whole map.
+        (workdir / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)
     elif not keep or not workdir.exists():
         _copy_repo(workdir)
     (workdir / "setup.cfg").write_text(_setup_cfg(module), encoding="utf-8")
