@@ -149,12 +149,17 @@ MODULES: tuple[Module, ...] = (
     Module(
         "approval-trust",
         ("server/approval/trust.py",),
-        ("tests/safety/test_promise_trust.py", "tests/remediation/test_trust.py"),
+        ("tests/safety/test_promise_trust.py", "tests/safety/test_promise_trust_encoding.py",
+         "tests/safety/test_promise_trust_acl.py",
+         "tests/remediation/test_trust.py"),
         # two `mesh-mcp serve` subprocesses (15 s) and a whole MCP session (5 s): the refusals and the
         # start-time log they show are checked in-process by test_promise_trust.py
         deselect=tuple(f"tests/remediation/test_trust.py::test_{name}" for name in (
             "the_server_refuses_to_start_with_an_approver_in_its_environment", "the_server_checks_the_gate_at_start",
             "allow_unprotected_is_shown_by_server_info_and_plans")),
+        # its tests take milliseconds: with mutmut's 1 s constant the limit is about 3 s, less than a loaded
+        # machine needs to collect the subset (118 "timeouts" at load 17-22); no loop here can spin forever
+        timeout_constant=10.0,
     ),
     Module("remediation-backups", ("tools/remediation/backups.py",),
            _rem("promise_backups", "promise_backup_records", "races")),
@@ -188,7 +193,7 @@ MODULES: tuple[Module, ...] = (
     Module(
         "remediation-executor",
         ("tools/remediation/executor.py",),
-        _rem("promise_executor", "promise_prechecks"),
+        _rem("promise_executor", "promise_executor_stops", "promise_prechecks"),
         keyword="not stdio and not cluster",
         timeout_constant=15.0,  # a scratch PostgreSQL database and Redis db per test
     ),
@@ -391,6 +396,9 @@ def run_module(
         again = ("survived", "no tests", "not checked", *(("timeout",) if timeouts else ()))
         names = [k for k, v in _results(workdir).items() if v in again]
         _refresh_tests(workdir)
+        # mutmut maps a test to the functions it calls only when the test is new to it: a test that gained
+        # a call since the last run would not be run for that function's mutants. Rebuild the whole map.
+        (workdir / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)
     elif not keep or not workdir.exists():
         _copy_repo(workdir)
     (workdir / "setup.cfg").write_text(_setup_cfg(module), encoding="utf-8")
