@@ -24,7 +24,7 @@ import pytest
 import redis
 
 from server.connections import Connections
-from server.errors import NotFound
+from server.errors import NotFound, RemediationRefused
 from tests.remediation.conftest import GROUP, STREAM, settings_for
 from tests.remediation.target_sim import js, new_event
 from tools.remediation.model import Check, Plan
@@ -300,3 +300,34 @@ async def test_requeue_looks_for_a_listed_job_only_as_far_as_the_configured_scan
     done, requeued = plan.steps
     assert [r.id for r in done.operation.rows] == [near]  # 6th from the head: within 10
     assert [r.id for r in requeued.operation.rows] == [deep]  # 17th from the head, 16th from the tail: not seen
+
+
+async def test_the_sql_row_cap_below_the_plan_cap_hides_no_row(tmp_path, outbox_db, redis_url) -> None:
+    """``[limits] max_rows`` bounds each read, not the plan: ids are read in chunks of at most ``max_rows``, so a
+    row that exists is never named missing, and a stuck-rows search cut by ``max_rows`` says it was cut."""
+    events = [_row(outbox_db, "event_queue", "FAILED") for _ in range(3)]
+    jobs = [_row(outbox_db, "jobs_outbox", "FAILED") for _ in range(3)]
+    for job in jobs:
+        _audit(outbox_db, job, "COMPLETED")
+    small = settings_for(tmp_path / "s", outbox_db, redis_url, limits={"max_rows": 2})
+    plan = await _propose(small, "reconcile_outbox", service="event", ids=events + jobs)
+    assert plan.warnings == [] and plan.candidates_found == 6
+    assert [sorted(r.id for r in s.operation.rows) for s in plan.steps] == [sorted(events), sorted(jobs)]
+
+    stuck = [_row(outbox_db, "jobs_outbox", "PROCESSING", age_s=900 - i) for i in range(3)]
+    by_ids = await _propose(small, "requeue_stuck_job", service="event", ids=stuck)
+    assert sorted(r.id for r in by_ids.steps[0].operation.rows) == sorted(stuck) and by_ids.warnings == []
+    searched = await _propose(small, "requeue_stuck_job", service="event")
+    assert [r.id for r in searched.steps[0].operation.rows] == stuck[:2]  # the oldest first, cut by max_rows
+    assert searched.truncated
+
+
+async def test_an_id_column_that_is_not_unique_is_refused_not_cut(settings, outbox_db) -> None:
+    row = _row(outbox_db, "event_queue", "FAILED")
+    with psycopg.connect(outbox_db, autocommit=True) as conn:  # a copy of the table without its primary key
+        conn.execute("ALTER TABLE event_queue DROP CONSTRAINT event_queue_pkey")
+        conn.execute("INSERT INTO event_queue SELECT * FROM event_queue")
+    with pytest.raises(RemediationRefused) as info:
+        await _propose(settings, "reconcile_outbox", service="event", ids=[row])
+    assert str(info.value) == ("service event: 1 id(s) matched more rows than ids; the id column configured "
+                               "([conventions.columns]) is not unique there: no plan made")

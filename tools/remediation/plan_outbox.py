@@ -16,9 +16,10 @@ guarded by the status and the ``updated_at`` seen when planning.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from server.connections import Connections
-from server.errors import MeshError
+from server.errors import MeshError, RemediationRefused
 from server.lazy_modules import LazyModule
 from tools.outbox.bull_state import bull_job_state
 from tools.remediation.backups import jsonable_value
@@ -29,6 +30,23 @@ from tools.streams.keys import fill
 sql = LazyModule("psycopg.sql")
 
 
+async def _by_ids(connections: Connections, b: PlanBuilder, service: str, query: Any, ids: list[str]) -> list[dict]:
+    """Every row ``query`` (one ``= ANY(%s)`` parameter) gives for ``ids``, read in chunks of at most
+    ``[limits] max_rows`` ids, so the row cap never hides a row that exists (a plan may hold up to
+    ``max_plan_messages`` ids). Each id matches one row at most (the id columns are unique); a chunk
+    that gives more rows than ids is refused rather than cut."""
+    size = b.settings.limits.max_rows
+    rows: list[dict] = []
+    for start in range(0, len(ids), size):
+        part = ids[start:start + size]
+        result = await connections.read(service, query, (part,), max_rows=len(part))
+        if result.truncated:
+            raise RemediationRefused(f"service {service}: {len(part)} id(s) matched more rows than ids; the id column "
+                                     "configured ([conventions.columns]) is not unique there: no plan made")
+        rows += result.rows
+    return rows
+
+
 async def _rows(connections: Connections, b: PlanBuilder, service: str, table: str, ids: list[str]) -> list[dict]:
     cols = b.settings.conventions.columns
     query = sql.SQL(
@@ -36,8 +54,7 @@ async def _rows(connections: Connections, b: PlanBuilder, service: str, table: s
         "EXTRACT(EPOCH FROM (now() - {u}))::float8 AS updated_age_s FROM {t} WHERE {i} = ANY(%s)"
     ).format(i=sql.Identifier(cols.id), s=sql.Identifier(cols.status), u=sql.Identifier(cols.updated_at),
              t=sql.Identifier(table))
-    result = await connections.read(service, query, (ids,), max_rows=len(ids))
-    return result.rows
+    return await _by_ids(connections, b, service, query, ids)
 
 
 def _stamp(row: dict) -> str | None:
@@ -106,7 +123,7 @@ async def build_reconcile_outbox(b: PlanBuilder, connections: Connections, req: 
     query = sql.SQL("SELECT {j} AS job_id, {s} AS status FROM {t} WHERE {j} = ANY(%s)").format(
         j=sql.Identifier(conv.columns.job_id), s=sql.Identifier(conv.columns.status),
         t=sql.Identifier(conv.tables.job_audit))
-    audits = {r["job_id"]: r["status"] for r in (await connections.read(service, query, (ids,))).rows}
+    audits = {r["job_id"]: r["status"] for r in await _by_ids(connections, b, service, query, ids)}
     b.candidates_found = len(events) + len(jobs)
     seen = {r["id"] for r in events} | {r["id"] for r in jobs}
     b.warnings.extend(f"no row {i} in {conv.tables.event_queue} or {conv.tables.jobs_outbox} of service {service} "
@@ -148,13 +165,14 @@ async def build_requeue_stuck_job(b: PlanBuilder, connections: Connections, req:
              u=sql.Identifier(cols.updated_at), t=sql.Identifier(table))
     if req.ids is not None:
         query = base + sql.SQL("WHERE {i} = ANY(%s)").format(i=sql.Identifier(cols.id))
-        rows = (await connections.read(service, query, (req.ids,))).rows
+        rows = await _by_ids(connections, b, service, query, list(req.ids))
     else:
         query = base + sql.SQL(
             "WHERE {s} = %s AND {u} < now() - make_interval(secs => %s) ORDER BY {u} LIMIT %s"
         ).format(s=sql.Identifier(cols.status), u=sql.Identifier(cols.updated_at))
-        rows = (await connections.read(service, query, (st.processing, ageing, cap + 1))).rows
-        b.truncated = len(rows) > cap
+        result = await connections.read(service, query, (st.processing, ageing, cap + 1), max_rows=cap + 1)
+        rows = result.rows
+        b.truncated = len(rows) > cap or result.truncated  # [limits] max_rows below the plan cap cuts too
         rows = rows[:cap]
     b.candidates_found = len(rows)
     b.nothing_to_do = f"no {table} row of service {service} stuck {st.processing} for more than {ageing} s"
@@ -171,7 +189,7 @@ async def build_requeue_stuck_job(b: PlanBuilder, connections: Connections, req:
         return
     query = sql.SQL("SELECT {j} AS job_id FROM {t} WHERE {j} = ANY(%s)").format(
         j=sql.Identifier(cols.job_id), t=sql.Identifier(conv.tables.job_audit))
-    audited = {r["job_id"] for r in (await connections.read(service, query, ([r["id"] for r in stuck],))).rows}
+    audited = {r["job_id"] for r in await _by_ids(connections, b, service, query, [r["id"] for r in stuck])}
     redis = connections.redis()
     pushed, unpushed = [], []
     async with connections.redis_errors():
