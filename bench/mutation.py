@@ -94,6 +94,7 @@ MODULES: tuple[Module, ...] = (
             "tests/safety/test_promise_audit_verify.py",
             "tests/remediation/test_audit_anchor.py",
             "tests/remediation/test_approval.py::test_audit_log_is_chained_and_refuses_secrets",
+            "tests/safety/test_promise_audit_writers.py",
         ),
         deselect=("tests/remediation/test_audit_anchor.py::test_audit_verify_command",),
     ),
@@ -105,6 +106,8 @@ MODULES: tuple[Module, ...] = (
             "tests/safety/test_promise_connections.py",
             "tests/outbox/test_deadlines.py",
             "tests/outbox/test_health_and_doctor.py::test_down_service_is_named_and_others_answer",
+            "tests/safety/test_promise_redis_errors.py",
+            "tests/streams/test_unavailable_and_stdio.py::test_password_needed_but_not_configured",
         ),
     ),
     Module(
