@@ -38,6 +38,7 @@ cold <= 2x the floor, warm <= 1x; ``serve`` ready < 1 s, first analyze_impact < 
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import random
 import resource
@@ -198,7 +199,12 @@ def main() -> int:
     svc.refresh()
     print(f"incremental (1 file changed), in-process, walking: median {statistics.median(incr):.3f} s "
           f"(runs: {', '.join(f'{x:.3f}' for x in incr)}); new process: {incr_new_s:.3f} s")
+    svc.close()  # one index service in memory at a time: the bench's own peak RSS is then one service's
+    del svc
+    gc.collect()
     watched_incremental(root, conv, cache, args.workers, target_file, original)
+    svc = IndexService(root, conv, cache, workers=args.workers)
+    svc.refresh()
 
     first_cat_s, catalogue = timed(svc.catalogue)
     print(f"list_catalogue with failing checks, first call: {first_cat_s * 1000:.0f} ms")
@@ -281,8 +287,8 @@ def _finish(svc: IndexService | None, args: argparse.Namespace, tmp: Path) -> in
     self_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     child_rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     print(f"peak RSS of the bench's own processes: this process {self_rss:.0f} MB (the bench, not a process a user "
-          f"runs: it holds several index services at once, cold, warm, incremental, watched, and the in-process "
-          f"parse), largest process it waited for {child_rss:.0f} MB (the largest of the whole-process runs, "
+          f"runs: one index service at a time, beside the in-process parse and what the allocator keeps), "
+          f"largest process it waited for {child_rss:.0f} MB (the largest of the whole-process runs, "
           f"`mesh-mcp serve` included, and of the parse workers). The processes a user runs: the `mesh-mcp index` "
           f"and `mesh-mcp serve` peak RSS lines above.")
     print(f"load average at the end: {os.getloadavg()[0]:.1f} (1 min), {os.getloadavg()[1]:.1f} (5 min); "

@@ -384,5 +384,14 @@ class Linker:
 
 def link(facts: dict[str, dict[str, Any]], layout: Layout, conventions: Conventions,
          known_emitters: list[str] | None = None) -> LinkedIndex:
-    """Resolve every file's facts into a :class:`LinkedIndex`."""
-    return Linker(facts, layout, conventions, known_emitters).run()
+    """Resolve every file's facts into a :class:`LinkedIndex`.
+
+    The linker's working state (resolver, use kinds, extra producers) points back at the linker: its
+    attributes are dropped once the index is built, so reference counting frees that state at once. The
+    index service pauses the cyclic collector while it links and freezes what it built: cycles left
+    here would never be collected (a long-running server grew by the linker's state on every change)."""
+    linker = Linker(facts, layout, conventions, known_emitters)
+    try:
+        return linker.run()
+    finally:
+        linker.__dict__.clear()
