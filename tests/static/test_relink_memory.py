@@ -57,3 +57,8 @@ def test_a_relink_leaves_nothing_that_only_the_cyclic_collector_frees(tmp_path: 
         assert service.analyze_impact("late.sync") is not None  # the relinked index answers
     finally:
         service.close()
+    restarted = IndexService(ws, Conventions(), tmp_path / "state", stale_check_interval_s=0)
+    try:  # a restart: the manifest is checked and the snapshot loaded on the first query
+        assert _left_for_the_collector(lambda: restarted.analyze_impact("late.sync")) == []
+    finally:
+        restarted.close()
