@@ -37,9 +37,9 @@ from tests.streams.conftest import machine, merged
 from tests.streams.scenario import SETTINGS
 from tests.topologies.test_cluster_every_tool import every_call
 from tests.trace_request import saga as sg
-from tests.trace_request.conftest import dbs
+from tests.trace_request.conftest import dbs, service_dbs
 
-__all__ = ["dbs", "machine"]
+__all__ = ["dbs", "machine", "service_dbs"]
 
 pytestmark = pytest.mark.anyio
 
