@@ -311,6 +311,13 @@ MODULES: tuple[Module, ...] = (
         ),
         _rem("planners", "story", "replay_state", "negative", "mcp"),
     ),
+    # what propose_remediation shows a client (the summary shape) and the tools' adapters
+    Module(
+        "remediation-adapters",
+        ("tools/remediation/summary.py", "tools/remediation/mcp_tools.py"),
+        _rem("mcp"),
+        timeout_constant=10.0,
+    ),
 )
 
 STATUS_RE = re.compile(r"^\s+(\S+): (.+)$")

@@ -100,3 +100,34 @@ async def test_over_stdio(tmp_path: Path, mesh_config, outbox_db: str, redis_url
     assert applied.structured_content["status"] == "completed", applied.content[0].text
     assert again.is_error and "already used" in again.content[0].text
     assert redis_client.xlen(f"{STREAM}-dlq") == 0
+
+
+async def test_the_default_answer_is_the_summary_of_the_plan_the_human_approves(settings, poison: Poison) -> None:
+    """What Claude Code and other structuredContent clients show the model (detail="summary", the default)
+    is the saved plan's own id, digest, expiry, inputs, blast radius, approval command and every step's
+    number, action, description, target and reversibility, in order; the exact commands are left out and
+    counted, never changed."""
+    from tools.remediation.store import load_plan
+
+    async with in_process_client(settings) as client:
+        proposed = await client.call_tool("propose_remediation", {"symptom": "dlq_replay", "stream": STREAM,
+                                                                  "service": "event"})
+    assert not proposed.is_error, proposed.content[0].text
+    shown = proposed.structured_content
+    plan = load_plan(settings, shown["plan_id"])
+    assert {k: shown[k] for k in ("plan_id", "plan_sha256", "expires_at", "summary", "inputs", "approve_command",
+                                  "approval_mode", "redis_instance", "candidates_found", "truncated", "warnings",
+                                  "notes", "symptom")} == {
+        "plan_id": plan.plan_id, "plan_sha256": plan.plan_sha256, "expires_at": plan.expires_at,
+        "summary": plan.summary, "inputs": plan.inputs, "approve_command": plan.approve_command,
+        "approval_mode": plan.approval_mode, "redis_instance": plan.redis_instance,
+        "candidates_found": plan.candidates_found, "truncated": plan.truncated, "warnings": plan.warnings,
+        "notes": plan.notes, "symptom": plan.symptom}
+    assert shown["blast_radius"] == plan.blast_radius.model_dump(mode="json")
+    assert shown["steps"] == [{"number": s.number, "action": s.action, "description": s.description,
+                               "target": s.target, "reversible": s.reversible} for s in plan.steps]
+    assert len(plan.steps) >= 4 and [s["number"] for s in shown["steps"]] == list(range(1, len(plan.steps) + 1))
+    assert shown["omitted"] == {"counts": {"step_commands": len(plan.steps)},  # commands: in the plan file
+                                "how": 'call again with detail="full" for every item'}
+    assert not any("command" in s for s in shown["steps"])
+    assert plan.approve_command in proposed.content[0].text  # text-only clients see how to approve too
