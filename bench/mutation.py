@@ -315,7 +315,7 @@ MODULES: tuple[Module, ...] = (
     Module(
         "remediation-adapters",
         ("tools/remediation/summary.py", "tools/remediation/mcp_tools.py"),
-        _rem("mcp"),
+        _rem("mcp", "promise_plan_model"),
         timeout_constant=10.0,
     ),
 )

@@ -69,3 +69,31 @@ def test_an_apply_report_s_text_line_by_line() -> None:
     assert warned[-2:] == ["audit log: /a/audit.log; head 3:cd", "WARNING: the gate is not protected"]
     assert not any(line.startswith("backups:") for line in warned)
     assert _report().audit_head == "3:cd" and _report(audit_head="").summary_text().endswith("; head ")
+
+
+def test_the_summary_shape_cuts_lists_and_texts_and_counts_each_cut() -> None:
+    """``detail="summary"`` (:func:`tools.remediation.summary.summarise_plan`): at least 12 steps are shown
+    (more when ``[limits] summary_items`` is higher), each description cut at 300 characters with an
+    ellipsis, warnings and notes at ``summary_items``; every cut is counted under its own name, and the
+    step commands (never shown in a summary) are counted too."""
+    from tools.remediation.summary import summarise_plan
+
+    long = "x" * 350
+    steps = [Step(number=n, action="delete_stale_locks", description=long if n == 1 else f"step {n}", command="DEL k",
+                  target=f"t{n}", precondition="p", backup="b", reversible=True, operation=DelOp(keys=["k"]))
+             for n in range(1, 15)]
+    plan = _plan(steps).model_copy(update={"warnings": [f"w{i}" for i in range(7)],
+                                           "notes": [f"n{i}" for i in range(6)]})
+    shown = summarise_plan(plan, 5)
+    assert [s.number for s in shown.steps] == list(range(1, 13))
+    assert shown.steps[0].description == "x" * 299 + "…" and shown.steps[1].description == "step 2"
+    assert shown.warnings == ["w0", "w1", "w2", "w3", "w4"] and shown.notes == ["n0", "n1", "n2", "n3", "n4"]
+    assert shown.omitted is not None and shown.omitted.counts == {
+        "notes": 1, "step_commands": 12, "step_description_chars": 51, "steps": 2, "warnings": 2}
+    assert [s.number for s in summarise_plan(plan, 13).steps] == list(range(1, 14))  # summary_items above 12
+    blank = steps[2].model_copy(update={"description": ""})
+    small = summarise_plan(_plan([*steps[:2], blank]), 5)
+    assert [s.description for s in small.steps] == [long[:299] + "…", "step 2", ""] and small.related_skills == []
+    assert small.omitted.counts == {"step_commands": 3, "step_description_chars": 51}
+    empty = _plan([]).model_copy(update={"steps": []})
+    assert summarise_plan(empty, 5).omitted is None  # nothing cut, nothing said
