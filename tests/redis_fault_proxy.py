@@ -21,6 +21,9 @@ import contextlib
 import socket
 import threading
 from collections import deque
+from collections.abc import Iterator
+
+from tests.tcp_proxy import LoopbackProxy
 
 
 def _frame(buf: bytes, pos: int) -> tuple[int, list[bytes] | None] | None:
@@ -55,24 +58,14 @@ def time_reply(ms: int) -> bytes:
     return b"*2\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n" % (len(seconds), seconds, len(micros), micros)
 
 
-class RedisFaultProxy:
+class RedisFaultProxy(LoopbackProxy):
     def __init__(self, target_host: str, target_port: int) -> None:
-        self.target = (target_host, target_port)
-        self._server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._server.bind(("127.0.0.1", 0))
-        self._server.listen(64)
-        self.port = int(self._server.getsockname()[1])
         self.commands: list[str] = []
-        self._lock = threading.Lock()
-        self._sockets: list[socket.socket] = []
         self._cut: tuple[str, int] | None = None
         self._seen = 0
         self.is_cut = False
         self._time_ms: int | None = None
-        self._stopped = threading.Event()
-        self._thread = threading.Thread(target=self._accept, daemon=True)
-        self._thread.start()
+        super().__init__(target_host, target_port)
 
     def url(self, db: int = 0) -> str:
         return f"redis://127.0.0.1:{self.port}/{db}"
@@ -84,26 +77,15 @@ class RedisFaultProxy:
     def pin_time(self, ms: int | None) -> None:
         self._time_ms = ms
 
-    def _accept(self) -> None:
-        while not self._stopped.is_set():
-            try:
-                client, _ = self._server.accept()
-            except OSError:
-                return
-            if self.is_cut or self._stopped.is_set():
-                client.close()
-                continue
-            try:
-                upstream = socket.create_connection(self.target, timeout=5)
-            except OSError:
-                client.close()
-                continue
-            upstream.settimeout(None)
-            pending: deque[str] = deque()
-            with self._lock:
-                self._sockets += [client, upstream]
-            threading.Thread(target=self._requests, args=(client, upstream, pending), daemon=True).start()
-            threading.Thread(target=self._replies, args=(upstream, client, pending), daemon=True).start()
+    def _turn_away(self, client: socket.socket) -> bool:
+        if self.is_cut:
+            client.close()
+        return self.is_cut
+
+    def _serve(self, client: socket.socket, upstream: socket.socket) -> None:
+        pending: deque[str] = deque()
+        threading.Thread(target=self._requests, args=(client, upstream, pending), daemon=True).start()
+        threading.Thread(target=self._replies, args=(upstream, client, pending), daemon=True).start()
 
     def _take_down(self) -> None:
         with self._lock:
@@ -115,62 +97,52 @@ class RedisFaultProxy:
             with contextlib.suppress(OSError):
                 sock.close()
 
-    def _requests(self, src: socket.socket, dst: socket.socket, pending: deque[str]) -> None:
-        buf = b""
-        while not self._stopped.is_set() and not self.is_cut:
-            try:
-                data = src.recv(65536)
-            except OSError:
-                break
-            if not data:
-                break
-            buf += data
-            while buf:
-                parsed = _frame(buf, 0)
-                if parsed is None:
-                    break
-                end, args = parsed
-                raw, buf = buf[:end], buf[end:]
-                name = (args[0] if args else b"").decode(errors="replace").upper()
-                with self._lock:
-                    cut = False
-                    if self._cut is not None and name == self._cut[0]:
-                        self._seen += 1
-                        cut = self._seen >= self._cut[1]
-                    if not cut:
-                        self.commands.append(name)
-                        pending.append(name)
-                if cut:
-                    self._take_down()
-                    return
-                try:
-                    dst.sendall(raw)
-                except OSError:
-                    return
-        self._close(src, dst)
-
-    def _replies(self, src: socket.socket, dst: socket.socket, pending: deque[str]) -> None:
+    def _frames(self, src: socket.socket) -> Iterator[tuple[bytes, list[bytes] | None]]:
+        """Each whole RESP frame read from ``src`` (its bytes and, for a command, its arguments) until EOF."""
         buf = b""
         while not self._stopped.is_set():
             try:
                 data = src.recv(65536)
             except OSError:
-                break
+                return
             if not data:
-                break
+                return
             buf += data
-            while buf:
-                parsed = _frame(buf, 0)
-                if parsed is None:
-                    break
-                end, _ = parsed
+            while (parsed := _frame(buf, 0)) is not None:
+                end, args = parsed
                 raw, buf = buf[:end], buf[end:]
-                name = pending.popleft() if pending else ""
-                pinned = self._time_ms
-                try:
-                    dst.sendall(time_reply(pinned) if name == "TIME" and pinned is not None else raw)
-                except OSError:
-                    return
+                yield raw, args
+
+    def _requests(self, src: socket.socket, dst: socket.socket, pending: deque[str]) -> None:
+        for raw, args in self._frames(src):
+            if self.is_cut:
+                return
+            name = (args[0] if args else b"").decode(errors="replace").upper()
+            with self._lock:
+                cut = False
+                if self._cut is not None and name == self._cut[0]:
+                    self._seen += 1
+                    cut = self._seen >= self._cut[1]
+                if not cut:
+                    self.commands.append(name)
+                    pending.append(name)
+            if cut:
+                self._take_down()
+                return
+            try:
+                dst.sendall(raw)
+            except OSError:
+                return
+        self._close(src, dst)
+
+    def _replies(self, src: socket.socket, dst: socket.socket, pending: deque[str]) -> None:
+        for raw, _args in self._frames(src):
+            name = pending.popleft() if pending else ""
+            pinned = self._time_ms
+            try:
+                dst.sendall(time_reply(pinned) if name == "TIME" and pinned is not None else raw)
+            except OSError:
+                return
         self._close(src, dst)
 
     @staticmethod
@@ -179,11 +151,4 @@ class RedisFaultProxy:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
 
-    def close(self) -> None:
-        self._stopped.set()
-        with contextlib.suppress(OSError):  # wake the blocked accept()
-            socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-        with contextlib.suppress(OSError):
-            self._server.close()
-        self._take_down()
-        self._thread.join(timeout=5)
+    _drop_all = _take_down

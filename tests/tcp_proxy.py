@@ -1,4 +1,5 @@
-"""A loopback TCP proxy that can freeze its connections, to play a frozen network in tests.
+"""Loopback TCP proxies for tests: :class:`LoopbackProxy` (listen, accept, forward, close), shared with
+:mod:`tests.redis_fault_proxy`, and :class:`FreezingProxy`, which plays a frozen network.
 
 It listens on a free port picked by the kernel and forwards bytes both ways to a target.
 ``freeze()`` stops forwarding on every connection (bytes are read and held, nothing is
@@ -14,7 +15,13 @@ import socket
 import threading
 
 
-class FreezingProxy:
+class LoopbackProxy:
+    """Listens on a free loopback port; each accepted connection gets its own upstream to the target.
+
+    Subclasses say what to do with a new connection (:meth:`_turn_away`, :meth:`_serve`) and how to drop
+    every connection (:meth:`_drop_all`); they set their own state before calling ``__init__``, which
+    starts the accepting thread."""
+
     def __init__(self, target_host: str, target_port: int) -> None:
         self.target = (target_host, target_port)
         self._server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -22,13 +29,21 @@ class FreezingProxy:
         self._server.bind(("127.0.0.1", 0))
         self._server.listen(64)
         self.port = int(self._server.getsockname()[1])
-        self.frozen = threading.Event()
         self._stopped = threading.Event()
         self._lock = threading.Lock()
         self._sockets: list[socket.socket] = []
-        self._held: list[socket.socket] = []
         self._thread = threading.Thread(target=self._accept, daemon=True)
         self._thread.start()
+
+    def _turn_away(self, client: socket.socket) -> bool:
+        """True when ``client`` is not forwarded (the subclass closed or holds it)."""
+        return False
+
+    def _serve(self, client: socket.socket, upstream: socket.socket) -> None:
+        raise NotImplementedError
+
+    def _drop_all(self) -> None:
+        raise NotImplementedError
 
     def _accept(self) -> None:
         while not self._stopped.is_set():
@@ -36,9 +51,10 @@ class FreezingProxy:
                 client, _ = self._server.accept()
             except OSError:
                 return
-            if self.frozen.is_set():
-                with self._lock:
-                    self._held.append(client)
+            if self._stopped.is_set():
+                client.close()
+                continue
+            if self._turn_away(client):
                 continue
             try:
                 upstream = socket.create_connection(self.target, timeout=5)
@@ -48,8 +64,34 @@ class FreezingProxy:
             upstream.settimeout(None)
             with self._lock:
                 self._sockets += [client, upstream]
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+            self._serve(client, upstream)
+
+    def close(self) -> None:
+        self._stopped.set()
+        with contextlib.suppress(OSError):  # wake the blocked accept()
+            socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+        with contextlib.suppress(OSError):
+            self._server.close()
+        self._drop_all()
+        self._thread.join(timeout=5)
+
+
+class FreezingProxy(LoopbackProxy):
+    def __init__(self, target_host: str, target_port: int) -> None:
+        self.frozen = threading.Event()
+        self._held: list[socket.socket] = []
+        super().__init__(target_host, target_port)
+
+    def _turn_away(self, client: socket.socket) -> bool:
+        if not self.frozen.is_set():
+            return False
+        with self._lock:
+            self._held.append(client)
+        return True
+
+    def _serve(self, client: socket.socket, upstream: socket.socket) -> None:
+        for a, b in ((client, upstream), (upstream, client)):
+            threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
 
     def _pump(self, src: socket.socket, dst: socket.socket) -> None:
         while not self._stopped.is_set():
@@ -88,11 +130,4 @@ class FreezingProxy:
                 sock.close()
         self.frozen.clear()
 
-    def close(self) -> None:
-        self._stopped.set()
-        with contextlib.suppress(OSError):  # wake the blocked accept()
-            socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-        with contextlib.suppress(OSError):
-            self._server.close()
-        self.thaw()
-        self._thread.join(timeout=5)
+    _drop_all = thaw
