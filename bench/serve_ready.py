@@ -40,13 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     session = _Stdio([*command, "--workspace", str(args.workspace)], dict(os.environ))
     try:
-        session.send("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
-                                    "clientInfo": {"name": "serve-ready", "version": "1"}})
-        session.send("notifications/initialized", notify=True)
-        listed = session.send("tools/list")
+        listed = session.list_tools("serve-ready")
         ready = time.perf_counter() - start
         cpu = process_cpu_s(session.proc.pid)
-        assert listed is not None and listed["tools"], listed
         line = f"tools/list after {ready * 1000:.0f} ms, server CPU {cpu:.2f} s ({len(listed['tools'])} tools)"
         if args.dump is not None:
             args.dump.write_text(json.dumps(listed, indent=1, sort_keys=False))

@@ -157,6 +157,15 @@ class _Stdio:
                     raise RuntimeError(f"{method}: {reply['error']}")
                 return reply["result"]
 
+    def list_tools(self, client: str) -> dict:
+        """initialize, initialized, then ``tools/list``: what a client sends before it can call a tool."""
+        self.send("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                                 "clientInfo": {"name": client, "version": "1"}})
+        self.send("notifications/initialized", notify=True)
+        listed = self.send("tools/list")
+        assert listed is not None and listed["tools"], listed
+        return listed
+
     def close(self) -> None:
         if self.proc.stdin is not None:
             self.proc.stdin.close()
@@ -215,13 +224,10 @@ def serve_process(root: Path, state: Path, target: str, runs: int, change: Path 
         start = time.perf_counter()
         session = _Stdio([*console_script(), "serve", "--workspace", str(root)], env)
         try:
-            session.send("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
-                                        "clientInfo": {"name": "static-bench", "version": "1"}})
-            session.send("notifications/initialized", notify=True)
-            tools = session.send("tools/list")
+            tools = session.list_tools("static-bench")
             ready.append(time.perf_counter() - start)
             ready_cpu.append(process_cpu_s(session.proc.pid))
-            assert tools is not None and any(t["name"] == "analyze_impact" for t in tools["tools"])
+            assert any(t["name"] == "analyze_impact" for t in tools["tools"])
             t0 = time.perf_counter()
             cpu0 = process_cpu_s(session.proc.pid)
             result = session.send("tools/call", {"name": "analyze_impact", "arguments": {"target": target}})
