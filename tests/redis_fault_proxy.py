@@ -22,6 +22,7 @@ import socket
 import threading
 from collections import deque
 from collections.abc import Iterator
+from urllib.parse import urlsplit
 
 from tests.tcp_proxy import LoopbackProxy
 
@@ -65,10 +66,19 @@ class RedisFaultProxy(LoopbackProxy):
         self._seen = 0
         self.is_cut = False
         self._time_ms: int | None = None
+        self.db = 0
         super().__init__(target_host, target_port)
 
-    def url(self, db: int = 0) -> str:
-        return f"redis://127.0.0.1:{self.port}/{db}"
+    @classmethod
+    def in_front_of(cls, redis_url: str) -> RedisFaultProxy:
+        """A proxy to the Redis of ``redis_url``; :meth:`url` names the same logical database."""
+        parts = urlsplit(redis_url)
+        proxy = cls(parts.hostname or "127.0.0.1", parts.port or 6379)
+        proxy.db = int(parts.path.strip("/") or 0)
+        return proxy
+
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/{self.db}"
 
     def cut_at(self, command: str, nth: int = 1) -> None:
         with self._lock:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,14 +16,12 @@ from pathlib import Path
 import pytest
 
 from server.lazy_modules import LazyModule
-from tests.helpers import FIXTURES, REPO_ROOT
+from tests.helpers import FIXTURES, REPO_ROOT, copy_workspace
 
 
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
-    target = tmp_path / "ws"
-    shutil.copytree(FIXTURES / "workspace", target, ignore=shutil.ignore_patterns(".mesh"))
-    return target
+    return copy_workspace(FIXTURES / "workspace", tmp_path / "ws")
 
 
 SCRIPT = r"""

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -31,7 +30,7 @@ from server.output_models import ResultModel, loaded
 from server.sdk_tools import registered_tool, registered_tools
 from server.tool_listing import _drop_generated_titles
 from tests.flow_map.conftest import copy_workspace
-from tests.helpers import FIXTURES, REPO_ROOT
+from tests.helpers import REPO_ROOT
 from tests.streams import scenario as sc_mod
 from tests.streams.conftest import machine, merged
 from tests.streams.scenario import SETTINGS
@@ -55,9 +54,7 @@ DEFERRED_MODULES = (
 
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
-    target = tmp_path / "ws"
-    shutil.copytree(FIXTURES / "workspace", target, ignore=shutil.ignore_patterns(".mesh"))
-    return target
+    return copy_workspace("workspace", tmp_path / "ws")
 
 
 START = r"""

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from urllib.parse import urlsplit
 
 import pytest
 
@@ -33,15 +32,13 @@ module_db, db, r, tracer_for = fx.module_db, fx.db, fx.r, fx.tracer_for
 @pytest.fixture
 def proxy(redis_url: str) -> Iterator[RedisFaultProxy]:
     """A proxy to the test's scratch Redis database (same logical db)."""
-    parts = urlsplit(redis_url)
-    p = RedisFaultProxy(parts.hostname or "127.0.0.1", parts.port or 6379)
-    p.db = int(parts.path.strip("/") or 0)  # type: ignore[attr-defined]
+    p = RedisFaultProxy.in_front_of(redis_url)
     yield p
     p.close()
 
 
 def via(proxy: RedisFaultProxy) -> dict[str, str]:
-    return {"url": proxy.url(proxy.db)}  # type: ignore[attr-defined]
+    return {"url": proxy.url()}
 
 
 async def test_redis_lost_between_the_clock_offsets_two_time_reads_gives_no_offset(tracer_for, proxy) -> None:

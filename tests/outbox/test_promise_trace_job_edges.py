@@ -18,7 +18,6 @@ forwarded to the real server and its reply replaced on the way back). Promises d
 from __future__ import annotations
 
 from collections.abc import Iterator
-from urllib.parse import urlsplit
 
 import pytest
 
@@ -41,9 +40,7 @@ def jobs_redis_url(redis_base_url: str) -> Iterator[str]:
 
 @pytest.fixture
 def clock(redis_url: str) -> Iterator[RedisFaultProxy]:
-    parts = urlsplit(redis_url)
-    proxy = RedisFaultProxy(parts.hostname or "127.0.0.1", parts.port or 6379)
-    proxy.db = int(parts.path.strip("/") or 0)  # type: ignore[attr-defined]
+    proxy = RedisFaultProxy.in_front_of(redis_url)
     yield proxy
     proxy.close()
 
@@ -78,7 +75,7 @@ async def test_a_delayed_job_gets_its_queue_liveness_past_the_limit_only(
     r.lrem("bull:delay-q:wait", 1, job_id)
     r.zadd("bull:delay-q:delayed", {job_id: due_ms * 4096 + 7})  # BullMQ's score: timestamp * 0x1000 + counter
     clock.pin_time(due_ms + past_due_ms)
-    tracer = tracer_for(redis={"url": clock.url(clock.db)})  # type: ignore[attr-defined]
+    tracer = tracer_for(redis={"url": clock.url()})
     assert tracer.settings.limits.delayed_overdue_ms == 60_000
     report = await tracer.trace_job("user", job_id)
     bull = next(h for h in report.hops if h.name == "bullmq_job").bull

@@ -45,7 +45,8 @@ async def test_a_stop_after_two_steps_names_both_done_and_audits_the_drift_in_fu
     report = await _apply(settings, plan.plan_id, approve(settings, plan.plan_id), after_step=someone_else)
     why = "precondition no longer holds: key lock:b changed since the plan was made"
     assert [s[2] for s in _steps(report)] == ["done", "done", "drift"] and report.steps[2].detail == why
-    assert report.summary == f"STOPPED at step 3 (delete_stale_locks): {why}. Steps done: 1, 2; the backups are on disk."
+    assert report.summary == (f"STOPPED at step 3 (delete_stale_locks): {why}. Steps done: 1, 2; the backups are "
+                              "on disk.")
     assert report.backup_file == str(backup_path(settings, plan.plan_id))
     assert _step_records(settings) == [(n, a, st, d, plan.plan_id, plan.plan_sha256, report.approver)
                                        for n, a, st, d in _steps(report)]
@@ -141,7 +142,8 @@ async def test_a_pre_flight_that_crashes_is_reported_with_a_bounded_detail_and_l
     plan = _plan(settings, [_step(1, "reconcile_sql", _bad_row(), [check])])
     with caplog.at_level(logging.ERROR, logger="mesh.remediation"):
         report = await _apply(settings, plan.plan_id, approve(settings, plan.plan_id))
-    prefix = "STOPPED before any change: the preconditions could not be checked: internal error (InvalidTextRepresentation: "
+    prefix = ("STOPPED before any change: the preconditions could not be checked: internal error "
+              "(InvalidTextRepresentation: ")
     assert report.status == "stopped" and report.summary.startswith(prefix + "invalid input syntax for type uuid")
     assert len(report.summary) == len(prefix) + 300 + 1 and report.summary.endswith(")")
     (logged,) = [r for r in caplog.records if r.name == "mesh.remediation"]

@@ -34,7 +34,7 @@ def ascii_locale() -> Iterator[None]:
 def test_a_trust_file_with_a_non_ascii_comment_is_read_under_an_ascii_locale(tmp_path: Path, ascii_locale) -> None:
     path = tmp_path / "trust.toml"
     path.write_bytes(f'# approbateurs de l\'équipe exploitation — café\n[approvers]\nalice = "{KEY}"\n'
-                     .encode("utf-8"))
+                     .encode())
     with pytest.raises(UnicodeDecodeError):  # the control: the locale's codec cannot read this file
         path.read_text(encoding=None)
     assert read_trust_file(path).approvers == {"alice": KEY}
