@@ -125,7 +125,7 @@ MODULES: tuple[Module, ...] = (
     Module(
         "remediation-preconditions",
         ("tools/remediation/preconditions.py",),
-        _rem("promise_check_kinds", "promise_prechecks", "negative", "races"),
+        _rem("promise_check_kinds", "promise_idle_boundaries", "promise_prechecks", "negative", "races"),
     ),
     Module(
         "remediation-store",
@@ -215,7 +215,8 @@ MODULES: tuple[Module, ...] = (
     Module(
         "remediation-reads",
         ("tools/remediation/model.py", "tools/remediation/redis_reads.py"),
-        _rem("promise_plan_model", "promise_plan_reads", "promise_plan_slots", "promise_plans", "planners", "story"),
+        _rem("promise_plan_model", "promise_plan_reads", "promise_plan_slots", "promise_plans", "planners", "story",
+             "promise_idle_boundaries"),
         keyword="not stdio and not cluster",
         timeout_constant=10.0,
     ),
@@ -239,7 +240,7 @@ MODULES: tuple[Module, ...] = (
         "remediation-plan-streams",
         ("tools/remediation/plan_streams.py",),
         (
-            *_rem("promise_plan_streams", "promise_plans"),
+            *_rem("promise_plan_streams", "promise_plans", "promise_idle_boundaries"),
             "tests/remediation/test_promise_plan_dlq.py::test_streams_and_groups_are_resolved_or_refused_by_name",
         ),
         # three claim tests sleeping 2.6 s each inside the test (their promises, owner and idle time, live

@@ -1,6 +1,6 @@
 """A loopback TCP proxy in front of a real Redis that reads the commands passing through.
 
-It plays two things a test cannot get from a healthy Redis, without touching the code under test:
+It plays what a test cannot get from a healthy Redis, without touching the code under test:
 
 - ``cut_at("TIME", nth=2)``: Redis goes away between two commands. The ``nth`` command of that
   name (counted over every connection, from the call on) is not forwarded: its connection is
@@ -8,7 +8,16 @@ It plays two things a test cannot get from a healthy Redis, without touching the
   it is accepted (a server that died or a network that broke at that instant);
 - ``pin_time(ms)``: Redis's clock reads ``ms``. Every ``TIME`` is still forwarded to the real
   server, and its reply is replaced by ``ms`` (seconds and microseconds) on its way back, so a
-  comparison with Redis's clock can be put at an exact millisecond.
+  comparison with Redis's clock can be put at an exact millisecond;
+- ``pin_idle(entries=ms, consumers=ms or {name: ms})``: the idle times Redis reports read ``ms``:
+  the per-entry idle of an extended ``XPENDING`` (``XPENDING key group start end count ...``), and
+  the ``idle`` and ``inactive`` (when not -1) of ``XINFO CONSUMERS``, for every consumer or by name.
+  Redis still keeps and filters by its own idle times (``XPENDING ... IDLE``, ``XCLAIM`` min-idle);
+  only what the client reads is replaced, so a limit compared by the code under test can be hit
+  to the millisecond, which Redis's moving clock never allows;
+- ``pin_pttl(ms)``: a ``PTTL`` of a key that has a time to live (a reply >= 0) reads ``ms``.
+
+Replies are rewritten only when they come back directly, not inside a ``MULTI`` / ``EXEC``.
 
 ``commands`` lists the names of the commands forwarded, in order (upper case), for the tests'
 own checks. RESP 2 and the reply types of RESP 3 (no push or attribute frames: the clients
@@ -21,7 +30,8 @@ import contextlib
 import socket
 import threading
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from typing import Any
 from urllib.parse import urlsplit
 
 from tests.tcp_proxy import LoopbackProxy
@@ -54,6 +64,59 @@ def _frame(buf: bytes, pos: int) -> tuple[int, list[bytes] | None] | None:
     return after, None  # + - : _ , # ( : one line
 
 
+def _node(buf: bytes, pos: int) -> tuple[int, tuple[bytes, Any]]:
+    """``(end, (kind, payload))`` of the whole RESP frame at ``pos``: payload is the line or bulk bytes,
+    or the list of child nodes of an aggregate (a map's keys and values in turn)."""
+    line_end = buf.index(b"\r\n", pos)
+    kind, head, after = buf[pos:pos + 1], buf[pos + 1:line_end], line_end + 2
+    if kind in (b"$", b"!", b"="):
+        size = int(head)
+        return (after, (kind, None)) if size < 0 else (after + size + 2, (kind, buf[after:after + size]))
+    if kind in (b"*", b"%", b"~"):
+        children = []
+        for _ in range(max(int(head), 0) * (2 if kind == b"%" else 1)):
+            after, child = _node(buf, after)
+            children.append(child)
+        return after, (kind, children if int(head) >= 0 else None)
+    return after, (kind, head)
+
+
+def _encode(node: tuple[bytes, Any]) -> bytes:
+    kind, payload = node
+    if kind in (b"$", b"!", b"="):
+        return kind + b"-1\r\n" if payload is None else b"%s%d\r\n%s\r\n" % (kind, len(payload), payload)
+    if kind in (b"*", b"%", b"~"):
+        if payload is None:
+            return kind + b"-1\r\n"
+        count = len(payload) // 2 if kind == b"%" else len(payload)
+        return b"%s%d\r\n" % (kind, count) + b"".join(_encode(child) for child in payload)
+    return kind + payload + b"\r\n"
+
+
+def _integer(value: int) -> tuple[bytes, bytes]:
+    return b":", str(value).encode()
+
+
+def pin_idle_reply(raw: bytes, command: str, entries: int | None, consumers: int | Mapping[str, int] | None) -> bytes:
+    """``raw``, the reply to ``command`` (``"XPENDING+"``: the extended form; ``"XINFO CONSUMERS"``), with its
+    entries' idle times set to ``entries`` and its consumers' to ``consumers`` (one value, or one per name)."""
+    _, (kind, rows) = _node(raw, 0)
+    if kind != b"*" or not rows:
+        return raw
+    for row_kind, fields in rows:
+        if command == "XPENDING+" and entries is not None and row_kind == b"*" and len(fields) == 4:
+            fields[2] = _integer(entries)
+        elif command == "XINFO CONSUMERS" and consumers is not None and row_kind in (b"*", b"%"):
+            pairs = {fields[i][1]: i + 1 for i in range(0, len(fields) - 1, 2)}
+            name = fields[pairs[b"name"]][1].decode() if b"name" in pairs else ""
+            ms = consumers if isinstance(consumers, int) else consumers.get(name)
+            for field in (b"idle", b"inactive"):
+                at = pairs.get(field)
+                if ms is not None and at is not None and fields[at][0] == b":" and int(fields[at][1]) >= 0:
+                    fields[at] = _integer(ms)
+    return _encode((kind, rows))
+
+
 def time_reply(ms: int) -> bytes:
     seconds, micros = str(ms // 1000).encode(), str((ms % 1000) * 1000).encode()
     return b"*2\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n" % (len(seconds), seconds, len(micros), micros)
@@ -66,6 +129,8 @@ class RedisFaultProxy(LoopbackProxy):
         self._seen = 0
         self.is_cut = False
         self._time_ms: int | None = None
+        self._idle: tuple[int | None, int | Mapping[str, int] | None] = (None, None)
+        self._pttl_ms: int | None = None
         self.db = 0
         super().__init__(target_host, target_port)
 
@@ -86,6 +151,13 @@ class RedisFaultProxy(LoopbackProxy):
 
     def pin_time(self, ms: int | None) -> None:
         self._time_ms = ms
+
+    def pin_idle(self, entries: int | None = None, consumers: int | Mapping[str, int] | None = None) -> None:
+        """Pending entries read idle ``entries`` ms, consumers ``consumers`` ms (or per name); None: as Redis says."""
+        self._idle = (entries, consumers)
+
+    def pin_pttl(self, ms: int | None) -> None:
+        self._pttl_ms = ms
 
     def _turn_away(self, client: socket.socket) -> bool:
         if self.is_cut:
@@ -128,6 +200,11 @@ class RedisFaultProxy(LoopbackProxy):
             if self.is_cut:
                 return
             name = (args[0] if args else b"").decode(errors="replace").upper()
+            reply = name
+            if name == "XINFO" and len(args) > 1:
+                reply = f"XINFO {args[1].decode(errors='replace').upper()}"
+            elif name == "XPENDING" and len(args) >= 6:
+                reply = "XPENDING+"  # the extended form: one row per entry, with its idle time
             with self._lock:
                 cut = False
                 if self._cut is not None and name == self._cut[0]:
@@ -135,7 +212,7 @@ class RedisFaultProxy(LoopbackProxy):
                     cut = self._seen >= self._cut[1]
                 if not cut:
                     self.commands.append(name)
-                    pending.append(name)
+                    pending.append(reply)
             if cut:
                 self._take_down()
                 return
@@ -148,12 +225,21 @@ class RedisFaultProxy(LoopbackProxy):
     def _replies(self, src: socket.socket, dst: socket.socket, pending: deque[str]) -> None:
         for raw, _args in self._frames(src):
             name = pending.popleft() if pending else ""
-            pinned = self._time_ms
             try:
-                dst.sendall(time_reply(pinned) if name == "TIME" and pinned is not None else raw)
+                dst.sendall(self._rewritten(name, raw))
             except OSError:
                 return
         self._close(src, dst)
+
+    def _rewritten(self, name: str, raw: bytes) -> bytes:
+        time_ms, idle, pttl_ms = self._time_ms, self._idle, self._pttl_ms
+        if name == "TIME" and time_ms is not None:
+            return time_reply(time_ms)
+        if name in ("XPENDING+", "XINFO CONSUMERS") and idle != (None, None):
+            return pin_idle_reply(raw, name, *idle)
+        if name == "PTTL" and pttl_ms is not None and raw.startswith(b":") and int(raw[1:-2]) >= 0:
+            return b":%d\r\n" % pttl_ms
+        return raw
 
     @staticmethod
     def _close(*socks: socket.socket) -> None:

@@ -118,10 +118,13 @@ def read_trust_file(path: Path) -> TrustFile:
 
 
 def _inside(path: Path, folder: Path) -> bool:
+    """True when ``path`` is inside ``folder``, and when either cannot be resolved (fail closed: a config
+    file that cannot be told apart from the workspace's is treated as the workspace's). Python 3.11 raises
+    ``RuntimeError`` for a symlink loop, later versions ``OSError``."""
     try:
         return path.resolve().is_relative_to(Path(folder).resolve())
-    except OSError:
-        return False
+    except (OSError, RuntimeError):
+        return True
 
 
 def apply_trust_policy(

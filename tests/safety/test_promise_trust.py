@@ -28,6 +28,7 @@ import pytest
 from server.approval.keys import fingerprint, parse_public_key
 from server.approval.trust import (
     GateStatus,
+    apply_trust_policy,
     check_gate,
     default_trust_path,
     gate_status,
@@ -208,6 +209,29 @@ def test_the_workspace_config_cannot_name_a_trust_file(tmp_path: Path) -> None:
         "workspace can edit it): keep the trust file at its default place /etc/mesh-mcp/trust.toml")
     outside = _write(tmp_path / "etc" / "mesh.toml", f'[approval]\ntrust_file = "{_trust(tmp_path)}"\n')
     assert load_settings(environ={}, config_file=outside, workspace=ws).approval.mode == "signature"
+
+
+def test_a_config_that_cannot_be_told_apart_from_the_workspace_cannot_name_a_trust_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fail closed: a relative workspace whose working folder was deleted cannot be resolved, so the
+    config file counts as the workspace's and its trust_file is refused."""
+    trust = _trust(tmp_path)
+    config = _write(tmp_path / "etc" / "mesh.toml", f'[approval]\ntrust_file = "{trust}"\n')
+    file_data = {"approval": {"trust_file": str(trust)}}
+
+    def policy(workspace: str) -> dict:
+        return apply_trust_policy({}, file_data=file_data, env_data={}, overrides={}, config_file=config,
+                                  workspace=workspace)
+
+    assert policy(str(tmp_path / "ws"))["approval"]["mode"] == "signature"  # resolvable, outside: accepted
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    with pytest.raises(ConfigError) as info:
+        policy("ws")
+    assert "[approval] trust_file is refused in the workspace's mesh.toml" in str(info.value)
 
 
 def test_programmatic_approvers_are_kept_and_reported_by_the_gate(tmp_path: Path) -> None:
