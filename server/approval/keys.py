@@ -43,6 +43,26 @@ MIN_PASSPHRASE_CHARS = 12
 KEY_FILE_MAGIC = "mesh-mcp approver key v1"
 DEFAULT_SCRYPT_N = 2**17
 """scrypt cost of the key file's passphrase stretching: about 0.4 s and 128 MiB per guess."""
+MAX_SCRYPT_MEMORY = 2**30
+"""the most memory a key file's scrypt may need (``128 * r * n`` bytes): 1 GiB, eight times the default"""
+
+
+def scrypt_cost_problem(n: int, r: int, p: int) -> str | None:
+    """Why scrypt cannot (or should not) run with these costs; None when it can.
+
+    ``n`` a power of two from 1024, ``1 <= r <= 32``, ``1 <= p <= 16``; scrypt itself needs
+    ``n < 2**(16 r)``, and ``128 * r * n`` bytes of memory, at most :data:`MAX_SCRYPT_MEMORY`.
+    """
+    if n < 2**10 or n & (n - 1):
+        return f"n = {n}: a power of two >= 1024"
+    if not 1 <= r <= 32 or not 1 <= p <= 16:
+        return f"r = {r}, p = {p}: r from 1 to 32, p from 1 to 16"
+    if n >= 2 ** (16 * r):
+        return f"n = {n} with r = {r}: scrypt needs n < 2^{16 * r}"
+    if 128 * r * n > MAX_SCRYPT_MEMORY:
+        return (f"n = {n} with r = {r} needs {128 * r * n // 2**20} MiB, more than the "
+                f"{MAX_SCRYPT_MEMORY // 2**20} MiB allowed")
+    return None
 
 
 def _b64u(data: bytes) -> str:
@@ -146,11 +166,11 @@ def create_approver_key(path: Path, approver: str, passphrase: str, *, scrypt_n:
         raise InvalidArgument("approver id: 1-64 characters among letters, digits and . _ @ -")
     if len(passphrase) < MIN_PASSPHRASE_CHARS:
         raise InvalidArgument(f"the passphrase must have at least {MIN_PASSPHRASE_CHARS} characters")
-    if scrypt_n < 2**10 or scrypt_n & (scrypt_n - 1):
-        raise InvalidArgument("scrypt n must be a power of two >= 1024")
+    r, p = 8, 1
+    if problem := scrypt_cost_problem(scrypt_n, r, p):
+        raise InvalidArgument(f"scrypt cost: {problem}")
     key = Ed25519PrivateKey.generate()
     salt = secrets.token_bytes(16)
-    r, p = 8, 1
     pem = key.private_bytes(
         serialization.Encoding.PEM,
         serialization.PrivateFormat.PKCS8,
@@ -191,8 +211,8 @@ def load_approver_key(path: Path, passphrase: str) -> tuple[str, Ed25519PrivateK
     if match is None:
         raise MeshError(f"{path}: unreadable kdf line")
     n, r, p = (int(match.group(i)) for i in (1, 2, 3))
-    if not (2**10 <= n <= 2**22 and n & (n - 1) == 0 and 1 <= r <= 32 and 1 <= p <= 16):
-        raise MeshError(f"{path}: kdf parameters out of range")
+    if problem := scrypt_cost_problem(n, r, p):
+        raise MeshError(f"{path}: kdf parameters out of range ({problem})")
     password = _stretch(passphrase, _unb64u(match.group(4)), n, r, p)
     try:
         key = serialization.load_pem_private_key(lines[3].encode("ascii"), password=password)

@@ -37,6 +37,7 @@ from server.approval.keys import (
     load_approver_key,
     parse_public_key,
     public_key_text,
+    scrypt_cost_problem,
 )
 from server.config import load_settings
 from server.errors import InvalidArgument, MeshError
@@ -125,17 +126,38 @@ def test_scrypt_costs_inside_the_limits_are_read(tmp_path: Path, n: int, r: int,
     assert _raw(load_approver_key(tmp_path / "k", PASS)[1].public_key()) == _raw(key.public_key())
 
 
-@pytest.mark.parametrize(("n", "r", "p"), [
-    (2**9, 8, 1), (2**23, 8, 1), (1536, 8, 1), (2**10, 0, 1), (2**10, 33, 1), (2**10, 8, 0), (2**10, 8, 17),
+@pytest.mark.parametrize(("n", "r", "p", "why"), [
+    (2**9, 8, 1, "n = 512: a power of two >= 1024"),
+    (1536, 8, 1, "n = 1536: a power of two >= 1024"),
+    (2**10, 0, 1, "r = 0, p = 1: r from 1 to 32, p from 1 to 16"),
+    (2**10, 33, 1, "r = 33, p = 1: r from 1 to 32, p from 1 to 16"),
+    (2**10, 8, 0, "r = 8, p = 0: r from 1 to 32, p from 1 to 16"),
+    (2**10, 8, 17, "r = 8, p = 17: r from 1 to 32, p from 1 to 16"),
+    # both crashed scrypt (a ValueError, no sentence) before they were checked here
+    (2**16, 1, 1, "n = 65536 with r = 1: scrypt needs n < 2^16"),
+    (2**21, 8, 1, "n = 2097152 with r = 8 needs 2048 MiB, more than the 1024 MiB allowed"),
+    (2**23, 8, 1, "n = 8388608 with r = 8 needs 8192 MiB, more than the 1024 MiB allowed"),
 ])
 def test_scrypt_costs_outside_the_limits_are_refused_before_stretching(tmp_path: Path, n: int, r: int,
-                                                                       p: int) -> None:
+                                                                       p: int, why: str) -> None:
     path = tmp_path / "k"
     _key_file(path, "bob", PASS, header=f"mesh-mcp approver key v1\napprover: bob\nkdf: scrypt n={n} r={r} p={p} "
                                         "salt=MDEyMzQ1Njc4OWFiY2RlZg\n")
     with pytest.raises(MeshError) as info:
         load_approver_key(path, PASS)
-    assert str(info.value) == f"{path}: kdf parameters out of range"
+    assert str(info.value) == f"{path}: kdf parameters out of range ({why})"
+
+
+@pytest.mark.parametrize(("n", "r", "p", "runs"), [
+    (2**15, 1, 1, True), (2**16, 1, 1, False),  # scrypt's own n < 2^(16 r)
+    (2**31, 2, 1, False), (2**32, 2, 1, False),
+    (2**20, 8, 1, True), (2**21, 8, 1, False), (2**22, 2, 1, True), (2**22, 4, 1, False),  # 1 GiB, exactly
+    (2**10, 1, 1, True), (2**10, 32, 16, True), (2**10, 32, 17, False), (2**10, 1, 0, False),
+])
+def test_the_scrypt_cost_limits_hold_to_the_exact_value(n: int, r: int, p: int, runs: bool) -> None:
+    """At exactly 1 GiB (128 * r * n) a cost is accepted, one step above it is not. A key file at the limit
+    is not stretched here (a whole GiB and seconds): the check that decides is called at the limit itself."""
+    assert (scrypt_cost_problem(n, r, p) is None) is runs
 
 
 def test_the_wrong_passphrase_is_refused(tmp_path: Path) -> None:
@@ -264,7 +286,14 @@ def test_the_passphrase_has_at_least_12_characters(tmp_path: Path) -> None:
 def test_the_scrypt_cost_is_a_power_of_two_of_at_least_1024(tmp_path: Path, n: int) -> None:
     with pytest.raises(InvalidArgument) as info:
         create_approver_key(tmp_path / "k", "bob", PASS, scrypt_n=n)
-    assert str(info.value) == "scrypt n must be a power of two >= 1024"
+    assert str(info.value) == f"scrypt cost: n = {n}: a power of two >= 1024"
+
+
+def test_a_scrypt_cost_over_the_memory_limit_is_refused_before_any_key_is_made(tmp_path: Path) -> None:
+    with pytest.raises(InvalidArgument) as info:
+        create_approver_key(tmp_path / "k", "bob", PASS, scrypt_n=2**21)
+    assert str(info.value) == "scrypt cost: n = 2097152 with r = 8 needs 2048 MiB, more than the 1024 MiB allowed"
+    assert not (tmp_path / "k").exists()
 
 
 def test_the_default_scrypt_cost_is_2_to_the_17_and_such_a_key_loads(tmp_path: Path) -> None:
