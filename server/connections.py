@@ -172,12 +172,20 @@ class Connections:
         *,
         max_rows: int | None = None,
         timeout_ms: int | None = None,
+        catalog: bool = False,
     ) -> ReadResult:
-        """Run one SELECT in a read-only transaction; at most ``max_rows`` rows come back."""
+        """Run one SELECT in a read-only transaction; at most ``max_rows`` rows come back.
+
+        ``max_rows`` is clamped to ``[limits] max_rows`` (the row cap of data reads), except for
+        ``catalog`` reads: a read of the database's own catalog (the outbox tables' columns and
+        indexes), whose size the schema bounds, keeps its ``max_rows`` whole. A catalog cut by the
+        data cap would make present columns look missing and every later answer wrong.
+        """
         import psycopg
 
         cap = max_rows if max_rows is not None else self.settings.limits.max_rows
-        cap = min(cap, self.settings.limits.max_rows)
+        if not catalog:
+            cap = min(cap, self.settings.limits.max_rows)
         timeout = timeout_ms if timeout_ms is not None else self.settings.limits.statement_timeout_ms
         deadline_ms = timeout + self.settings.limits.sql_deadline_margin_ms
         async with self.pg(service) as conn:

@@ -199,6 +199,23 @@ async def test_more_rows_than_the_cap_come_back_capped(settings_for) -> None:
     assert [r["n"] for r in exact.rows] == [1, 2] and exact.truncated is False
 
 
+async def test_a_catalog_read_keeps_its_own_cap_whole_and_is_still_read_only(settings_for) -> None:
+    """The catalog of the outbox tables is read whole whatever ``[limits] max_rows`` (a schema cut at
+    the data cap made present columns look missing); it keeps its own cap, and stays read-only."""
+    connections = Connections(settings_for(max_rows=3))
+    try:
+        whole = await connections.read(SVC, "SELECT n FROM items ORDER BY n", max_rows=12, catalog=True)
+        exact = await connections.read(SVC, "SELECT n FROM items ORDER BY n", max_rows=20, catalog=True)
+        data = await connections.read(SVC, "SELECT n FROM items ORDER BY n", max_rows=12)
+        with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
+            await connections.read(SVC, "DELETE FROM items RETURNING n", max_rows=50, catalog=True)
+    finally:
+        await connections.aclose()
+    assert [r["n"] for r in whole.rows] == list(range(1, 13)) and whole.truncated is True
+    assert len(exact.rows) == 20 and exact.truncated is False
+    assert [r["n"] for r in data.rows] == [1, 2, 3] and data.truncated is True
+
+
 async def test_parameters_are_bound_not_interpolated(settings_for, table_db) -> None:
     hostile = "1; DELETE FROM items"
     rows = await _read(settings_for(), "SELECT %s::text AS v", (hostile,))

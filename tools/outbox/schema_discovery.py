@@ -13,7 +13,8 @@ import time
 from dataclasses import dataclass, field
 
 from server.config import ColumnNames, Settings
-from server.connections import Connections
+from server.connections import Connections, ReadResult
+from server.errors import MeshError
 
 TABLE_KINDS = ("jobs_outbox", "event_queue", "job_audit")
 """Logical names of the three tables (the real names come from ``conventions.tables``)."""
@@ -24,6 +25,9 @@ REQUIRED_ROLES: dict[str, tuple[str, ...]] = {
     "job_audit": ("id", "job_id", "status", "created_at"),
 }
 """Column roles (fields of ``ColumnNames``) a table needs for the tools to work on it."""
+
+CATALOG_MAX_ROWS = 10_000
+"""the most rows one catalog read takes (the columns, or the indexes, of the three outbox tables)"""
 
 _COLUMNS_SQL = """
 SELECT t.name AS table_name, a.attname AS column_name,
@@ -145,6 +149,15 @@ class SchemaCatalog:
         else:
             self._cache.pop(service, None)
 
+    async def _catalog(self, service: str, query: str, tables: list[str]) -> ReadResult:
+        """One catalog read, whole: not cut by ``[limits] max_rows``; more than :data:`CATALOG_MAX_ROWS` rows
+        (columns or indexes of three tables) is refused rather than read in part."""
+        result = await self.connections.read(service, query, (tables,), max_rows=CATALOG_MAX_ROWS, catalog=True)
+        if result.truncated:
+            raise MeshError(f"service '{service}': the catalog of {', '.join(tables)} has more than "
+                            f"{CATALOG_MAX_ROWS} rows (columns or indexes); its schema cannot be read whole")
+        return result
+
     async def tables(self, service: str, *, with_indexes: bool = False) -> dict[str, TableSchema]:
         """``kind -> TableSchema`` for ``service`` (connects; raises ServiceUnavailable when down).
 
@@ -155,19 +168,19 @@ class SchemaCatalog:
             return cached[1]
         names = self.settings.conventions.tables
         real = {kind: getattr(names, kind) for kind in TABLE_KINDS}
-        result = await self.connections.read(service, _COLUMNS_SQL, (list(real.values()),), max_rows=10_000)
+        result = await self._catalog(service, _COLUMNS_SQL, list(real.values()))
         columns: dict[str, dict[str, str]] = {name: {} for name in real.values()}
         for row in result.rows:
             columns[row["table_name"]][row["column_name"]] = row["data_type"]
         indexes: dict[str, list[IndexInfo]] = {name: [] for name in real.values()}
         statistics: dict[str, list[StatisticsInfo]] = {name: [] for name in real.values()}
         if with_indexes:
-            stats = await self.connections.read(service, _STATISTICS_SQL, (list(real.values()),), max_rows=10_000)
+            stats = await self._catalog(service, _STATISTICS_SQL, list(real.values()))
             for row in stats.rows:
                 statistics[row["table_name"]].append(
                     StatisticsInfo(name=row["name"], columns=tuple(row["columns"]), kinds=tuple(row["kinds"]))
                 )
-            idx = await self.connections.read(service, _INDEXES_SQL, (list(real.values()),), max_rows=10_000)
+            idx = await self._catalog(service, _INDEXES_SQL, list(real.values()))
             for row in idx.rows:
                 indexes[row["table_name"]].append(
                     IndexInfo(
