@@ -5,7 +5,7 @@ Promises defended (docs/runtime-diagnosis.md, ``trace_request``):
 - each item carries its row as read: type, status, created_at, traceparent and correlation id (NULL stays
   None, never the text "None"), whether code or the audit trigger wrote it, its hops (named ``event_queue`` /
   ``jobs_outbox`` then the stream entries and groups) and ``broken`` exactly when its verdict is not ``ok``;
-- items are in creation order; a row whose created_at is NULL counts as created at the epoch, ties by key;
+- items are in creation order (ties by key); a row whose created_at is NULL counts as created at the epoch;
 - an item's parent is the latest earlier item sharing its correlation id, else its trace, else the latest
   earlier item, and ``link`` says which in those exact words;
 - outcome events written by the audit trigger are hops of their job, not items; when their job is not in the
@@ -39,8 +39,8 @@ NULL_CUT = "its traceparent is NULL while its parent's is set: the trace is cut 
 
 
 @pytest.fixture(scope="module")
-def accounts_db(pg_admin_url: str) -> Iterator[str]:
-    """A fourth service, "accounts" (sorts before "event"), whose event_queue.created_at may be NULL."""
+def zeta_db(pg_admin_url: str) -> Iterator[str]:
+    """A fourth service, "zeta" (sorts after the others), whose event_queue.created_at may be NULL."""
     dbname = f"mesh_t_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(pg_admin_url, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{dbname}"')
@@ -55,12 +55,12 @@ def accounts_db(pg_admin_url: str) -> Iterator[str]:
 
 
 @pytest.fixture
-def accounts(accounts_db: str) -> Iterator[tuple[str, psycopg.Connection]]:
-    conn = psycopg.connect(accounts_db, autocommit=True)
+def zeta(zeta_db: str) -> Iterator[tuple[str, psycopg.Connection]]:
+    conn = psycopg.connect(zeta_db, autocommit=True)
     tables = [row[0] for row in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")]
     conn.execute(sql.SQL("TRUNCATE {} RESTART IDENTITY CASCADE").format(
         sql.SQL(", ").join(sql.Identifier(t) for t in tables)))
-    yield accounts_db, conn
+    yield zeta_db, conn
     conn.close()
 
 
@@ -71,15 +71,16 @@ def created_at(conn: psycopg.Connection, table: str, row_id: str) -> str:
 
 
 def undated_event(conn: psycopg.Connection, corr: str, status: str = "PENDING", target: str = "x") -> str:
-    """An event_queue row of the accounts service with a NULL created_at."""
+    """An event_queue row of the zeta service with a NULL created_at."""
     event_id = str(uuid.uuid4())
     conn.execute("INSERT INTO event_queue (id, status, type, emitter, target_services, correlation_id, created_at) "
-                 "VALUES (%s, %s, 'account:opened', 'ms-accounts', %s, %s, NULL)", (event_id, status, [target], corr))
+                 "VALUES (%s, %s, 'zeta:opened', 'ms-zeta', %s, %s, NULL)", (event_id, status, [target], corr))
     return event_id
 
 
-def at_the_epoch(conn: psycopg.Connection, event_id: str) -> None:
-    conn.execute("UPDATE event_queue SET created_at = to_timestamp(0) AT TIME ZONE current_setting('TimeZone') "
+def one_ms_after_the_epoch(conn: psycopg.Connection, event_id: str) -> None:
+    """created_at = 1970-01-01T00:00:00.001 (1 ms: the smallest time after the epoch that a row can show)."""
+    conn.execute("UPDATE event_queue SET created_at = to_timestamp(0.001) AT TIME ZONE current_setting('TimeZone') "
                  "WHERE id = %s", (event_id,))
 
 
@@ -199,47 +200,46 @@ async def test_outcome_events_are_hops_of_their_job_and_alone_are_trigger_writte
     assert report.trace_context == []
 
 
-async def test_a_row_with_a_null_created_at_counts_as_created_at_the_epoch(dbs, accounts, saga_settings, run) -> None:
+async def test_a_row_with_a_null_created_at_counts_as_created_at_the_epoch(dbs, zeta, saga_settings, run) -> None:
     corr = str(uuid.uuid4())
-    undated = undated_event(accounts[1], corr)
-    epoch = sg.insert_event(dbs["event"][1], type="event:created", emitter="ms-event", targets=["x"],
+    undated = undated_event(zeta[1], corr)
+    early = sg.insert_event(dbs["event"][1], type="event:created", emitter="ms-event", targets=["x"],
                             correlation=corr, tp=None, age_s=0)
-    at_the_epoch(dbs["event"][1], epoch)
+    one_ms_after_the_epoch(dbs["event"][1], early)
     later = sg.insert_event(dbs["event"][1], type="event:updated", emitter="ms-event", targets=["x"],
                             correlation=corr, tp=None, age_s=5)
-    services = {name: {"postgres": url} for name, (url, _) in dbs.items()} | {"accounts": {"postgres": accounts[0]}}
+    services = {name: {"postgres": url} for name, (url, _) in dbs.items()} | {"zeta": {"postgres": zeta[0]}}
     report = await run(saga_settings(services=services), correlation_id=corr)
-    # the undated row and the row of 1970-01-01T00:00:00 tie at 0 ms: by key, "accounts:..." first
+    # the undated row (0 ms) before the row of 1 ms, although its key sorts after
     assert [(i.key, i.created_at) for i in report.items] == [
-        (f"accounts:event_queue:{undated}", None),
-        (f"event:event_queue:{epoch}", "1970-01-01T00:00:00"),
+        (f"zeta:event_queue:{undated}", None),
+        (f"event:event_queue:{early}", "1970-01-01T00:00:00.001000"),
         (f"event:event_queue:{later}", created_at(dbs["event"][1], "event_queue", later)),
     ]
 
 
-
 async def test_an_event_whose_stream_cannot_be_read_names_its_service_and_the_others_are_still_traced(
-        dbs, accounts, redis_client, saga_settings, run) -> None:
+        dbs, zeta, redis_client, saga_settings, run) -> None:
     """Two rows whose target stream key holds a string (XRANGE answers WRONGTYPE): each names its service, in
-    creation order (the undated one counts as created at the epoch, before the 1970 one by key); the later
-    event of a third service is still traced."""
+    creation order (the undated one counts as created at the epoch: before the one of 1 ms, whose key sorts
+    first); the later event of a third service is still traced."""
     corr = str(uuid.uuid4())
     redis_client.set("stream:not-a-stream", "a string")
-    undated_event(accounts[1], corr, status="COMPLETED", target="not-a-stream")
+    undated_event(zeta[1], corr, status="COMPLETED", target="not-a-stream")
     epoch = sg.insert_event(dbs["event"][1], type="event:created", emitter="ms-event", targets=["not-a-stream"],
                             correlation=corr, tp=None, age_s=0)
-    at_the_epoch(dbs["event"][1], epoch)
+    one_ms_after_the_epoch(dbs["event"][1], epoch)
     dbs["event"][1].execute("UPDATE event_queue SET status = 'COMPLETED' WHERE id = %s", (epoch,))
     later = sg.insert_event(dbs["notification"][1], type="notification:sent", emitter="ms-notification",
                             targets=["x"], correlation=corr, tp=None, age_s=10)
-    services = {name: {"postgres": url} for name, (url, _) in dbs.items()} | {"accounts": {"postgres": accounts[0]}}
+    services = {name: {"postgres": url} for name, (url, _) in dbs.items()} | {"zeta": {"postgres": zeta[0]}}
     report = await run(saga_settings(services=services), correlation_id=corr)
     assert [i.key for i in report.items] == [f"notification:event_queue:{later}"]
     error = f"{WRONGTYPE}: the key exists but is not of the expected type"
-    assert report.unavailable == [ServiceProblem(service="accounts", error=error),
+    assert report.unavailable == [ServiceProblem(service="zeta", error=error),
                                   ServiceProblem(service="event", error=error)]
     assert report.inconclusive is True
-    assert report.verdict.sentence.endswith("(inconclusive: not searched: accounts, event)")
+    assert report.verdict.sentence.endswith("(inconclusive: not searched: zeta, event)")
 
 
 async def test_a_job_whose_chain_cannot_be_read_names_its_service_and_later_jobs_are_still_traced(
