@@ -53,13 +53,18 @@ CREATE TABLE t_events (LIKE event_queue INCLUDING ALL);
 ALTER TABLE t_events DROP COLUMN type;
 CREATE TABLE p_events (LIKE event_queue INCLUDING ALL);
 ALTER TABLE p_events DROP COLUMN payload;
+CREATE TABLE x_jobs (LIKE jobs_outbox INCLUDING ALL);
+ALTER TABLE x_jobs ALTER COLUMN id TYPE text;
+CREATE TABLE u_audit (LIKE job_audit INCLUDING ALL);
+ALTER TABLE u_audit ALTER COLUMN job_id TYPE uuid USING job_id::uuid;
 """
 """One scratch database of schema variants (service "shop"), chosen per test through [conventions.tables]:
 ``event_queue`` with text correlation ids; ``r_*`` with created_at renamed inserted_at; ``n_*`` without
-created_at; ``t_events`` without type; ``p_events`` without payload."""
+created_at; ``t_events`` without type; ``p_events`` without payload; ``x_jobs`` with text ids; ``u_audit`` with
+uuid job ids."""
 
 VARIANT_TABLES = ("event_queue", "jobs_outbox", "job_audit", "r_events", "r_jobs", "r_audit", "n_events", "n_audit",
-                  "t_events", "p_events")
+                  "t_events", "p_events", "x_jobs", "u_audit")
 
 
 @pytest.fixture(scope="module")
@@ -293,3 +298,16 @@ async def test_an_event_table_without_type_or_payload_leaves_jobs_without_outcom
         hops = report.items[0].hops
         assert [h.state for h in hops if h.name == "job_audit"] == ["COMPLETED"], table
         assert [h for h in hops if h.row is not None and h.row.table == "event_queue"] == [], table
+
+
+async def test_a_job_with_no_audit_id_and_no_outcome_type_to_search_costs_no_more_round_trips(
+        shop, saga_settings, run) -> None:
+    """A job id that cannot be a uuid of job_audit.job_id, and no outcome type configured: neither the audit nor the
+    outcome lookup is sent. The call's round trips are the transaction's settings and the start lookup."""
+    url, conn = shop
+    job_id = job(conn, "x_jobs", id="job-7")
+    settings = on_shop(saga_settings, url, {"jobs_outbox": "x_jobs", "job_audit": "u_audit"},
+                       job_success_types=[], job_failure_types=[])
+    report = await run(settings, start=f"shop:jobs_outbox:{job_id}")
+    assert keys(report) == ["shop:jobs_outbox:job-7"] and report.unavailable == []
+    assert report.sql_round_trips == 2
