@@ -216,9 +216,10 @@ async def test_a_renamed_created_at_column_is_used_by_every_lookup(shop, saga_se
 
 
 async def test_a_table_without_created_at_is_named_with_the_column_it_lacks(shop, saga_settings, run) -> None:
-    """The correlation lookup of an event table without created_at, the job_audit rows of a job in a table without
-    it, and the outcome events of a job in an event table without it: the service is unavailable, and the error
-    names created_at (not some other column)."""
+    """The correlation lookup of an event table without created_at: the service is unavailable. The job_audit rows
+    of a job in a table without it, and the outcome events of a job in an event table without it: the job (found)
+    stays an inconclusive item, its chain named unread by its key. Each error names created_at (not some other
+    column)."""
     url, conn = shop
     correlation = str(uuid.uuid4())
     event(conn, "n_events", created=None, correlation_id=correlation)
@@ -229,7 +230,9 @@ async def test_a_table_without_created_at_is_named_with_the_column_it_lacks(shop
     audit(conn, job_id, "n_audit", created=None)
     for tables in ({"job_audit": "n_audit"}, {"event_queue": "n_events"}):
         report = await run(on_shop(saga_settings, url, tables), start=f"shop:jobs_outbox:{job_id}")
-        assert [(p.service, p.error) for p in report.unavailable] == [("shop", f"service 'shop': {lacking}")], tables
+        key = f"shop:jobs_outbox:{job_id}"
+        assert [(p.service, p.error) for p in report.unavailable] == [(key, f"service 'shop': {lacking}")], tables
+        assert [(i.key, i.verdict.code) for i in report.items] == [(key, "inconclusive")]
 
 
 # -- ids typed for their column ----------------------------------------------------------------------------

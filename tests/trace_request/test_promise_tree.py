@@ -218,14 +218,19 @@ async def test_a_row_with_a_null_created_at_counts_as_created_at_the_epoch(dbs, 
     ]
 
 
-async def test_an_event_whose_stream_cannot_be_read_names_its_service_and_the_others_are_still_traced(
+UNREAD_NEXT = ("fix what the error names (the access to Redis or the database, a key of the wrong type) and "
+               "trace again")
+
+
+async def test_an_event_whose_stream_cannot_be_read_is_kept_inconclusive_and_the_others_are_still_traced(
         dbs, zeta, redis_client, saga_settings, run) -> None:
-    """Two rows whose target stream key holds a string (XRANGE answers WRONGTYPE): each names its service, in
-    creation order (the undated one counts as created at the epoch: before the one of 1 ms, whose key sorts
-    first); the later event of a third service is still traced."""
+    """Two rows whose target stream key holds a string (XRANGE answers WRONGTYPE): each stays an item, found
+    and ``inconclusive`` with the error, named in ``unavailable`` by its key, in creation order (the undated
+    one counts as created at the epoch: before the one of 1 ms); their services count as searched (the rows
+    are there); the later event of a third service is still traced."""
     corr = str(uuid.uuid4())
     redis_client.set("stream:not-a-stream", "a string")
-    undated_event(zeta[1], corr, status="COMPLETED", target="not-a-stream")
+    undated = undated_event(zeta[1], corr, status="COMPLETED", target="not-a-stream")
     epoch = sg.insert_event(dbs["event"][1], type="event:created", emitter="ms-event", targets=["not-a-stream"],
                             correlation=corr, tp=None, age_s=0)
     one_ms_after_the_epoch(dbs["event"][1], epoch)
@@ -234,15 +239,22 @@ async def test_an_event_whose_stream_cannot_be_read_names_its_service_and_the_ot
                             targets=["x"], correlation=corr, tp=None, age_s=10)
     services = {name: {"postgres": url} for name, (url, _) in dbs.items()} | {"zeta": {"postgres": zeta[0]}}
     report = await run(saga_settings(services=services), correlation_id=corr)
-    assert [i.key for i in report.items] == [f"notification:event_queue:{later}"]
+    keys = [f"zeta:event_queue:{undated}", f"event:event_queue:{epoch}", f"notification:event_queue:{later}"]
+    assert [i.key for i in report.items] == keys
     error = f"{WRONGTYPE}: the key exists but is not of the expected type"
-    assert report.unavailable == [ServiceProblem(service="zeta", error=error),
-                                  ServiceProblem(service="event", error=error)]
+    unread = [(i.verdict.code, i.verdict.severity, i.verdict.sentence, i.verdict.next_step, i.hops, i.broken)
+              for i in report.items[:2]]
+    assert unread == [("inconclusive", "warning", f"the row was found, but its chain could not be read: {error}",
+                       UNREAD_NEXT, [], True)] * 2
+    assert report.unavailable == [ServiceProblem(service=keys[0], error=error),
+                                  ServiceProblem(service=keys[1], error=error)]
+    assert set(report.searched_services) >= {"zeta", "event", "notification"}
     assert report.inconclusive is True
-    assert report.verdict.sentence.endswith("(inconclusive: not searched: zeta, event)")
+    assert report.verdict.code == "inconclusive"
+    assert report.verdict.sentence.endswith(f"(inconclusive: chain not read: {keys[0]}, {keys[1]})")
 
 
-async def test_a_job_whose_chain_cannot_be_read_names_its_service_and_later_jobs_are_still_traced(
+async def test_a_job_whose_chain_cannot_be_read_is_kept_inconclusive_and_later_jobs_are_still_traced(
         dbs, redis_client, saga_settings, run) -> None:
     notif_db, trace = dbs["notification"][1], secrets.token_hex(16)
     broken = sg.insert_job(notif_db, type="push.send", target="push-queue", emitter="ms-notification",
@@ -251,9 +263,14 @@ async def test_a_job_whose_chain_cannot_be_read_names_its_service_and_later_jobs
     later = sg.insert_job(notif_db, type="push.send", target="push-queue", emitter="ms-notification",
                           tp=sg.traceparent(trace, sg.span()), age_s=20)
     report = await run(saga_settings(), trace_id=trace)
-    assert [(i.key, i.verdict.code) for i in report.items] == [(f"notification:jobs_outbox:{later}",
-                                                                "pending_in_outbox")]
-    assert report.unavailable == [ServiceProblem(
-        service="notification", error=f"Redis refused a command: Command # 1 (HLEN bull:push-queue:{broken}) of "
-                                      f"pipeline caused error: ('{WRONGTYPE}',)")]
+    error = (f"Redis refused a command: Command # 1 (HLEN bull:push-queue:{broken}) of pipeline caused error: "
+             f"('{WRONGTYPE}',)")
+    key = f"notification:jobs_outbox:{broken}"
+    assert [(i.key, i.verdict.code) for i in report.items] == [(key, "inconclusive"),
+                                                              (f"notification:jobs_outbox:{later}",
+                                                               "pending_in_outbox")]
+    assert report.items[0].verdict.sentence == f"the row was found, but its chain could not be read: {error}"
+    assert report.unavailable == [ServiceProblem(service=key, error=error)]
+    assert "notification" in report.searched_services
     assert report.inconclusive is True
+    assert report.verdict.sentence.endswith(f"(inconclusive: chain not read: {key})")

@@ -9,7 +9,7 @@ the audit row's emitter: it is the same service's in the writers of the target s
 from __future__ import annotations
 
 from server.errors import MeshError
-from tools.outbox.model import ServiceProblem, TraceReport
+from tools.outbox.model import TraceReport
 from tools.outbox.rows import AUDIT_MISSING, hint_columns, hint_for
 from tools.outbox.schema_discovery import TableSchema
 from tools.outbox.trace import Found, ServiceRows, Tracer
@@ -20,8 +20,10 @@ OUTCOMES_PER_JOB = 10
 
 
 async def trace_jobs(reads: RequestReads, tracer: Tracer, service: str, tables: dict[str, TableSchema],
-                     jobs: list[Found]) -> tuple[dict[str, TraceReport], list[ServiceProblem]]:
-    """job id -> its trace report, for the jobs of ``service``; a failing service is returned, not raised."""
+                     jobs: list[Found]) -> tuple[dict[str, TraceReport], dict[str, str]]:
+    """``(job id -> its trace report, job id -> why its chain could not be read)`` for the jobs of
+    ``service``: a job whose audit, outcome events or BullMQ hops could not be read is in the second,
+    with the error, never raised and never dropped."""
     settings = tracer.settings
     conv = settings.conventions
     cap = settings.limits.payload_max_bytes
@@ -38,7 +40,7 @@ async def trace_jobs(reads: RequestReads, tracer: Tracer, service: str, tables: 
     try:
         results = await reads.read_many(service, [(q[0], q[1], settings.limits.max_rows) for _n, q in planned])
     except MeshError as exc:
-        return {}, [ServiceProblem(service=service, error=str(exc))]
+        return {}, {job_id: str(exc) for job_id in ids}
     got = dict(zip([n for n, _q in planned], results, strict=True))
     audits: dict[str, Found] = {}
     for raw in got["audit"].rows if "audit" in got else []:
@@ -53,7 +55,7 @@ async def trace_jobs(reads: RequestReads, tracer: Tracer, service: str, tables: 
             if found.row.type in (*success, *failure) and len(outcomes.setdefault(job_id, [])) < OUTCOMES_PER_JOB:
                 outcomes[job_id].append(found)
     reports: dict[str, TraceReport] = {}
-    problems: list[ServiceProblem] = []
+    unread: dict[str, str] = {}
     for job in jobs:
         job_id = job.row.id
         audit = audits.get(job_id)
@@ -66,5 +68,5 @@ async def trace_jobs(reads: RequestReads, tracer: Tracer, service: str, tables: 
         try:
             reports[job_id] = await tracer.finish_job(rows, job_id, service, [service])
         except MeshError as exc:
-            problems.append(ServiceProblem(service=service, error=str(exc)))
-    return reports, problems
+            unread[job_id] = str(exc)
+    return reports, unread

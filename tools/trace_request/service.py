@@ -49,9 +49,11 @@ async def trace_request(
         collector = Collector(connections, settings, catalog, reads)
         collected = await collector.collect(inp)
         items, per_item = await build_items(collector)
-    down = [p.service for p in collected.unavailable]
+    keys = {i.key for i in items}
+    unread = [p.service for p in collected.unavailable if p.service in keys]  # found, its chain not read
+    down = [p.service for p in collected.unavailable if p.service not in keys]
     searched = [s for s in inp.services if s not in down]
-    inconclusive = bool(down)
+    inconclusive = bool(collected.unavailable)
     if not items:
         v = _not_found(inp, settings, searched, down)
     else:
@@ -62,7 +64,7 @@ async def trace_request(
                                                      "hop": f"{item.key} {f.hop or ''}".strip()}))
         v = overall(findings, f"every row of the request ({len(items)}) completed its chain")
         if inconclusive:
-            v = v.model_copy(update={"sentence": v.sentence + f" (inconclusive: not searched: {', '.join(down)})"})
+            v = v.model_copy(update={"sentence": v.sentence + _unknown(down, unread)})
     ws, ws_note = await _ws(index, items, collector, settings)
     return RequestReport(
         way=inp.way, value=inp.value, searched_services=searched, verdict=v, inconclusive=inconclusive,
@@ -71,6 +73,12 @@ async def trace_request(
         unavailable=collected.unavailable, mermaid=mermaid.render(items, ws), sql_round_trips=reads.round_trips,
         ws_messages=ws, ws_note=ws_note,
     )
+
+
+def _unknown(down: list[str], unread: list[str]) -> str:
+    parts = ([f"not searched: {', '.join(down)}"] if down else []) + (
+        [f"chain not read: {', '.join(unread)}"] if unread else [])
+    return f" (inconclusive: {'; '.join(parts)})"
 
 
 def _not_found(inp: inputs.RequestInput, settings: Settings, searched: list[str], down: list[str]) -> Verdict:

@@ -14,7 +14,7 @@ from server.config import ColumnNames
 from server.errors import MeshError
 from tools.outbox.model import Hop, ServiceProblem, Verdict
 from tools.outbox.trace import Tracer
-from tools.outbox.verdicts import overall
+from tools.outbox.verdicts import overall, verdict
 from tools.trace_request.collect import Collector, Hit
 from tools.trace_request.context import context_problem, parse_traceparent
 from tools.trace_request.jobs import trace_jobs
@@ -35,12 +35,12 @@ async def build_items(collector: Collector) -> tuple[list[RequestItem], list[lis
         if hit.kind == "jobs_outbox":
             by_service.setdefault(hit.service, []).append(hit)
     for service, jobs in by_service.items():
-        reports, problems = await trace_jobs(collector.reads, tracer, service, collector.out.tables[service],
-                                             [h.found for h in jobs])
-        collector._down(problems)
+        reports, unread = await trace_jobs(collector.reads, tracer, service, collector.out.tables[service],
+                                           [h.found for h in jobs])
         for hit in jobs:
             report = reports.get(hit.found.row.id)
             if report is None:
+                built.append(_unread(collector, hit, "code", unread.get(hit.found.row.id, "no trace"), names))
                 continue
             for hop in report.hops:
                 if hop.row is not None and hop.row.table == "event_queue":
@@ -56,7 +56,7 @@ async def build_items(collector: Collector) -> tuple[list[RequestItem], list[lis
         try:
             hops, findings = await tracer.event_chain(hit.found, "event_queue", "")
         except MeshError as exc:
-            collector._down([ServiceProblem(service=hit.service, error=str(exc))])
+            built.append(_unread(collector, hit, written_by, str(exc), names))
             continue
         collector._down(tracer.unavailable)
         v = overall(findings, f"event {row.id} was pushed and acknowledged by every consumer group")
@@ -65,6 +65,17 @@ async def build_items(collector: Collector) -> tuple[list[RequestItem], list[lis
     items = [b[1] for b in built]
     _link(items)
     return items, [b[2] for b in built]
+
+
+def _unread(collector: Collector, hit: Hit, written_by: str, error: str, names: ColumnNames
+            ) -> tuple[Hit, RequestItem, list[Verdict]]:
+    """A row that was found but whose chain could not be read: kept as an ``inconclusive`` item, and the
+    problem named in ``unavailable`` under the item's key (its service was searched: the row is here)."""
+    collector._down([ServiceProblem(service=hit.key, error=error)])
+    v = verdict("inconclusive", "warning", f"the row was found, but its chain could not be read: {error}",
+                "fix what the error names (the access to Redis or the database, a key of the wrong type) and "
+                "trace again")
+    return hit, _item(hit, written_by, v, [], names), [v]
 
 
 def _item(hit: Hit, written_by: str, v: Verdict, hops: list[Hop], names: ColumnNames) -> RequestItem:
