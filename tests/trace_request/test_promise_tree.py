@@ -274,3 +274,6 @@ async def test_a_job_whose_chain_cannot_be_read_is_kept_inconclusive_and_later_j
     assert "notification" in report.searched_services
     assert report.inconclusive is True
     assert report.verdict.sentence.endswith(f"(inconclusive: chain not read: {key})")
+    started = await run(saga_settings(), start=key)  # never "no row": the row is there
+    assert [(i.key, i.verdict.code) for i in started.items][0] == (key, "inconclusive")
+    assert started.verdict.code == "inconclusive" and started.inconclusive is True
