@@ -210,6 +210,23 @@ async def test_requeue_takes_rows_stuck_past_the_threshold_oldest_first_up_to_th
     assert capped.truncated and capped.candidates_found == 2 and capped.blast_radius.rows == 2
 
 
+async def test_a_row_without_updated_at_is_never_taken_for_stuck(tmp_path, outbox_db, redis_url) -> None:
+    """A schema whose updated_at allows NULL: asked for by id, a PROCESSING row without it has an unknown age,
+    so it is skipped with that reason (it crashed the planner); the threshold search never meets it."""
+    row = _row(outbox_db, "jobs_outbox", "PROCESSING", age_s=900)
+    with psycopg.connect(outbox_db, autocommit=True) as conn:
+        conn.execute("ALTER TABLE jobs_outbox ALTER COLUMN updated_at DROP NOT NULL")
+        conn.execute("UPDATE jobs_outbox SET updated_at = NULL WHERE id = %s", (row,))
+    settings = settings_for(tmp_path, outbox_db, redis_url, limits={"processing_ageing_s": 1})
+    with pytest.raises(NotFound) as info:
+        await _propose(settings, "requeue_stuck_job", service="event", ids=[row])
+    assert f"jobs_outbox row {row} has no updated_at: how long it has been PROCESSING is unknown; skipped" in str(
+        info.value)
+    with pytest.raises(NotFound) as info:
+        await _propose(settings, "requeue_stuck_job", service="event")
+    assert str(info.value) == "no jobs_outbox row of service event stuck PROCESSING for more than 1 s"
+
+
 async def test_requeue_threshold_is_the_configured_one(tmp_path, outbox_db, redis_url) -> None:
     row = _row(outbox_db, "jobs_outbox", "PROCESSING", age_s=120)
     settings = settings_for(tmp_path, outbox_db, redis_url, limits={"processing_ageing_s": 100})

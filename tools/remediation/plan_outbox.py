@@ -180,7 +180,10 @@ async def build_requeue_stuck_job(b: PlanBuilder, connections: Connections, req:
     for r in rows:
         if r["status"] != st.processing:
             b.warnings.append(f"{table} row {r['id']} is {r['status']}, not {st.processing}: skipped")
-        elif (r["updated_age_s"] or 0) < ageing:
+        elif r["updated_age_s"] is None:
+            b.warnings.append(f"{table} row {r['id']} has no {cols.updated_at}: how long it has been {st.processing} "
+                              "is unknown; skipped")
+        elif r["updated_age_s"] < ageing:
             b.warnings.append(f"{table} row {r['id']} was updated {r['updated_age_s']:.0f} s ago (< {ageing} s): "
                               "a runner may be pushing it right now; skipped")
         else:
