@@ -186,6 +186,23 @@ async def test_a_read_count_below_the_plan_cap_pages_on_instead_of_dropping_entr
     assert cut.truncated and [p.id for p in cut.steps[0].operation.pending] == [a1]
 
 
+async def test_a_plan_cap_that_is_a_multiple_of_the_read_count_still_knows_it_is_cut(
+    tmp_path, outbox_db, redis_url, redis_client, consumers
+) -> None:
+    """Four pending entries read in pages of one: with a cap of 2 the cap is reached exactly after two pages,
+    and one more entry is read to know the plan is cut (it is); with a cap of 4 the last read finds nothing
+    more (not cut)."""
+    _live(redis_client)
+    cut = await _propose(_settings(tmp_path, outbox_db, redis_url, "cut2", max_count=1, max_plan_messages=2),
+                         "clear_stale_lock")
+    assert cut.truncated is True
+    assert [p.id for p in cut.steps[0].operation.pending] == [consumers["a1"]]  # of a1, a2: only a1 has a lock
+    _live(redis_client)
+    whole = await _propose(_settings(tmp_path, outbox_db, redis_url, "whole4", max_count=1, max_plan_messages=4),
+                           "clear_stale_lock")
+    assert whole.truncated is False
+
+
 async def test_stale_locks_of_dead_and_live_owners(tmp_path, outbox_db, redis_url, redis_client, consumers) -> None:
     a1, b1, busy = consumers["a1"], consumers["b1"], consumers["busy"]
     alone = await _propose(_settings(tmp_path, outbox_db, redis_url, "n"), "clear_stale_lock")  # every owner dead
