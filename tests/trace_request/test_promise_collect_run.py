@@ -185,14 +185,61 @@ async def test_an_entity_id_that_is_also_a_correlation_id_is_still_followed_as_o
     assert [(i.id, i.heuristic) for i in report.items] == [(a, True), (b, False)]
 
 
-async def test_two_hundred_rows_in_all_then_truncated(dbs, saga_settings) -> None:
-    """398 rows share the request (99 per lookup: no lookup fills its limit of 100): 200 are kept, truncated."""
+def four_hundred_rows(dbs: dict, *, more_traces: bool = False) -> str:
+    """396 rows share correlation C or its trace (99 per lookup: no lookup fills its limit of 100)."""
     c, t = str(uuid.uuid4()), trace()
     for name in ("event", "notification"):
         events(dbs[name][1], 99, corr=c, tp=t)
         jobs(dbs[name][1], 99, tp=t)
-    out, _ = await collect(saga_settings(), correlation_id=c)
+        if more_traces:
+            dbs[name][1].execute('UPDATE jobs_outbox SET "traceId" = gen_random_uuid()')
+    return c
+
+
+async def test_two_hundred_rows_in_all_then_truncated(dbs, saga_settings) -> None:
+    out, _ = await collect(saga_settings(), correlation_id=four_hundred_rows(dbs))
     assert len(out.hits) == 200 and out.truncated is True
+
+
+async def test_no_further_level_is_read_once_two_hundred_rows_are_kept(dbs, saga_settings) -> None:
+    """The jobs carry other trace ids in their old "traceId", but the search stops at the cap: another level could
+    add no row."""
+    out, round_trips = await collect(saga_settings(), correlation_id=four_hundred_rows(dbs, more_traces=True))
+    assert len(out.hits) == 200 and out.truncated is True
+    # event and notification: the transaction, the seed, the expansion by T; social: the transaction, the expansion
+    assert round_trips == 3 + 3 + 2
+
+
+async def test_a_lookup_over_a_hundred_rows_keeps_a_hundred_and_says_truncated(dbs, saga_settings) -> None:
+    """The row limit of a lookup is 100 even when ``max_rows`` (500 here) allows more."""
+    c = str(uuid.uuid4())
+    events(dbs["event"][1], 101, corr=c)
+    out, _ = await collect(saga_settings(), correlation_id=c)
+    assert len(out.hits) == 100 and out.truncated is True
+
+
+async def test_the_correlation_id_asked_for_is_not_searched_again(dbs, saga_settings) -> None:
+    """Rows of correlation C that carry no trace: one level, nothing more to follow."""
+    c = str(uuid.uuid4())
+    a = event(dbs["event"][1], corr=c, age_s=600)
+    b = event(dbs["notification"][1], corr=c, age_s=590)
+    out, round_trips = await collect(saga_settings(), correlation_id=c)
+    assert ids(out) == sorted([a, b]) and out.truncated is False
+    # event and notification: the transaction and the seed; social has no correlation_id column: not read
+    assert round_trips == 2 + 2
+
+
+async def test_by_trace_id_a_row_left_out_does_not_hide_the_rows_after_it(dbs, saga_settings, run) -> None:
+    """Trace T: P (correlation C). By C: X (another trace, older than P) is left out and listed; Y (C, no trace)
+    after it belongs to the request."""
+    conn = dbs["event"][1]
+    c, t = str(uuid.uuid4()), trace()
+    x = event(conn, corr=c, tp=trace(), age_s=700)
+    p = event(conn, corr=c, tp=t, age_s=600)
+    y = event(conn, corr=c, age_s=500)
+    report = await run(saga_settings(), trace_id=t)
+    assert [i.id for i in report.items] == [p, y]
+    assert report.left_out == [f"event:event_queue:{x}"]
 
 
 def hundred_and_one_correlation_ids(dbs: dict) -> tuple[str, str]:

@@ -273,8 +273,8 @@ class Collector:
                               inp)
             done_corr |= corr
             done_trace |= traces
-            if not added:
-                break
+            if not added or len(self.out.hits) >= MAX_ROWS_TOTAL:
+                break  # nothing new to follow, or the rows' cap is reached (truncated): another level adds nothing
         else:
             if any(self._to_search(inp, done_corr, done_trace)):
                 self.out.truncated = True  # the rounds ran out: ids of the last round's rows were not searched
