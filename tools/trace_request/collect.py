@@ -28,6 +28,8 @@ from tools.trace_request.model import LookupNote
 from tools.trace_request.reads import RequestReads
 
 EXPAND_ROUNDS = 3
+MAX_VALUES = 100
+"""ids searched per round (of each kind)"""
 MAX_ROWS_TOTAL = 200
 
 
@@ -262,15 +264,26 @@ class Collector:
         done_corr: set[str] = {inp.value} if inp.way == "correlation_id" else set()
         done_trace: set[str] = {inp.value} if inp.way == "trace_id" else set()
         for _ in range(EXPAND_ROUNDS):
-            corr = {c for h in self.out.hits.values() if (c := self.correlation(h))} - done_corr
-            traces = set().union(*(self.trace_ids(h) for h in self.out.hits.values())) - done_trace
-            if inp.way == "trace_id":
-                traces = set()
+            corr, traces = self._to_search(inp, done_corr, done_trace)
             if not corr and not traces:
                 break
-            added = self._add(await self.level(services, sorted(corr)[:100], sorted(traces)[:100]), inp)
+            if len(corr) > MAX_VALUES or len(traces) > MAX_VALUES:
+                self.out.truncated = True  # the ids past the first MAX_VALUES are not searched
+            added = self._add(await self.level(services, sorted(corr)[:MAX_VALUES], sorted(traces)[:MAX_VALUES]),
+                              inp)
             done_corr |= corr
             done_trace |= traces
-            if not added:
-                break
+            if not added or len(self.out.hits) >= MAX_ROWS_TOTAL:
+                break  # nothing new to follow, or the rows' cap is reached (truncated): another level adds nothing
+        else:
+            if any(self._to_search(inp, done_corr, done_trace)):
+                self.out.truncated = True  # the rounds ran out: ids of the last round's rows were not searched
         return self.out
+
+    def _to_search(self, inp: RequestInput, done_corr: set[str], done_trace: set[str]) -> tuple[set[str], set[str]]:
+        """The correlation ids and trace ids the rows found carry that were not searched yet (by ``trace_id``
+        only correlation ids are followed)."""
+        corr = {c for h in self.out.hits.values() if (c := self.correlation(h))} - done_corr
+        if inp.way == "trace_id":
+            return corr, set()
+        return corr, set().union(*(self.trace_ids(h) for h in self.out.hits.values())) - done_trace
