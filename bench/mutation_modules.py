@@ -86,7 +86,9 @@ MODULES: tuple[Module, ...] = (
     Module(
         "trace-request",
         ("tools/trace_request/collect.py", "tools/trace_request/tree.py", "tools/trace_request/lookups.py"),
-        ("tests/trace_request/test_trace_request.py", "tests/trace_request/test_ways_in_edges.py"),
+        tuple(f"tests/trace_request/test_{n}.py" for n in (
+            "trace_request", "ways_in_edges", "promise_collect_plan", "promise_collect_run", "promise_lookups",
+            "promise_tree")),
         timeout_constant=15.0,
     ),
     Module(
