@@ -15,7 +15,10 @@ It plays what a test cannot get from a healthy Redis, without touching the code 
   Redis still keeps and filters by its own idle times (``XPENDING ... IDLE``, ``XCLAIM`` min-idle);
   only what the client reads is replaced, so a limit compared by the code under test can be hit
   to the millisecond, which Redis's moving clock never allows;
-- ``pin_pttl(ms)``: a ``PTTL`` of a key that has a time to live (a reply >= 0) reads ``ms``.
+- ``pin_pttl(ms)``: a ``PTTL`` of a key that has a time to live (a reply >= 0) reads ``ms``;
+- ``report_inactive(ms or {name: ms})``: ``XINFO CONSUMERS`` reads the way Redis >= 7.2 answers it,
+  each consumer with an ``inactive`` field (ms since its last successful read, -1 if it never read)
+  next to ``idle``: the machine's Redis (7.0) has no such field, the reply shape is 7.2's documented one.
 
 Replies are rewritten only when they come back directly, not inside a ``MULTI`` / ``EXEC``.
 
@@ -117,6 +120,29 @@ def pin_idle_reply(raw: bytes, command: str, entries: int | None, consumers: int
     return _encode((kind, rows))
 
 
+def inactive_reply(raw: bytes, inactive: int | Mapping[str, int]) -> bytes:
+    """``raw``, a reply to ``XINFO CONSUMERS``, as Redis >= 7.2 gives it: each consumer (every one, or those
+    named) with its ``inactive`` field (ms since its last successful read; -1: never read) set, or added
+    after ``idle`` when the server is older."""
+    _, (kind, rows) = _node(raw, 0)
+    if kind != b"*" or not rows:
+        return raw
+    for row_kind, fields in rows:
+        if row_kind not in (b"*", b"%"):
+            continue
+        pairs = {fields[i][1]: i + 1 for i in range(0, len(fields) - 1, 2)}
+        name = fields[pairs[b"name"]][1].decode() if b"name" in pairs else ""
+        ms = inactive if isinstance(inactive, int) else inactive.get(name)
+        if ms is None:
+            continue
+        if b"inactive" in pairs:
+            fields[pairs[b"inactive"]] = _integer(ms)
+        else:
+            at = pairs.get(b"idle", len(fields) - 1) + 1
+            fields[at:at] = [(b"$", b"inactive"), _integer(ms)]
+    return _encode((kind, rows))
+
+
 def time_reply(ms: int) -> bytes:
     seconds, micros = str(ms // 1000).encode(), str((ms % 1000) * 1000).encode()
     return b"*2\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n" % (len(seconds), seconds, len(micros), micros)
@@ -131,6 +157,7 @@ class RedisFaultProxy(LoopbackProxy):
         self._time_ms: int | None = None
         self._idle: tuple[int | None, int | Mapping[str, int] | None] = (None, None)
         self._pttl_ms: int | None = None
+        self._inactive: int | Mapping[str, int] | None = None
         self.db = 0
         super().__init__(target_host, target_port)
 
@@ -158,6 +185,10 @@ class RedisFaultProxy(LoopbackProxy):
 
     def pin_pttl(self, ms: int | None) -> None:
         self._pttl_ms = ms
+
+    def report_inactive(self, ms: int | Mapping[str, int] | None) -> None:
+        """``XINFO CONSUMERS`` reads as on Redis >= 7.2: each consumer's ``inactive`` is ``ms`` (or per name)."""
+        self._inactive = ms
 
     def _turn_away(self, client: socket.socket) -> bool:
         if self.is_cut:
@@ -236,7 +267,9 @@ class RedisFaultProxy(LoopbackProxy):
         if name == "TIME" and time_ms is not None:
             return time_reply(time_ms)
         if name in ("XPENDING+", "XINFO CONSUMERS") and idle != (None, None):
-            return pin_idle_reply(raw, name, *idle)
+            raw = pin_idle_reply(raw, name, *idle)
+        if name == "XINFO CONSUMERS" and self._inactive is not None:
+            raw = inactive_reply(raw, self._inactive)
         if name == "PTTL" and pttl_ms is not None and raw.startswith(b":") and int(raw[1:-2]) >= 0:
             return b":%d\r\n" % pttl_ms
         return raw

@@ -10,7 +10,8 @@ everything else (the stream, the group, the entries, the keys) is real. The limi
 - a consumer idle ``dead_consumer_idle_ms`` or more is dead (below it, live), in both plans that
   look at consumers, and a pending entry is claimed from a dead consumer only once idle that long;
 - a stale-lock plan skips an entry delivered less than ``claim_interval_ms`` ago;
-- a key snapshot keeps a time to live of 0 ms (the key's last millisecond) as 0, not as "no TTL".
+- a key snapshot keeps a time to live of 0 ms (the key's last millisecond) as 0, not as "no TTL";
+- on Redis >= 7.2 a consumer's idle time is its ``inactive`` time (since its last successful read).
 """
 
 from __future__ import annotations
@@ -136,6 +137,25 @@ async def test_a_consumer_that_read_this_millisecond_is_idle_0(connections, redi
     _pending_at(redis_client, "alice")
     proxy.pin_idle(consumers=0)
     assert [(c.name, c.idle_ms) for c in await rr.consumers_of(connections.redis(), STREAM, GROUP)] == [("alice", 0)]
+
+
+@pytest.mark.parametrize(("inactive", "seen"), [(10, 10), (0, 0), (-1, LIMIT)])
+async def test_on_redis_7_2_a_consumer_is_as_idle_as_its_last_successful_read(connections, redis_client, proxy,
+                                                                              inactive, seen) -> None:
+    """Redis >= 7.2 reports ``inactive`` (since the last successful read) next to ``idle`` (since the last
+    attempt, an empty read included): liveness is read from ``inactive``, 0 included; -1 (never read) falls
+    back to ``idle``. The reply has 7.2's shape through the proxy (the machine's Redis is 7.0)."""
+    _pending_at(redis_client, "alice")
+    proxy.pin_idle(consumers=LIMIT)
+    proxy.report_inactive(inactive)
+    via = redis.Redis.from_url(proxy.url())
+    try:
+        [raw] = via.xinfo_consumers(STREAM, GROUP)
+    finally:
+        via.close()
+    assert (raw["name"], raw["idle"], raw["inactive"], raw["pending"]) == (b"alice", LIMIT, inactive, 1)
+    assert [(c.name, c.idle_ms, c.pending) for c in await rr.consumers_of(connections.redis(), STREAM, GROUP)] == [
+        ("alice", seen, 1)]
 
 
 @pytest.mark.parametrize("pttl", [0, 1])
