@@ -74,8 +74,12 @@ def test_no_setting_replaces_the_system_trust_file(tmp_path, monkeypatch) -> Non
     monkeypatch.setattr(trust_module, "system_trust_path", lambda: system)
     assert _load().approval.trust_file == str(system)  # exists: signature mode, without any setting
     (tmp_path / "eve").mkdir()
-    with pytest.raises(ConfigError, match="no setting can replace it"):
-        _load(_trust(tmp_path / "eve", {"eve": EVE}))
+    other = _trust(tmp_path / "eve", {"eve": EVE})
+    with pytest.raises(ConfigError) as info:
+        _load(other)
+    assert str(info.value) == (
+        f"[approval] trust_file = {str(other)!r} is refused: the system trust file {system} exists, and no "
+        "setting can replace it (remove the setting, or have its owner edit that file)")
     assert _load(system).approval.approvers == {"alice": KEY}  # naming the same file is fine
 
 
