@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from typing import Any
 
 import psycopg
@@ -29,6 +30,23 @@ SERVICES = ("event", "notification", "social")
 BASELINE_INDEXES = "SELECT indexname FROM pg_indexes WHERE schemaname = 'public'"
 
 
+@contextmanager
+def outbox_database(pg_admin_url: str, *extra_sql: str) -> Iterator[str]:
+    """A scratch database with the outbox schema, then ``extra_sql`` applied; dropped afterwards."""
+    dbname = f"mesh_t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{dbname}"')
+    try:
+        url = as_url(_with_database(pg_admin_url, dbname))
+        apply_schema(url)
+        for text in extra_sql:
+            apply_schema(url, text)
+        yield url
+    finally:
+        with psycopg.connect(pg_admin_url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
+
+
 @pytest.fixture(scope="module")
 def service_dbs(pg_admin_url: str) -> Iterator[dict[str, tuple[str, frozenset[str]]]]:
     """The three service databases, created once per test module: ``name -> (url, indexes of the schema)``.
@@ -36,25 +54,13 @@ def service_dbs(pg_admin_url: str) -> Iterator[dict[str, tuple[str, frozenset[st
     Creating and dropping three databases per test took about 3 s of a 3.5 s test under load; each test
     now gets them emptied instead (``dbs``), which is what the mutation bench runs once per mutant."""
     out: dict[str, tuple[str, frozenset[str]]] = {}
-    names: list[str] = []
-    try:
+    with ExitStack() as stack:
         for name in SERVICES:
-            dbname = f"mesh_t_{uuid.uuid4().hex[:12]}"
-            with psycopg.connect(pg_admin_url, autocommit=True) as conn:
-                conn.execute(f'CREATE DATABASE "{dbname}"')
-            names.append(dbname)
-            url = as_url(_with_database(pg_admin_url, dbname))
-            apply_schema(url)
-            if name == "social":
-                apply_schema(url, OLD_SCHEMA)
+            url = stack.enter_context(outbox_database(pg_admin_url, *((OLD_SCHEMA,) if name == "social" else ())))
             with psycopg.connect(url, autocommit=True) as conn:
                 indexes = frozenset(row[0] for row in conn.execute(BASELINE_INDEXES))
             out[name] = (url, indexes)
         yield out
-    finally:
-        with psycopg.connect(pg_admin_url, autocommit=True) as conn:
-            for dbname in names:
-                conn.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
 
 
 @pytest.fixture

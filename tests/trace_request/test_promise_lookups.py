@@ -29,9 +29,8 @@ from psycopg import sql
 from psycopg.rows import dict_row
 
 from server.runtime import Runtime
-from tests.conftest import _with_database, as_url
-from tests.outbox.conftest import apply_schema
 from tests.trace_request import saga as sg
+from tests.trace_request.conftest import outbox_database
 from tools.outbox.mcp_tools import catalog_of
 from tools.trace_request import lookups
 
@@ -69,17 +68,8 @@ VARIANT_TABLES = ("event_queue", "jobs_outbox", "job_audit", "r_events", "r_jobs
 
 @pytest.fixture(scope="module")
 def variants_db(pg_admin_url: str) -> Iterator[str]:
-    dbname = f"mesh_t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{dbname}"')
-    try:
-        url = as_url(_with_database(pg_admin_url, dbname))
-        apply_schema(url)
-        apply_schema(url, VARIANTS)
+    with outbox_database(pg_admin_url, VARIANTS) as url:
         yield url
-    finally:
-        with psycopg.connect(pg_admin_url, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
 
 
 @pytest.fixture

@@ -27,9 +27,8 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from tests.conftest import _with_database, as_url
-from tests.outbox.conftest import apply_schema
 from tests.trace_request import saga as sg
+from tests.trace_request.conftest import outbox_database
 from tools.outbox.model import ServiceProblem
 
 pytestmark = pytest.mark.anyio
@@ -41,17 +40,8 @@ NULL_CUT = "its traceparent is NULL while its parent's is set: the trace is cut 
 @pytest.fixture(scope="module")
 def zeta_db(pg_admin_url: str) -> Iterator[str]:
     """A fourth service, "zeta" (sorts after the others), whose event_queue.created_at may be NULL."""
-    dbname = f"mesh_t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{dbname}"')
-    try:
-        url = as_url(_with_database(pg_admin_url, dbname))
-        apply_schema(url)
-        apply_schema(url, "ALTER TABLE event_queue ALTER COLUMN created_at DROP NOT NULL;")
+    with outbox_database(pg_admin_url, "ALTER TABLE event_queue ALTER COLUMN created_at DROP NOT NULL;") as url:
         yield url
-    finally:
-        with psycopg.connect(pg_admin_url, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
 
 
 @pytest.fixture
@@ -275,5 +265,5 @@ async def test_a_job_whose_chain_cannot_be_read_is_kept_inconclusive_and_later_j
     assert report.inconclusive is True
     assert report.verdict.sentence.endswith(f"(inconclusive: chain not read: {key})")
     started = await run(saga_settings(), start=key)  # never "no row": the row is there
-    assert [(i.key, i.verdict.code) for i in started.items][0] == (key, "inconclusive")
+    assert (started.items[0].key, started.items[0].verdict.code) == (key, "inconclusive")
     assert started.verdict.code == "inconclusive" and started.inconclusive is True
