@@ -55,6 +55,13 @@ def first_row(report, key: str) -> dict:
     return row.columns
 
 
+
+def social_skipped() -> list[tuple[str, str, str]]:
+    """The skipped notes of the social service (older schema: no correlation_id nor traceparent)."""
+    return [("social", "event_queue.correlation_id", skipped("event_queue", "correlation_id")),
+            ("social", "event_queue.traceparent", skipped("event_queue", "traceparent")),
+            ("social", "jobs_outbox.traceparent", skipped("jobs_outbox", "traceparent"))]
+
 async def test_a_correlation_search_says_how_each_row_was_reached_and_notes_every_lookup(
         dbs, redis_client, saga_settings, run) -> None:
     s = sg.build(dbs["event"][1], dbs["notification"][1], redis_client)
@@ -72,10 +79,7 @@ async def test_a_correlation_search_says_how_each_row_was_reached_and_notes_ever
     assert first_row(report, job)["payload"] == job_payload
     assert first_row(report, follow)["payload"] == {"before": None, "after": {"id": 1}}
     # social (older schema) lacks the columns: named; the old traceId is searched only there (no traceparent)
-    assert notes(report.skipped) == [
-        ("social", "event_queue.correlation_id", skipped("event_queue", "correlation_id")),
-        ("social", "event_queue.traceparent", skipped("event_queue", "traceparent")),
-        ("social", "jobs_outbox.traceparent", skipped("jobs_outbox", "traceparent"))]
+    assert notes(report.skipped) == social_skipped()
     assert notes(report.unindexed) == sorted([
         *((service, "event_queue.correlation_id", no_index("event_queue", "correlation_id"))
           for service in ("event", "notification")),
@@ -96,10 +100,7 @@ async def test_a_trace_search_reads_the_old_trace_id_too_and_notes_its_lookups(
     key = f"social:jobs_outbox:{old}"
     assert [(i.key, i.link) for i in report.items if i.service == "social"] == [(key, "trace_id (created after)")]
     assert first_row(report, key)["payload"] == {"share": "evt-42"}
-    assert notes(report.skipped) == [
-        ("social", "event_queue.correlation_id", skipped("event_queue", "correlation_id")),
-        ("social", "event_queue.traceparent", skipped("event_queue", "traceparent")),
-        ("social", "jobs_outbox.traceparent", skipped("jobs_outbox", "traceparent"))]
+    assert notes(report.skipped) == social_skipped()
     # the trace asked for is looked up in traceparent and in the old traceId of every table that has them
     assert notes(report.unindexed) == sorted([
         *((service, "event_queue.correlation_id", no_index("event_queue", "correlation_id"))
