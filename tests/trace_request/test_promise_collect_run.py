@@ -263,18 +263,26 @@ def hundred_and_one_trace_ids(dbs: dict) -> tuple[str, str]:
 
 
 @pytest.mark.parametrize("ids_of", [hundred_and_one_correlation_ids, hundred_and_one_trace_ids])
-async def test_ids_past_the_first_hundred_of_a_round_are_not_searched(dbs, saga_settings, ids_of) -> None:
+async def test_ids_past_the_first_hundred_of_a_round_are_searched_in_the_next_one(dbs, saga_settings, ids_of) -> None:
+    """A round searches at most 100 ids of each kind; the 101st waits for the next round (it is not lost): Z,
+    reached only through it, is found, and nothing is left unsearched (not truncated: no lookup filled its
+    limit)."""
     c, z = ids_of(dbs)
     out, _ = await collect(saga_settings(), correlation_id=c)
-    assert z not in ids(out) and len(out.hits) == 102 - (ids_of is hundred_and_one_trace_ids)
+    assert z in ids(out) and len(out.hits) == 103 - (ids_of is hundred_and_one_trace_ids)
+    assert out.truncated is False
 
 
-@pytest.mark.parametrize("ids_of", [hundred_and_one_correlation_ids, hundred_and_one_trace_ids])
-async def test_ids_past_the_first_hundred_of_a_round_make_it_truncated(dbs, saga_settings, ids_of) -> None:
-    """No lookup fills its row limit here: only the cut of the ids says rows may be missing."""
-    c, _z = ids_of(dbs)
+async def test_ids_left_when_the_rows_cap_is_reached_exactly_make_it_truncated(dbs, saga_settings) -> None:
+    """Exactly 200 rows, no row turned away and no lookup at its limit (each returns at most 99), but two of
+    them carry a correlation id C2 that is never searched: the answer says rows may be missing."""
+    c, t, c2 = str(uuid.uuid4()), trace(), str(uuid.uuid4())
+    events(dbs["event"][1], 97, corr=c, tp=t)
+    events(dbs["event"][1], 2, corr=c2, tp=t)
+    events(dbs["notification"][1], 99, corr=c, tp=t)
+    jobs(dbs["notification"][1], 2, tp=t)
     out, _ = await collect(saga_settings(), correlation_id=c)
-    assert out.truncated is True
+    assert len(out.hits) == 200 and out.truncated is True
 
 
 async def test_ids_left_when_the_rounds_run_out_make_it_truncated(dbs, saga_settings) -> None:

@@ -265,19 +265,14 @@ class Collector:
         done_trace: set[str] = {inp.value} if inp.way == "trace_id" else set()
         for _ in range(EXPAND_ROUNDS):
             corr, traces = self._to_search(inp, done_corr, done_trace)
-            if not corr and not traces:
-                break
-            if len(corr) > MAX_VALUES or len(traces) > MAX_VALUES:
-                self.out.truncated = True  # the ids past the first MAX_VALUES are not searched
-            added = self._add(await self.level(services, sorted(corr)[:MAX_VALUES], sorted(traces)[:MAX_VALUES]),
-                              inp)
-            done_corr |= corr
-            done_trace |= traces
-            if not added or len(self.out.hits) >= MAX_ROWS_TOTAL:
-                break  # nothing new to follow, or the rows' cap is reached (truncated): another level adds nothing
-        else:
-            if any(self._to_search(inp, done_corr, done_trace)):
-                self.out.truncated = True  # the rounds ran out: ids of the last round's rows were not searched
+            if not (corr or traces) or len(self.out.hits) >= MAX_ROWS_TOTAL:
+                break  # nothing left to follow, or the rows' cap is reached: another level adds nothing
+            corr_now, traces_now = sorted(corr)[:MAX_VALUES], sorted(traces)[:MAX_VALUES]
+            self._add(await self.level(services, corr_now, traces_now), inp)
+            done_corr.update(corr_now)  # ids past the first MAX_VALUES wait for the next round
+            done_trace.update(traces_now)
+        if any(self._to_search(inp, done_corr, done_trace)):
+            self.out.truncated = True  # ids the rows carry were not searched: the rounds or the rows' cap ran out
         return self.out
 
     def _to_search(self, inp: RequestInput, done_corr: set[str], done_trace: set[str]) -> tuple[set[str], set[str]]:
