@@ -118,11 +118,14 @@ def read_trust_file(path: Path) -> TrustFile:
 
 
 def _inside(path: Path, folder: Path) -> bool:
-    """True when ``path`` is inside ``folder``, and when either cannot be resolved (fail closed: a config
-    file that cannot be told apart from the workspace's is treated as the workspace's). Python 3.11 raises
-    ``RuntimeError`` for a symlink loop, later versions ``OSError``."""
+    """True when ``path`` is inside ``folder`` as named or where it leads (a symlink in the workspace that
+    points out of it is still the workspace's file: an agent can make one), and when either cannot be
+    resolved (fail closed: a config file that cannot be told apart from the workspace's is treated as the
+    workspace's). Python 3.11 raises ``RuntimeError`` for a symlink loop, later versions ``OSError``."""
     try:
-        return path.resolve().is_relative_to(Path(folder).resolve())
+        roots = (Path(folder).resolve(), Path(os.path.abspath(folder)))
+        places = (path.resolve(), Path(os.path.abspath(path)))
+        return any(place.is_relative_to(root) for place in places for root in roots)
     except (OSError, RuntimeError):
         return True
 

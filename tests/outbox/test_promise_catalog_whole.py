@@ -11,6 +11,7 @@ import psycopg
 import pytest
 
 from server.connections import Connections
+from server.errors import MeshError
 from tools.outbox.schema_discovery import SchemaCatalog
 
 pytestmark = pytest.mark.anyio
@@ -44,3 +45,15 @@ async def test_every_column_and_index_is_seen_under_a_small_row_cap(outbox_setti
     assert {k: (s.columns, s.indexes, s.statistics) for k, s in small.items()} == {
         k: (s.columns, s.indexes, s.statistics) for k, s in whole.items()}
     assert sum(len(s.indexes) for s in small.values()) > 1  # more than the smallest cap
+
+
+async def test_a_catalog_larger_than_its_own_cap_is_refused_not_read_in_part(outbox_settings, monkeypatch) -> None:
+    """Past ``CATALOG_MAX_ROWS`` (10,000: three tables cannot hold that many columns, so 5 here) the schema is
+    refused with the reason; a schema read in part would make present columns look missing."""
+    import tools.outbox.schema_discovery as schema_discovery
+
+    monkeypatch.setattr(schema_discovery, "CATALOG_MAX_ROWS", 5)
+    with pytest.raises(MeshError) as info:
+        await _schemas(outbox_settings(limits={"max_rows": 1}))
+    assert str(info.value) == ("service 'user': the catalog of jobs_outbox, event_queue, job_audit has more than 5 "
+                               "rows (columns or indexes); its schema cannot be read whole")

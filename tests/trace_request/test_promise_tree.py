@@ -13,8 +13,9 @@ Promises defended (docs/runtime-diagnosis.md, ``trace_request``):
   never a ``trace_context_broken`` finding;
 - ``trace_context_broken`` compares a code-written row with its nearest ancestor that has a context, names that
   ancestor as ``parent``, and is not said of a table that has no traceparent column;
-- a row whose chain cannot be read (a Redis key of the wrong type) names its service in ``unavailable`` with the
-  error, the answer is inconclusive, and the other rows are still traced (in creation order).
+- a row whose chain cannot be read (a Redis key of the wrong type) stays an ``inconclusive`` item named by its
+  key in ``unavailable`` with the error (its service was searched), and the other rows are still traced (in
+  creation order).
 """
 
 from __future__ import annotations

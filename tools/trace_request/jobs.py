@@ -22,8 +22,10 @@ OUTCOMES_PER_JOB = 10
 async def trace_jobs(reads: RequestReads, tracer: Tracer, service: str, tables: dict[str, TableSchema],
                      jobs: list[Found]) -> tuple[dict[str, TraceReport], dict[str, str]]:
     """``(job id -> its trace report, job id -> why its chain could not be read)`` for the jobs of
-    ``service``: a job whose audit, outcome events or BullMQ hops could not be read is in the second,
-    with the error, never raised and never dropped."""
+    ``service``: a job whose audit rows or outcome events could not be read, or whose trace raised (a
+    Redis key of the wrong type, a command Redis refused) is in the second, with the error, never
+    raised and never dropped. A Redis that is down does not raise: the tracer names it (``redis``)
+    and the job's hops say what is unknown."""
     settings = tracer.settings
     conv = settings.conventions
     cap = settings.limits.payload_max_bytes

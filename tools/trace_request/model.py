@@ -68,14 +68,17 @@ class RequestReport(BaseModel):
     value: str
     searched_services: list[str]
     verdict: Verdict = Field(description="the first broken link of the whole tree (trace verdict codes)")
-    inconclusive: bool = Field(description="a service could not be searched: the answer may miss rows")
+    inconclusive: bool = Field(description="a service could not be searched, or a found row's chain could not be "
+                               "read: the answer may miss rows or links")
     items: list[RequestItem]
     trace_context: list[ContextFinding] = Field(default_factory=list)
     left_out: list[str] = Field(default_factory=list, description="rows of the same correlation in another trace")
     skipped: list[LookupNote] = Field(default_factory=list, description="lookups skipped: the column is missing")
     unindexed: list[LookupNote] = Field(default_factory=list, description="lookups that ran without an index")
     truncated: bool = Field(default=False, description="the row cap stopped the search: more rows may exist")
-    unavailable: list[ServiceProblem] = Field(default_factory=list)
+    unavailable: list[ServiceProblem] = Field(default_factory=list, description=(
+        "what could not be read: a service (its name) or Redis (redis, redis:<instance>) not searched, or a row "
+        "found whose chain could not be read (its service:table:id)"))
     mermaid: str = ""
     ws_messages: list[WsMessage] = Field(default_factory=list, description="websocket messages the final consumers "
                                          "send, from the static index (evidence: static, not seen at run time)")

@@ -88,7 +88,7 @@ def _not_found(inp: inputs.RequestInput, settings: Settings, searched: list[str]
     if inp.way == "entity_id":
         sentence += f"; the payload search covered the last {inp.since_s:.0f}s only"
     if down:
-        sentence += f" (inconclusive: not searched: {', '.join(down)})"
+        sentence += _unknown(down, [])
     return verdict("not_found", "warning", sentence)
 
 
