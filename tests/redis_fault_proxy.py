@@ -33,7 +33,7 @@ import contextlib
 import socket
 import threading
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -100,47 +100,59 @@ def _integer(value: int) -> tuple[bytes, bytes]:
     return b":", str(value).encode()
 
 
+def _rewrite_rows(raw: bytes, edit: Callable[[list[Any], dict[bytes, int], str], None]) -> bytes:
+    """``raw``, an array reply of rows (arrays or maps), with ``edit(fields, value_index_by_field, name)``
+    applied to each row in place (``name``: the row's ``name`` field, "" when it has none)."""
+    _, (kind, rows) = _node(raw, 0)
+    if kind != b"*" or not rows:
+        return raw
+    for row_kind, fields in rows:
+        if row_kind in (b"*", b"%"):
+            pairs = {fields[i][1]: i + 1 for i in range(0, len(fields) - 1, 2)}
+            name = fields[pairs[b"name"]][1].decode(errors="replace") if b"name" in pairs else ""
+            edit(fields, pairs, name)
+    return _encode((kind, rows))
+
+
+def _for(ms: int | Mapping[str, int] | None, name: str) -> int | None:
+    return ms if ms is None or isinstance(ms, int) else ms.get(name)
+
+
 def pin_idle_reply(raw: bytes, command: str, entries: int | None, consumers: int | Mapping[str, int] | None) -> bytes:
     """``raw``, the reply to ``command`` (``"XPENDING+"``: the extended form; ``"XINFO CONSUMERS"``), with its
     entries' idle times set to ``entries`` and its consumers' to ``consumers`` (one value, or one per name)."""
-    _, (kind, rows) = _node(raw, 0)
-    if kind != b"*" or not rows:
-        return raw
-    for row_kind, fields in rows:
-        if command == "XPENDING+" and entries is not None and row_kind == b"*" and len(fields) == 4:
-            fields[2] = _integer(entries)
-        elif command == "XINFO CONSUMERS" and consumers is not None and row_kind in (b"*", b"%"):
-            pairs = {fields[i][1]: i + 1 for i in range(0, len(fields) - 1, 2)}
-            name = fields[pairs[b"name"]][1].decode() if b"name" in pairs else ""
-            ms = consumers if isinstance(consumers, int) else consumers.get(name)
-            for field in (b"idle", b"inactive"):
-                at = pairs.get(field)
-                if ms is not None and at is not None and fields[at][0] == b":" and int(fields[at][1]) >= 0:
-                    fields[at] = _integer(ms)
-    return _encode((kind, rows))
+
+    def edit(fields: list[Any], pairs: dict[bytes, int], name: str) -> None:
+        if command == "XPENDING+":
+            if entries is not None and len(fields) == 4:  # [id, consumer, idle, deliveries]
+                fields[2] = _integer(entries)
+            return
+        ms = _for(consumers, name)
+        for field in (b"idle", b"inactive"):
+            at = pairs.get(field)
+            if ms is not None and at is not None and fields[at][0] == b":" and int(fields[at][1]) >= 0:
+                fields[at] = _integer(ms)
+
+    return _rewrite_rows(raw, edit)
 
 
 def inactive_reply(raw: bytes, inactive: int | Mapping[str, int]) -> bytes:
-    """``raw``, a reply to ``XINFO CONSUMERS``, as Redis >= 7.2 gives it: each consumer (every one, or those
-    named) with its ``inactive`` field (ms since its last successful read; -1: never read) set, or added
-    after ``idle`` when the server is older."""
-    _, (kind, rows) = _node(raw, 0)
-    if kind != b"*" or not rows:
-        return raw
-    for row_kind, fields in rows:
-        if row_kind not in (b"*", b"%"):
-            continue
-        pairs = {fields[i][1]: i + 1 for i in range(0, len(fields) - 1, 2)}
-        name = fields[pairs[b"name"]][1].decode() if b"name" in pairs else ""
-        ms = inactive if isinstance(inactive, int) else inactive.get(name)
-        if ms is None:
-            continue
+    """``raw``, a reply to ``XINFO CONSUMERS``, as Redis >= 7.2 gives it: every consumer with its ``inactive``
+    field (ms since its last successful read; -1: never read), added after ``idle`` when the server is older:
+    ``inactive`` for every consumer or those named, the others' equal to their ``idle``."""
+
+    def edit(fields: list[Any], pairs: dict[bytes, int], name: str) -> None:
+        ms = _for(inactive, name)
+        if ms is None and b"inactive" in pairs:
+            return  # a Redis >= 7.2 said it already
+        value = _integer(ms) if ms is not None else fields[pairs[b"idle"]] if b"idle" in pairs else _integer(-1)
         if b"inactive" in pairs:
-            fields[pairs[b"inactive"]] = _integer(ms)
+            fields[pairs[b"inactive"]] = value
         else:
             at = pairs.get(b"idle", len(fields) - 1) + 1
-            fields[at:at] = [(b"$", b"inactive"), _integer(ms)]
-    return _encode((kind, rows))
+            fields[at:at] = [(b"$", b"inactive"), value]
+
+    return _rewrite_rows(raw, edit)
 
 
 def time_reply(ms: int) -> bytes:
