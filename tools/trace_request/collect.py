@@ -231,8 +231,9 @@ class Collector:
 
     # -- the whole search -------------------------------------------------------------------
 
-    def _add(self, hits: list[Hit], inp: RequestInput) -> int:
-        added = 0
+    def _add(self, hits: list[Hit], inp: RequestInput) -> None:
+        """Keep the new rows (by ``trace_id``, a row of another trace is left out), at most
+        ``MAX_ROWS_TOTAL`` in all: a row turned away at the cap sets ``truncated``."""
         for hit in hits:
             if hit.key in self.out.hits:
                 continue
@@ -246,8 +247,6 @@ class Collector:
                 self.out.truncated = True
                 break
             self.out.hits[hit.key] = hit
-            added += 1
-        return added
 
     async def collect(self, inp: RequestInput) -> Collected:
         services = inp.services
