@@ -197,12 +197,18 @@ async def test_an_entry_is_claimed_from_a_dead_consumer_from_exactly_the_dead_li
     assert (claim.operation.consumer, claim.operation.ids) == ("pp-live", [dead_entry])
 
 
+def _locked_entry(settings, r: redis.Redis) -> str:
+    """One entry pending at pp-a whose idempotency lock is held (a stale lock, once its owner is gone)."""
+    [entry] = _pending_at(r, "pp-a")
+    r.set(idempotency_key(settings.conventions, GROUP, entry), "processing", ex=600)
+    return entry
+
+
 @pytest.mark.parametrize(("idle", "skipped"), [(CLAIM_MS - 1, True), (CLAIM_MS, False)])
 async def test_a_stale_lock_is_skipped_only_when_delivered_less_than_claim_interval_ago(
     settings, connections, redis_client, proxy, idle, skipped
 ) -> None:
-    [entry] = _pending_at(redis_client, "pp-a")
-    redis_client.set(idempotency_key(settings.conventions, GROUP, entry), "processing", ex=600)
+    entry = _locked_entry(settings, redis_client)
     proxy.pin_idle(entries=idle, consumers=0)
     if skipped:
         with pytest.raises(NotFound):
@@ -218,8 +224,7 @@ async def test_a_stale_lock_is_skipped_only_when_delivered_less_than_claim_inter
 async def test_the_stale_lock_plan_splits_dead_and_live_owners_at_exactly_the_dead_limit(
     settings, connections, redis_client, proxy, consumer_idle, dead
 ) -> None:
-    [entry] = _pending_at(redis_client, "pp-a")
-    redis_client.set(idempotency_key(settings.conventions, GROUP, entry), "processing", ex=600)
+    entry = _locked_entry(settings, redis_client)
     proxy.pin_idle(entries=CLAIM_MS, consumers=consumer_idle)
     plan = await _propose(settings, connections, "clear_stale_lock", ids=[entry])
     if dead:  # its only consumer is dead: nobody to claim to, and no live owner to restart
