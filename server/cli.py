@@ -125,6 +125,9 @@ def build_parser() -> argparse.ArgumentParser:
     from tools.plan_flow.commands import add_parser as add_plan_flow
 
     add_plan_flow(sub)
+    from tools.runtime_cli.parsers import add_parsers as add_runtime_parsers
+
+    add_runtime_parsers(sub)  # trace job|event, health, stream, dlq, queue, rows
     return parser
 
 

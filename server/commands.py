@@ -23,4 +23,10 @@ COMMANDS: dict[str, str] = {
     "lint": "tools.lint.commands:cmd_lint",
     "trace-request": "tools.trace_request.commands:cmd_trace_request",
     "plan-flow": "tools.plan_flow.commands:cmd_plan_flow",
+    "trace": "tools.runtime_cli.commands:cmd_trace",
+    "health": "tools.runtime_cli.commands:cmd_health",
+    "stream": "tools.runtime_cli.commands:cmd_stream",
+    "dlq": "tools.runtime_cli.commands:cmd_dlq",
+    "queue": "tools.runtime_cli.commands:cmd_queue",
+    "rows": "tools.runtime_cli.commands:cmd_rows",
 }
