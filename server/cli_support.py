@@ -112,6 +112,13 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, max_wi
     print(format_table(headers, rows, max_width=max_width, colour=use_colour()))
 
 
+def print_text(text: str) -> None:
+    """Print ``text`` with its lines longer than the terminal wrapped (never cut: server/tables.py)."""
+    from server.tables import fit_lines
+
+    print(fit_lines(text, terminal_width()))
+
+
 def fail(message: str, code: int = 2) -> int:
     """Print one line on stderr and return the exit status."""
     print(f"mesh-mcp: {message}", file=sys.stderr)

@@ -134,11 +134,15 @@ def test_doctor_prints_the_whole_cause_of_a_failed_connection(mesh_config: Calla
 def test_tables_fit_the_terminal_and_colour_only_on_a_tty() -> None:
     from server.cli_support import format_table, use_colour
 
-    rows = [["postgres:event", "ok", "x" * 300], ["redis", "fail", "connection refused " * 10]]
+    rows = [["postgres:event", "ok", "x" * 300], ["redis", "fail", "connection refused " * 10],
+            ["index", "warning", "npm-packages/contracts/src/jobs/postgres-event.repository.ts:1234"]]
     for width in (60, 100):
         table = format_table(["check", "status", "detail"], rows, width=width)
         assert max(len(line) for line in table.splitlines()) <= width, table
-        assert "…" in table and "\033[" not in table
+        assert "…" not in table and "\033[" not in table
+        squeezed = "".join(table.split())  # wrapped, never cut: every character of every cell is there
+        assert all("".join(str(c).split()) in squeezed for row in rows for c in row), table
+        assert "postgres-event.repository.ts:1234" in table  # a file name and its line never split
     coloured = format_table(["check", "status", "detail"], rows, width=80, colour=True)
     assert "\033[32mok" in coloured and "\033[31mfail" in coloured
 

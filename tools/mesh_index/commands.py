@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from server.cli_support import print_json, print_table, settings_from_args
+from server.cli_support import fail, print_json, print_table, print_text, settings_from_args
 from server.errors import MeshError
 
 if TYPE_CHECKING:  # the service and the result models are imported once the workers parse (cmd_index)
@@ -150,12 +150,10 @@ def cmd_impact(args: argparse.Namespace) -> int:
 
         items = settings_from_args(args).limits.summary_items
         print_json(shaped(result, args.detail, summarise_impact, items))
-        return 0 if result.matches else 1
+        return 0 if result.matches else 2  # an unknown name: exit 2, as map, verify and the runtime commands
     if not result.matches:
-        print(f"'{args.target}' matches no job, event, websocket type, queue or stream.")
-        if result.suggestions:
-            print("closest names: " + ", ".join(result.suggestions))
-        return 1
+        closest = f"; closest names: {', '.join(result.suggestions)}" if result.suggestions else ""
+        return fail(f"'{args.target}' matches no job, event, websocket type, queue or stream{closest}")
     print_table(["kind", "name", "value", "defined at"],
                 [[m.kind, m.name, m.value, f"{m.defined_at.file}:{m.defined_at.line}" if m.defined_at else "(observed)"]
                  for m in result.matches], max_width=90)
@@ -179,10 +177,10 @@ def cmd_impact(args: argparse.Namespace) -> int:
                     [[s.kind, f"{s.file}:{s.line}", s.symbol or "", s.detail.get("raw", ""), s.detail.get("reason", "")]
                      for s in result.unresolved], max_width=70)
     for note in result.notes:
-        print(f"note: {note}")
+        print_text(f"note: {note}")
     from tools.mesh_index.render import index_line
 
-    print(index_line(result.index))
+    print_text(index_line(result.index))
     return 0
 
 
@@ -201,8 +199,8 @@ def cmd_catalogue(args: argparse.Namespace) -> int:
                   ", ".join(e.failing_checks)]
                  for e in catalogue.entries], max_width=70)
     counts = ", ".join(f"{n} {k}" for k, n in sorted(catalogue.counts.items())) or "nothing"
-    print(f"\n{counts}; {catalogue.orphans} orphan(s)")
+    print_text(f"\n{counts}; {catalogue.orphans} orphan(s)")
     from tools.mesh_index.render import index_line
 
-    print(index_line(catalogue.index))
+    print_text(index_line(catalogue.index))
     return 0
