@@ -35,7 +35,9 @@ def _ms(value: int | None) -> str:
     if value is None:
         return "-"
     seconds = value / 1000
-    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
 
 
 def _s(value: float | None) -> str:
