@@ -84,7 +84,12 @@ def _start(args: argparse.Namespace) -> tuple[MCPServer, Settings, tuple[str, in
     from server.cli_support import settings_from_args
     from tools.mesh_index.warmup import adopt, start_warm_up
 
-    settings = settings_from_args(args)
+    from server.errors import ConfigError
+
+    try:
+        settings = settings_from_args(args)
+    except ConfigError as exc:
+        return _start_degraded(args, str(exc))
     warm = start_warm_up(settings)  # the index loads while the MCP SDK is imported
     if settings.enable_remediation:
         from server.approval.trust import log_gate_at_start
@@ -103,3 +108,27 @@ def _start(args: argparse.Namespace) -> tuple[MCPServer, Settings, tuple[str, in
     server = build_server(settings)
     adopt(server.runtime, warm)  # type: ignore[attr-defined]
     return server, settings, None
+
+
+CONFIG_FIX = ("fix the file or the MESH_* variable it names (docs/configuration.md), check it with `mesh-mcp doctor` "
+              "(same --config / --workspace), then restart the server (reconnect in the client)")
+
+
+def _start_degraded(args: argparse.Namespace, error: str) -> tuple[MCPServer, Settings, tuple[str, int] | None]:
+    """A broken configuration: serve anyway, every tool answering with the error, so the agent's user sees it
+    (a client shows little more than "failed to connect" for a server that exits before the handshake).
+
+    Built on the default settings without a workspace, writing nothing (no schema cache, no index)."""
+    from server.app import build_server
+    from server.config import Settings
+
+    message = f"{error} — {CONFIG_FIX}"
+    log.error("configuration error: %s; serving in degraded mode (every tool answers with this error)", error)
+    settings = Settings()
+    if args.http:
+        host, port = parse_host_port(args.http)
+        from server.http_auth import require_token_for
+
+        require_token_for(host, None)  # degraded: no token could be read, so loopback only
+        return build_server(settings, cache_schemas=False, config_error=message), settings, (host, port)
+    return build_server(settings, cache_schemas=False, config_error=message), settings, None

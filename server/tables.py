@@ -19,7 +19,8 @@ GAP = "  "
 
 _LOCATION = re.compile(r"[^\s/,]+:\d+(?:[-:]\d+)?")
 """A file name with its line (``x.repository.ts:42``): one token, never split, its column at least this wide."""
-_TOKENS = re.compile(r"\s+|[^\s/,]+:\d+(?:[-:]\d+)?[,]?|[^\s/,.(]+[/,.(]?|[/,.(]")
+_TOKENS = re.compile(r"\s+|[^\s/,]+:\d+(?:[-:]\d+)?[,]?|[^\s/,.]+[/,.]?|[/,.]")
+"""Break points: after a space, a ``/``, a ``,`` or a ``.`` (never inside a file name with its line)."""
 
 
 def wrap_cell(text: str, width: int, indent: str = "") -> list[str]:
