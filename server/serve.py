@@ -82,9 +82,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def _start(args: argparse.Namespace) -> tuple[MCPServer, Settings, tuple[str, int] | None]:
     """The built server, its settings and, in HTTP mode, (host, port); the index warm-up started."""
     from server.cli_support import settings_from_args
-    from tools.mesh_index.warmup import adopt, start_warm_up
-
     from server.errors import ConfigError
+    from tools.mesh_index.warmup import adopt, start_warm_up
 
     try:
         settings = settings_from_args(args)
