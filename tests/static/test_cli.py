@@ -126,3 +126,19 @@ def test_tables_keep_every_file_and_line_whole_at_60_and_200_columns(workspace: 
             if name == "impact":
                 assert "event.service.ts:14" in out  # a file name and its line are never split
                 assert "ms-event/src/modules/event/event.service.ts:14" in "".join(out.split())
+
+
+def test_a_folder_without_typescript_fails_and_is_left_untouched(tmp_path: Path):
+    """A wrong --workspace in CI is not a green check: lint / index / verify --all exit 2 and write no .mesh/."""
+    folder = tmp_path / "not-the-repos"
+    (folder / "docs").mkdir(parents=True)
+    (folder / "docs" / "README.md").write_text("# notes\n", encoding="utf-8")
+    (folder / "node_modules" / "x").mkdir(parents=True)
+    (folder / "node_modules" / "x" / "index.ts").write_text("export const a = 1;\n", encoding="utf-8")
+    env = {"PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    for argv in (["lint"], ["index"], ["verify", "--all"]):
+        proc = subprocess.run([sys.executable, "-m", "server.cli", *argv, "--workspace", str(folder)],
+                              capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)
+        assert proc.returncode == 2, (argv, proc.stdout, proc.stderr)
+        assert "holds no TypeScript source" in proc.stderr and proc.stdout == "", argv
+        assert sorted(p.name for p in folder.iterdir()) == ["docs", "node_modules"], argv  # no .mesh/

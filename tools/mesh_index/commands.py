@@ -26,6 +26,9 @@ def make_service(args: argparse.Namespace, settings: Any = None) -> IndexService
     if settings.workspace is None:
         raise MeshError("no workspace: pass --workspace DIR (a folder of repositories) or set workspace in mesh.toml")
     from tools.mesh_index.service import service_for_settings
+    from tools.mesh_index.ts_presence import require_typescript
+
+    require_typescript(settings.workspace, settings.conventions.static.skip_dirs)  # before anything is written
 
     return service_for_settings(settings)
 
@@ -99,6 +102,10 @@ def cmd_index(args: argparse.Namespace) -> int:
         print_answer(answer, bool(args.json))
         return 0
     settings = settings_from_args(args)
+    if settings.workspace is not None:
+        from tools.mesh_index.ts_presence import require_typescript
+
+        require_typescript(settings.workspace, settings.conventions.static.skip_dirs)
     early = start_parsing_early(settings, full)
     try:
         service = make_service(args, settings)
