@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from server.config import ConfigError, load_settings, unknown_env_variables
+from server.config import ConfigError, load_settings
 from tests.helpers import REPO_ROOT, stdio_client
 
 
@@ -65,6 +65,8 @@ def test_utf8_with_a_byte_order_mark_is_read_and_utf16_is_one_line(tmp_path: Pat
 
 
 def test_environment_variables_are_named_by_their_full_name(tmp_path: Path) -> None:
+    from server.config import unknown_env_variables
+
     env = {"MESH_FOO": "1", "MESH_LIMITS__NOPE": "2", "MESH_REDIS__URL": "redis://127.0.0.1:6391/0",
            "MESH_SERVICES__USER__POSTGRES": "postgresql://u@h/db", "MESH_DEMO_REDIS_URL": "x", "MESH_HTTP_TOKEN": "t"}
     assert unknown_env_variables(env) == ["MESH_FOO", "MESH_LIMITS__NOPE"]
