@@ -92,7 +92,7 @@ async def test_health_rows_and_queue_exit_codes(db, redis_client, config) -> Non
     job_id = sim.insert_job(db, age_s=3600)
     sick = mesh(config, "health", "--json")
     assert sick.returncode == 1 and json.loads(sick.stdout)["ok"] is False
-    assert "pending_in_outbox" in mesh(config, "health").stdout
+    assert "pending_in_outbox" in sick.stdout
     rows = mesh(config, "rows", "user", "jobs_outbox", "--status", "PENDING")
     assert rows.returncode == 0 and job_id in rows.stdout and "PENDING" in rows.stdout
     sim.runner_push_job(db, redis_client, job_id)
