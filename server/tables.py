@@ -15,6 +15,8 @@ from typing import Any
 
 MIN_COLUMN = 12
 """A column is not made narrower than this (or than its widest cell, when that is shorter)."""
+MAX_WORD = 24
+"""A column is at least as wide as its longest word up to this (a verdict code, an id is not split)."""
 GAP = "  "
 
 _LOCATION = re.compile(r"[^\s/,]+:\d+(?:[-:]\d+)?")
@@ -95,11 +97,13 @@ def render_table(
     body = [[_cell(v) for v in row] for row in rows]
     natural = [len(h) for h in headers]
     located = [0] * len(headers)
+    worded = [min(len(h), MAX_WORD) for h in headers]
     for row in body:
         for i, value in enumerate(row):
             natural[i] = max(natural[i], len(value))
             located[i] = max([located[i], *(len(m) for m in _LOCATION.findall(value))])
-    floor = [max(min(w, MIN_COLUMN), loc) for w, loc in zip(natural, located, strict=True)]
+            worded[i] = max([worded[i], *(min(len(w), MAX_WORD) for w in value.split())])
+    floor = [max(min(w, MIN_COLUMN), loc, word) for w, loc, word in zip(natural, located, worded, strict=True)]
     widths = natural if width is None else _fit(natural, floor, width)
     if widths is None:
         return _blocks(headers, body, width or 80, paint)
