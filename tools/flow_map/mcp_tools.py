@@ -78,11 +78,14 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         await refresh_with_progress(service, ctx)
         from tools.flow_map.service import flow_map
         from tools.flow_map.summary import summarise_flow
+        from tools.pictures.attach import with_view
+        from tools.pictures.view import flow_view
 
         result = await flow_map(service, target, depth, live, direction, runtime)
         page = await anyio.to_thread.run_sync(related_to_flow, runtime, result)
         text = "\n".join(filter(None, [result.summary_text(), attach_related(result, page)]))
-        return tool_result(shaped(result, detail, summarise_flow, runtime.settings.limits.summary_items), text)
+        shown = tool_result(shaped(result, detail, summarise_flow, runtime.settings.limits.summary_items), text)
+        return with_view(ctx, shown, lambda: flow_view(result))
 
     with_summary(server, "flow_map", "tools.flow_map.summary:FlowSummary")
 
