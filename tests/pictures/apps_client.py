@@ -34,8 +34,8 @@ class AppsHost(ClientExtension):
 
 
 @asynccontextmanager
-async def apps_client(settings: Settings) -> AsyncIterator[Any]:
-    async with Client(build_server(settings), cache=None, extensions=[AppsHost()]) as client:
+async def apps_client(settings: Settings, server: Any = None) -> AsyncIterator[Any]:
+    async with Client(server or build_server(settings), cache=None, extensions=[AppsHost()]) as client:
         yield client
 
 

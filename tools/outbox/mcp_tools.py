@@ -111,9 +111,9 @@ def register(server: MCPServer, runtime: Runtime) -> None:
     ) -> Annotated[CallToolResult, ResultModel(TRACE_REPORT)]:
         """Follow one job hop by hop and name the first broken link.
         Hops: jobs_outbox row, BullMQ job, job:completed guard, job_audit row, outcome events, their stream entries
-        and delivery per consumer group. verdict.code: ok, pending_in_outbox, stuck_processing, pushed_not_consumed,
+        and delivery per group. verdict.code: ok, pending_in_outbox, stuck_processing, pushed_not_consumed,
         handler_failed, success_not_cleaned, event_pending, in_pel, dead_consumer, in_dlq, trimmed,
-        idempotency_lock_stale, purged or not_found, with a sentence and the next step.
+        idempotency_lock_stale, purged or not_found, with the next step.
         """
         from tools.flow_map.trace_mermaid import trace_mermaid
         from tools.outbox.summary import summarise_trace
@@ -138,7 +138,7 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         detail: DetailArg = "summary",
     ) -> Annotated[CallToolResult, ResultModel(TRACE_REPORT)]:
         """Follow one event_queue row to its stream entries and, per consumer group, whether it was delivered.
-        Pending (on which consumer, for how long), acknowledged or dead-lettered, with retry keys and idempotency lock.
+        Pending (consumer, idle time), acknowledged or dead-lettered; retry keys, idempotency lock.
         verdict.code (the first broken link): event_pending, stuck_processing, pushed_not_consumed, in_pel,
         dead_consumer, in_dlq, trimmed, idempotency_lock_stale, not_found or ok, with the next step.
         """

@@ -62,7 +62,7 @@ def cmd_graph(args: argparse.Namespace) -> int:
         print((graph.mermaid or "").rstrip("\n"))
         print("\n".join(f"%% {' '.join(line.split())}" for line in summary_lines(graph)))
     else:
-        out = args.out or settings.resolved_state_dir() / "mesh.html"
+        out = args.out or settings.resolved_state_dir / "mesh.html"
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(graph.html or "", encoding="utf-8")
         opened = open_page(out) if args.open else False

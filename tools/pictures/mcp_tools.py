@@ -36,12 +36,11 @@ def register(server: MCPServer, runtime: Runtime) -> None:
     async def visualize_mesh(
         ctx: Context,
         format: Annotated[Literal["mermaid", "json", "html"], Field(
-            description="mermaid (text), json (the graph only) or html (a standalone page in `html`)")] = "mermaid",
-        service: Annotated[str | None, Field(max_length=256, description="zoom into this service (repository)")] = None,
-        max_services: Annotated[int, Field(ge=1, le=MAX_SERVICES, description="services drawn; more are folded")] = 40,
+            description="html: a page in `html`")] = "mermaid",
+        service: Annotated[str | None, Field(max_length=256, description="zoom into one")] = None,
+        max_services: Annotated[int, Field(ge=1, le=MAX_SERVICES, description="more are folded")] = 40,
     ) -> Annotated[CallToolResult, ResultModel("tools.pictures.mesh_model:MeshGraph")]:
-        """The whole mesh: services (repositories), queues, streams, websocket outputs, aggregated per service,
-        folded to fit; `service` zooms into one. Static (the index), nothing read at run time."""
+        """Services (repositories), queues, streams, websocket outputs of the workspace, folded to fit."""
         index = get_index_service(runtime)
         await refresh_with_progress(index, ctx)
         from tools.pictures.mesh_render import mesh_text

@@ -58,9 +58,8 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         detail: DetailArg = "summary",
     ) -> Annotated[CallToolResult, ResultModel("tools.trace_request.model:RequestReport")]:
         """Follow one request across every service: give exactly one of correlation_id, trace_id, entity_id, start.
-        Finds its rows in every service, follows the correlation and trace ids, traces each item like
-        trace_job. verdict: the first broken link (`inconclusive` with `unavailable` when a service could not
-        be searched); also `trace_context` findings and `ws_messages` (static).
+        Each item is traced like trace_job. verdict: the first broken link (`inconclusive` with `unavailable` when
+        a service could not be searched); also `trace_context` findings and `ws_messages` (static).
         """
         from tools.pictures.attach import with_view
         from tools.pictures.view import request_view
