@@ -12,7 +12,7 @@ const FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-ru
   "--disable-component-update", "--disable-sync"];
 
 const HARNESS = `<!DOCTYPE html><html><body style="margin:0">
-<iframe id="app" sandbox="allow-scripts" style="width:1180px;height:760px;border:0"></iframe>
+<iframe id="app" sandbox="allow-scripts" style="width:1100px;height:300px;border:0;display:block"></iframe>
 <script>
 window.sent = [];
 window.start = function (html, result) {
@@ -26,6 +26,7 @@ window.start = function (html, result) {
         hostInfo: {name: "mesh-mcp test harness", version: "1"}, hostCapabilities: {}, hostContext: {theme: "light"}}}, "*");
     } else if (m.method === "ui/notifications/size-changed") {
       frame.style.height = Math.min(m.params.height, 2000) + "px";
+      window.sized = (window.sized || 0) + 1;
     } else if (m.method === "ui/notifications/initialized") {
       w.postMessage({jsonrpc: "2.0", method: "ui/notifications/tool-input", params: {arguments: {}}}, "*");
       w.postMessage({jsonrpc: "2.0", method: "ui/notifications/tool-result", params: result}, "*");
@@ -44,7 +45,7 @@ async function inspect(frame) {
 const browser = await chromium.launch({ executablePath: process.env.CHROMIUM || "/usr/bin/chromium", args: FLAGS });
 try {
   for (const c of cases) {
-    const page = await browser.newPage({ viewport: { width: 1200, height: 800 } });
+    const page = await browser.newPage({ viewport: { width: 1100, height: 120 } });
     const requests = [], problems = [];
     page.on("request", (r) => { if (!/^(about|data|file):/.test(r.url())) requests.push(r.url()); });
     page.on("console", (m) => { if (m.type() === "error") problems.push(m.text()); });
@@ -60,19 +61,33 @@ try {
       frame = await (await page.$("#app")).contentFrame();
     }
     await frame.waitForSelector("svg[data-drawn]", { timeout: 10000 });
+    if (!c.file) await page.waitForFunction(() => window.sized > 0, null, { timeout: 10000 });
     const out = { name: c.name, nodes: await inspect(frame), edges: await frame.$$eval("path.edge", (p) => p.length),
       title: await frame.textContent("#title"), verdict: await frame.textContent("#verdict") };
-    await page.screenshot({ path: join(artifacts, c.name + ".png"), fullPage: true });
+    const sized = async (n) => { if (!c.file) await page.waitForFunction((k) => window.sized > k, n); };
+    const shot = async (suffix) => {
+      // the viewport grown to the page (a full-page capture can leave an out-of-process frame half painted)
+      await frame.evaluate(() => window.scrollTo(0, 0));
+      const height = await page.evaluate(() => document.documentElement.scrollHeight);
+      await page.setViewportSize({ width: 1100, height: Math.min(height, 2000) });
+      await page.waitForTimeout(100);
+      await page.screenshot({ path: join(artifacts, c.name + suffix + ".png") });
+    };
+    await shot("");
     const broken = out.nodes.find((n) => n.broken) || out.nodes[0];
+    let count = c.file ? 0 : await page.evaluate(() => window.sized);
     await frame.click(`g.node[data-node="${broken.id}"]`);
+    await sized(count);
     out.clicked = broken.id;
     out.panel = await frame.textContent("#panel");
-    await page.screenshot({ path: join(artifacts, c.name + "-clicked.png"), fullPage: true });
+    await shot("-clicked");
     const folded = out.nodes.find((n) => n.label.startsWith("+"));
     if (folded) {
+      count = c.file ? 0 : await page.evaluate(() => window.sized);
       await frame.click(`g.node[data-node="${folded.id}"]`);
+      await sized(count);
       out.expanded = await inspect(frame);
-      await page.screenshot({ path: join(artifacts, c.name + "-expanded.png"), fullPage: true });
+      await shot("-expanded");
     }
     out.sent = c.file ? [] : await page.evaluate(() => window.sent);
     out.requests = requests;
