@@ -36,11 +36,11 @@ def register(server: MCPServer, runtime: Runtime) -> None:
     async def visualize_mesh(
         ctx: Context,
         format: Annotated[Literal["mermaid", "json", "html"], Field(
-            description="html: a page in `html`")] = "mermaid",
-        service: Annotated[str | None, Field(max_length=256, description="zoom into one")] = None,
+            description="html: page in `html`")] = "mermaid",
+        service: Annotated[str | None, Field(max_length=256, description="zoom in")] = None,
         max_services: Annotated[int, Field(ge=1, le=MAX_SERVICES, description="more are folded")] = 40,
     ) -> Annotated[CallToolResult, ResultModel("tools.pictures.mesh_model:MeshGraph")]:
-        """Services (repositories), queues, streams, websocket outputs of the workspace, folded to fit."""
+        """Services (repositories), queues, streams and websocket outputs, folded to fit."""
         index = get_index_service(runtime)
         await refresh_with_progress(index, ctx)
         from tools.pictures.mesh_render import mesh_text
