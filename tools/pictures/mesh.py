@@ -52,9 +52,7 @@ class _Mesh:
 
 def _route_node(kind: str, name: str) -> MeshNode:
     label = {"queue": "queue ", "stream": "stream "}.get(kind, "") + name
-    step = {"queue": f"inspect_queue(queue={name!r})", "stream": f"inspect_stream(stream={name!r})"}.get(kind)
-    return MeshNode(id=node_id("r", kind, name), kind=kind, label=label, name=name,  # type: ignore[arg-type]
-                    next_step=step or "flow_map(target=<a websocket type>) for who sends it")
+    return MeshNode(id=node_id("r", kind, name), kind=kind, label=label, name=name)  # type: ignore[arg-type]
 
 
 def collect(engine: ImpactEngine) -> _Mesh:
@@ -88,8 +86,7 @@ def collect(engine: ImpactEngine) -> _Mesh:
     for f in engine.followups(events, 1, False):
         if f.kind == "ws_event" and not f.site.test_only:
             mesh.routes.setdefault(ws, MeshNode(id=node_id("r", *ws), kind="websocket", label="websocket clients",
-                                                name="websocket clients",
-                                                next_step="flow_map(target=<a websocket type>)"))
+                                                name="websocket clients"))
             mesh.link(f.site.repo, ws, "out", f"{f.site.file}:{f.site.line}", f.value, f.confidence != "exact")
     for (_service, route, way), edge in mesh.edges.items():
         node = mesh.routes[route]
@@ -151,14 +148,12 @@ def build_mesh(engine: ImpactEngine, fmt: str = "mermaid", service: str | None =
         nodes[s] = MeshNode(id=node_id("s", s), kind="service", label=s, name=s,
                             produces=sum(len(e.sites) for (sv, _r, w), e in edges.items() if sv == s and w == "out"),
                             consumes=sum(len(e.sites) for (sv, _r, w), e in edges.items() if sv == s and w == "in"),
-                            sites=sorted(mesh.service_sites[s])[:SITES_SHOWN] if service else [],
-                            next_step=f"visualize_mesh(service={s!r})" if s != service else None)
+                            sites=sorted(mesh.service_sites[s])[:SITES_SHOWN] if service else [])
     fold_id = None
     if folded_services:
         fold_id = node_id("f", "services", *folded_services)
         nodes["\x00folded"] = MeshNode(id=fold_id, kind="folded", label=f"+{len(folded_services)} more services",
-                                       name="services", members=folded_services,
-                                       next_step="visualize_mesh(max_services=<more>) or service=<one of them>")
+                                       name="services", members=folded_services)
         notes.append(f"{len(folded_services)} services folded into one node (max_services={max_services}); "
                      "their edges are drawn from it")
     # fold routes beyond 2 * max_services (troubled first, then busiest)
@@ -171,7 +166,6 @@ def build_mesh(engine: ImpactEngine, fmt: str = "mermaid", service: str | None =
         fold.members.append(r[1])
     for kind, fold in route_folds.items():
         fold.label = f"+{len(fold.members)} more {kind}s"
-        fold.next_step = "visualize_mesh(service=<one service>) to see them"
         notes.append(f"{len(fold.members)} {kind}s folded into one node")
     route_ids = {r: (routes[r].id if r in route_keep else route_folds[r[0]].id) for r in routes}
     merged: dict[tuple[str, str], _Edge] = {}

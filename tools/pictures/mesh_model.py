@@ -26,7 +26,6 @@ class MeshNode(BaseModel):
     trouble: list[str] = Field(default_factory=list, description="what is wrong, one sentence each")
     sites: list[str] = Field(default_factory=list, description="file:line of its sites (zoomed in only; capped)")
     members: list[str] = Field(default_factory=list, description="folded node: the names folded into it")
-    next_step: str | None = Field(default=None, description="the tool call that looks closer")
 
 
 class MeshEdge(BaseModel):

@@ -49,12 +49,16 @@ def summary_lines(graph: MeshGraph) -> list[str]:
     lines.extend(f"trouble: {n.label}: {'; '.join(n.trouble)}" for n in graph.nodes if n.trouble)
     lines.extend(f"note: {n}" for n in graph.notes)
     lines.append(f"gRPC: {graph.grpc}")
+    lines.append("look closer: visualize_mesh(service=S), inspect_queue(queue=Q), inspect_stream(stream=K)")
     return lines
 
 
 def mesh_text(graph: MeshGraph) -> str:
     """The text content of visualize_mesh: the summary lines, then the picture (mermaid) or where the page is."""
     lines = summary_lines(graph)
+    if graph.format != "mermaid":  # the ids and names of what is drawn (the Mermaid text has them otherwise)
+        lines.append("nodes: " + "; ".join(f"{n.id} {n.label}" + (f" ({', '.join(n.members)})" if n.members else "")
+                                           for n in graph.nodes))
     if graph.format == "mermaid" and graph.mermaid:
         lines.append(f"```mermaid\n{graph.mermaid.rstrip()}\n```")
     elif graph.format == "html" and graph.html:

@@ -134,6 +134,18 @@ def request_view(report: RequestReport) -> dict[str, Any]:
                  + (["inconclusive: a service or chain could not be read"] if report.inconclusive else [])})
 
 
+def _mesh_next(n: Any, graph: MeshGraph) -> str | None:
+    if n.kind == "queue":
+        return f"inspect_queue(queue={n.name!r})"
+    if n.kind == "stream":
+        return f"inspect_stream(stream={n.name!r})"
+    if n.kind == "service":
+        return None if n.name == graph.service else f"visualize_mesh(service={n.name!r})"
+    if n.kind == "websocket":
+        return "flow_map(target=<a websocket type>)"
+    return "visualize_mesh(service=<one of them>) or a larger max_services"
+
+
 def mesh_view(graph: MeshGraph) -> dict[str, Any]:
     nodes = []
     for n in graph.nodes:
@@ -141,7 +153,7 @@ def mesh_view(graph: MeshGraph) -> dict[str, Any]:
                "folded": f"{len(n.members)} folded"}.get(n.kind, f"{len(n.types)} type{'s' * (len(n.types) != 1)}")
         node = {"id": n.id, "label": n.label, "sub": sub, "kind": n.kind, "state": "none", "broken": bool(n.trouble),
                 "trouble": list(n.trouble), "at": n.sites[0] if n.sites else None,
-                "detail": [*n.trouble, *(f"type {t}" for t in n.types[:20]), *n.sites], "next": n.next_step}
+                "detail": [*n.trouble, *(f"type {t}" for t in n.types[:20]), *n.sites], "next": _mesh_next(n, graph)}
         if n.kind == "folded":
             node["fold"] = [{"label": m} for m in n.members]
         nodes.append(node)
