@@ -129,6 +129,7 @@ async def test_the_app_resource_and_hosts_without_apps(make_settings, sample: Pa
         tools = {t.name: t for t in (await client.list_tools()).tools}
         (content,) = (await client.read_resource(APP_URI)).contents
         with_app = await client.call_tool("flow_map", {"target": "event.created"})
+        assert client.server_capabilities.extensions["io.modelcontextprotocol/ui"] == {}
     async with Client(server, cache=None) as client:
         without = await client.call_tool("flow_map", {"target": "event.created"})
     assert APP_URI in listed and listed[APP_URI].mime_type == "text/html;profile=mcp-app"
