@@ -57,6 +57,8 @@ async def test_the_app_draws_real_results_in_chromium(make_settings, make_pg_db,
     page_file = tmp_path / "mesh.html"
     page_file.write_text(page.structured_content["html"], encoding="utf-8")
     cases = [{"name": name, "app": app, "result": wire(r)} for name, r in results.items()]
+    bare = {k: v for k, v in wire(mesh).items() if k != "_meta"}  # a host that did not negotiate: no view
+    cases.append({"name": "mesh-structured", "app": app, "result": bare})
     cases.append({"name": "mesh-page", "file": str(page_file)})
     seen = run_browser(cases, tmp_path)
 
@@ -100,6 +102,10 @@ async def test_the_app_draws_real_results_in_chromium(make_settings, make_pg_db,
     assert {n["id"] for n in seen["mesh-page"]["nodes"] if n["broken"]} == {
         n["id"] for n in graph["nodes"] if n["trouble"]}
     assert seen["mesh-page"]["requests"] == [] and seen["mesh-page"]["problems"] == []
+    structured = seen["mesh-structured"]  # drawn from the structured content alone
+    assert {n["id"] for n in structured["nodes"]} == {n["id"] for n in graph["nodes"]}
+    assert {n["id"] for n in structured["nodes"] if n["broken"]} == {n["id"] for n in graph["nodes"] if n["trouble"]}
+    assert structured["edges"] == len(graph["edges"]) and structured["problems"] == []
     # a folded group expands into its members
     fold = next(n for n in folded.structured_content["nodes"] if n["kind"] == "folded")
     expanded = {n["label"] for n in seen["mesh-folded"]["expanded"]}

@@ -19,7 +19,7 @@ from mcp import Client
 from server.app import build_server
 from server.cli import main
 from tests.flow_map.mermaid_parser import decode, edges, parse_ok, vertices
-from tests.helpers import REPO_ROOT, copy_workspace, in_process_client
+from tests.helpers import REPO_ROOT, copy_workspace, in_process_client, stdio_client
 from tests.pictures.apps_client import apps_client
 from tools.pictures.app import APP_TOOLS, APP_URI
 from tools.pictures.view import VIEW_META_KEY
@@ -183,3 +183,14 @@ def test_graph_command(tmp_path: Path, capsys, mesh_config, sample: Path) -> Non
                           env={**env, "BROWSER": f"{tmp_path / 'no-such-browser'} %s", "PATH": str(tmp_path)})
     assert none.returncode == 0, none.stderr
     assert "no browser could be opened" in none.stdout and (tmp_path / "state" / "mesh.html").is_file()
+
+
+async def test_the_app_over_stdio(mesh_config, tmp_path: Path, sample: Path) -> None:
+    config = mesh_config({"workspace": str(sample), "state_dir": str(tmp_path / "state")})
+    async with stdio_client(config) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        (content,) = (await client.read_resource(APP_URI)).contents
+        mesh = await client.call_tool("visualize_mesh", {"format": "json"})
+    assert all(tools[name].meta["ui"]["resourceUri"] == APP_URI for name in APP_TOOLS)
+    assert content.mime_type == "text/html;profile=mcp-app" and "ui/initialize" in content.text
+    assert not mesh.is_error and set(mesh.structured_content["services"]) == SERVICES
