@@ -21,6 +21,7 @@ from tests.pictures.apps_client import ARTIFACTS, apps_client, run_browser, wire
 from tools.pictures.view import VIEW_META_KEY
 
 pytestmark = pytest.mark.anyio
+HOSTILE = 'ws"]-->x <img src=x onerror=alert(1)>|#%`'
 
 
 def _seed_failed_job(url: str, r) -> str:
@@ -47,6 +48,10 @@ async def test_the_app_draws_real_results_in_chromium(make_settings, make_pg_db,
         trace = await client.call_tool("trace_job", {"job_id": failed})
         trace_full = await client.call_tool("trace_job", {"job_id": failed, "detail": "full"})
         request = await client.call_tool("trace_request", {"start": f"user:jobs_outbox:{failed}"})
+    hostile_ws = copy_workspace(REPO_ROOT / "resources" / "sample_workspace", tmp_path / "hostile")
+    (hostile_ws / "ws-service").rename(hostile_ws / HOSTILE)
+    async with apps_client(make_settings(workspace=str(hostile_ws))) as client:
+        hostile = await client.call_tool("visualize_mesh", {"format": "html"})
     async with apps_client(make_settings(workspace=str(sample))) as client:
         mesh = await client.call_tool("visualize_mesh", {})
         folded = await client.call_tool("visualize_mesh", {"max_services": 2, "format": "json"})
@@ -60,6 +65,9 @@ async def test_the_app_draws_real_results_in_chromium(make_settings, make_pg_db,
     bare = {k: v for k, v in wire(mesh).items() if k != "_meta"}  # a host that did not negotiate: no view
     cases.append({"name": "mesh-structured", "app": app, "result": bare})
     cases.append({"name": "mesh-page", "file": str(page_file)})
+    hostile_file = tmp_path / "hostile.html"
+    hostile_file.write_text(hostile.structured_content["html"], encoding="utf-8")
+    cases.append({"name": "hostile-page", "file": str(hostile_file)})
     seen = run_browser(cases, tmp_path)
 
     for name, result in results.items():
@@ -106,6 +114,12 @@ async def test_the_app_draws_real_results_in_chromium(make_settings, make_pg_db,
     assert {n["id"] for n in structured["nodes"]} == {n["id"] for n in graph["nodes"]}
     assert {n["id"] for n in structured["nodes"] if n["broken"]} == {n["id"] for n in graph["nodes"] if n["trouble"]}
     assert structured["edges"] == len(graph["edges"]) and structured["problems"] == []
+    # a repository named like markup stays text: drawn, no element made of it, nothing loaded
+    bad = seen["hostile-page"]
+    assert {n["id"] for n in bad["nodes"]} == {n["id"] for n in hostile.meta[VIEW_META_KEY]["nodes"]}
+    assert bad["markup"] == 0 and bad["requests"] == [] and bad["problems"] == []
+    assert any(n["label"].startswith('ws"]-->x <img') for n in bad["nodes"])
+    assert all(seen[name]["markup"] == 0 for name in seen)
     # a folded group expands into its members
     fold = next(n for n in folded.structured_content["nodes"] if n["kind"] == "folded")
     expanded = {n["label"] for n in seen["mesh-folded"]["expanded"]}

@@ -47,7 +47,8 @@ try {
   for (const c of cases) {
     const page = await browser.newPage({ viewport: { width: 1100, height: 120 } });
     const requests = [], problems = [];
-    page.on("request", (r) => { if (!/^(about|data|file):/.test(r.url())) requests.push(r.url()); });
+    const own = c.file ? "file://" + c.file : null;
+    page.on("request", (r) => { if (!/^(about|data):/.test(r.url()) && r.url() !== own) requests.push(r.url()); });
     page.on("console", (m) => { if (m.type() === "error") problems.push(m.text()); });
     page.on("pageerror", (e) => problems.push(String(e)));
     let frame;
@@ -90,6 +91,7 @@ try {
       await shot("-expanded");
     }
     out.sent = c.file ? [] : await page.evaluate(() => window.sent);
+    out.markup = await frame.$$eval("img, iframe, script[src], a[href]", (e) => e.length);
     out.requests = requests;
     out.problems = problems;
     process.stdout.write(JSON.stringify(out) + "\n");
