@@ -45,6 +45,7 @@ async def test_the_app_draws_real_results_in_chromium(make_settings, make_pg_db,
         flow = await client.call_tool("flow_map", {"target": "FALLBACK_CREATE_EVENT", "depth": 2})
         flow_full = await client.call_tool("flow_map", {"target": "FALLBACK_CREATE_EVENT", "depth": 2,
                                                         "detail": "full"})
+        live = await client.call_tool("flow_map", {"target": "users.send_welcome_email", "depth": 1, "live": True})
         trace = await client.call_tool("trace_job", {"job_id": failed})
         trace_full = await client.call_tool("trace_job", {"job_id": failed, "detail": "full"})
         request = await client.call_tool("trace_request", {"start": f"user:jobs_outbox:{failed}"})
@@ -56,7 +57,7 @@ async def test_the_app_draws_real_results_in_chromium(make_settings, make_pg_db,
         mesh = await client.call_tool("visualize_mesh", {})
         folded = await client.call_tool("visualize_mesh", {"max_services": 2, "format": "json"})
         page = await client.call_tool("visualize_mesh", {"format": "html"})
-    results = {"flow-dead-end": flow, "trace-broken-hop": trace, "request": request, "mesh": mesh,
+    results = {"flow-dead-end": flow, "flow-live": live, "trace-broken-hop": trace, "request": request, "mesh": mesh,
                "mesh-folded": folded}
     assert not any(r.is_error for r in results.values()), [r.content[0].text for r in results.values()]
     page_file = tmp_path / "mesh.html"
@@ -90,6 +91,10 @@ async def test_the_app_draws_real_results_in_chromium(make_settings, make_pg_db,
     clicked = next(n for n in full["nodes"] if n["id"] == flow_seen["clicked"])
     assert clicked["trouble"] and (clicked["file"] is None or f"{clicked['file']}:{clicked['line']}" in
                                    flow_seen["panel"])
+    # live states coloured as read: the failed handler's job type in error
+    states = {n["id"]: n["state"] for n in seen["flow-live"]["nodes"]}
+    assert states == {n["id"]: n["state"] for n in live.meta[VIEW_META_KEY]["nodes"]}
+    assert "error" in states.values() and set(states.values()) <= {"ok", "warning", "error", "unknown", "none"}
     # the trace: one node per hop, the verdict's hop (and only it) marked, its next step on a click
     report = trace_full.structured_content
     trace_seen = seen["trace-broken-hop"]

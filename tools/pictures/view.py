@@ -71,6 +71,9 @@ def _flow_next(n: Any) -> str | None:
         return f"inspect_queue(queue={n.value!r})"
     if n.kind == "stream" and n.value:
         return f"inspect_stream(stream={n.value!r})"
+    if n.role == "type" and n.value and n.live is not None and n.kind in ("job", "event"):
+        table, trace = ("jobs_outbox", "trace_job") if n.kind == "job" else ("event_queue", "trace_event")
+        return f"query_outbox(table={table!r}, type={n.value!r}), then {trace} of a row"
     if n.role == "type" and n.value:
         return f"flow_map(target={n.value!r}, live=true)"
     if n.file:
