@@ -132,6 +132,9 @@ def build_parser() -> argparse.ArgumentParser:
     from tools.plan_flow.commands import add_parser as add_plan_flow
 
     add_plan_flow(sub)
+    from tools.pictures.commands import add_parser as add_graph_parser
+
+    add_graph_parser(sub)
     return parser
 
 
