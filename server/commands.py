@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "lint": "tools.lint.commands:cmd_lint",
     "trace-request": "tools.trace_request.commands:cmd_trace_request",
     "plan-flow": "tools.plan_flow.commands:cmd_plan_flow",
+    "graph": "tools.pictures.commands:cmd_graph",
     "trace": "tools.runtime_cli.commands:cmd_trace",
     "health": "tools.runtime_cli.commands:cmd_health",
     "stream": "tools.runtime_cli.commands:cmd_stream",

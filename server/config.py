@@ -246,7 +246,8 @@ def _env_overrides(environ: dict[str, str]) -> dict[str, Any]:
     for key, raw in environ.items():
         if not key.startswith("MESH_") or key.startswith(_NOT_SETTINGS):
             continue
-        if key in _READ_ELSEWHERE:  # the token is read by server.http_auth, never stored
+        # the token is read by server.http_auth, never stored; MESH_STANDALONE is serve's own switch
+        if key in _READ_ELSEWHERE:
             continue
         parts = _env_path(key)
         if not parts:
@@ -263,7 +264,7 @@ def _env_overrides(environ: dict[str, str]) -> dict[str, Any]:
 
 _NOT_SETTINGS = ("MESH_TEST_", "MESH_DEMO_")
 """Prefixes of variables read by others (the test suite, ``mesh-mcp demo``), not settings."""
-_READ_ELSEWHERE = ("MESH_CONFIG", "MESH_HTTP_TOKEN")
+_READ_ELSEWHERE = ("MESH_CONFIG", "MESH_HTTP_TOKEN", "MESH_STANDALONE")
 _SHORT_FORMS = {"MESH_WORKSPACE": "workspace", "MESH_REDIS_URL": "redis__url", "MESH_STATE_DIR": "state_dir"}
 
 
