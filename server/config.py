@@ -12,15 +12,15 @@ look like TOML values (numbers, booleans, arrays), else taken as strings.
 
 from __future__ import annotations
 
-import logging
 import os
 import tomllib
-import types
 from pathlib import Path
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from server.config_env import READ_ELSEWHERE, env_origin, env_path, unknown_variables, without_unknown
+from server.config_file import read_config_toml
 from server.conventions import (
     ColumnNames,
     Conventions,
@@ -244,12 +244,12 @@ def _env_overrides(environ: dict[str, str]) -> dict[str, Any]:
     """Turn ``MESH_A__B=...`` variables into a nested dict."""
     out: dict[str, Any] = {}
     for key, raw in environ.items():
-        if not key.startswith("MESH_") or key.startswith(_NOT_SETTINGS):
+        if not key.startswith("MESH_") or key.startswith(("MESH_TEST_", "MESH_DEMO_")):
             continue
         # the token is read by server.http_auth, never stored; MESH_STANDALONE is serve's own switch
-        if key in _READ_ELSEWHERE:
+        if key in READ_ELSEWHERE:
             continue
-        parts = _env_path(key)
+        parts = env_path(key)
         if not parts:
             continue
         cursor = out
@@ -262,69 +262,9 @@ def _env_overrides(environ: dict[str, str]) -> dict[str, Any]:
     return out
 
 
-_NOT_SETTINGS = ("MESH_TEST_", "MESH_DEMO_")
-"""Prefixes of variables read by others (the test suite, ``mesh-mcp demo``), not settings."""
-_READ_ELSEWHERE = ("MESH_CONFIG", "MESH_HTTP_TOKEN", "MESH_STANDALONE")
-_SHORT_FORMS = {"MESH_WORKSPACE": "workspace", "MESH_REDIS_URL": "redis__url", "MESH_STATE_DIR": "state_dir"}
-
-
-def _env_path(name: str) -> list[str]:
-    """The settings path a ``MESH_*`` variable names (``MESH_REDIS__URL`` -> ``["redis", "url"]``)."""
-    path = _SHORT_FORMS.get(name) or name[len("MESH_") :].lower()
-    return [p for p in path.split("__") if p]
-
-
-def _unwrap(annotation: Any) -> Any:
-    """``X`` of ``X | None``; anything else unchanged."""
-    if get_origin(annotation) in (Union, types.UnionType):
-        kept = [a for a in get_args(annotation) if a is not type(None)]
-        return kept[0] if len(kept) == 1 else annotation
-    return annotation
-
-
-def _names_a_setting(parts: list[str]) -> bool:
-    """``parts`` is a path of :class:`Settings` (a key of a table such as ``services`` is free)."""
-    model: Any = Settings
-    for part in parts:
-        if get_origin(model) is dict:
-            model = _unwrap(get_args(model)[1])
-            continue
-        if not (isinstance(model, type) and issubclass(model, BaseModel)) or part not in model.model_fields:
-            return False
-        model = _unwrap(model.model_fields[part].annotation)
-    return bool(parts)
-
-
 def unknown_env_variables(environ: dict[str, str] | None = None) -> list[str]:
-    """The ``MESH_*`` variables that name no setting (a typo, or another program's): ignored with a warning.
-
-    Not fatal: ``MESH_`` is a common prefix (service meshes use it) and one stray variable must not keep
-    the server from starting; ``doctor`` and ``server_info`` list them, and serve logs each once.
-    """
-    env = os.environ if environ is None else environ
-    return sorted(
-        name for name in env
-        if name.startswith("MESH_") and not name.startswith(_NOT_SETTINGS) and name not in _READ_ELSEWHERE
-        and not _names_a_setting(_env_path(name))
-    )
-
-
-def _known_env(environ: dict[str, str]) -> dict[str, str]:
-    """``environ`` without the unknown ``MESH_*`` variables, each logged once as a warning naming it."""
-    unknown = unknown_env_variables(environ)
-    for name in unknown:
-        logging.getLogger("mesh.config").warning(
-            "unknown environment variable %s ignored: it names no setting (see docs/configuration.md)", name)
-    return {k: v for k, v in environ.items() if k not in unknown}
-
-
-def _env_origin(err: ValidationError, environ: dict[str, str], origin: str) -> str:
-    """``environment variable MESH_X`` when the first invalid value came from that variable, else ``origin``."""
-    loc = [str(p) for p in err.errors()[0]["loc"]]
-    for name in environ:
-        if name.startswith("MESH_") and name not in _READ_ELSEWHERE and _env_path(name) == loc[: len(_env_path(name))]:
-            return f"environment variable {name}"
-    return origin
+    """The ``MESH_*`` variables naming no setting: ignored with a warning (see :mod:`server.config_env`)."""
+    return unknown_variables(Settings, os.environ if environ is None else environ)
 
 
 def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -346,35 +286,6 @@ def _format_validation_error(err: ValidationError, origin: str) -> str:
     msg = first["msg"].removeprefix("Value error, ")
     more = f" (and {len(err.errors()) - 1} more problem(s))" if len(err.errors()) > 1 else ""
     return f"{origin}: invalid value for '{loc}': {msg}{more}"
-
-
-_OTHER_ENCODINGS = (
-    (b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"),
-    (b"\xff\xfe", "UTF-16"), (b"\xfe\xff", "UTF-16"),
-)
-
-
-def read_config_toml(path: Path) -> dict[str, Any]:
-    """The TOML of ``path``, read as UTF-8 with or without a byte-order mark.
-
-    Any other encoding (UTF-16 or UTF-32, as some Windows editors save; bytes that are not UTF-8)
-    raises a one-line ``ConfigError`` saying how to re-save the file, as does invalid TOML.
-    """
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot be read ({exc.strerror or exc}): check the path and permissions") from None
-    for mark, name in _OTHER_ENCODINGS:
-        if raw.startswith(mark) or (name == "UTF-16" and len(raw) > 1 and b"\x00" in raw[:2]):
-            raise ConfigError(f"{path}: saved as {name}; mesh.toml must be UTF-8 (re-save it as UTF-8)")
-    try:
-        text = raw.decode("utf-8-sig")  # a UTF-8 byte-order mark is dropped
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path}: not UTF-8 (byte {exc.start} cannot be decoded): re-save it as UTF-8") from None
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
 
 
 def find_config_file(workspace: Path | None, explicit: Path | None) -> Path | None:
@@ -415,7 +326,7 @@ def load_settings(
         if "workspace" in data and isinstance(data["workspace"], str):
             data["workspace"] = str((path.parent / data["workspace"]).expanduser().resolve())
     file_data = data
-    env = _known_env(env)
+    env = without_unknown(Settings, env)
     env_data = _env_overrides(env)
     if env_data:
         origin = f"{origin} + MESH_* environment" if path else "MESH_* environment"
@@ -433,7 +344,7 @@ def load_settings(
     try:
         settings = Settings.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_format_validation_error(exc, _env_origin(exc, env, origin))) from None
+        raise ConfigError(_format_validation_error(exc, env_origin(exc, env, origin))) from None
     if settings.workspace is not None and not settings.workspace.is_dir():
         raise ConfigError(f"{origin}: workspace '{settings.workspace}' is not a directory")
     return settings
