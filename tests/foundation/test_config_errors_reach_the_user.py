@@ -94,3 +94,20 @@ def test_doctor_prints_each_finding_once_and_a_summary_that_matches(tmp_path: Pa
     warned = sum(row[1] == "warn" for row in rows)
     assert warned >= 1 and not tail.strip().startswith("all good"), out
     assert f"{warned} warning(s)" in tail and f"{sum(row[1] == 'ok' for row in rows)} ok" in tail, out
+
+
+@pytest.mark.anyio
+async def test_degraded_mode_registers_nothing_that_could_apply_a_plan(mesh_config: Callable[..., Path],
+                                                                         tmp_path: Path) -> None:
+    """--enable-remediation on a refused configuration: the degraded server lists no apply_remediation, is
+    read-only, and its tools answer with the error (tests/remediation/test_trust.py: an approver smuggled in
+    through the environment is such an error)."""
+    config = mesh_config({"state_dir": str(tmp_path / "state"), "approval": {"mode": "nope"}})
+    async with stdio_client(config, "--enable-remediation", env={"MESH_STANDALONE": "1"}) as client:
+        names = {t.name for t in (await client.list_tools()).tools}
+        assert "apply_remediation" not in names and "propose_remediation" in names
+        info = await client.call_tool("server_info", {})
+        assert "approval.mode" in info.structured_content["config_error"]
+        assert info.structured_content["mode"] == "read-only"
+        plan = await client.call_tool("propose_remediation", {"symptom": "dlq_replay", "stream": "s"})
+        assert plan.is_error and "not configured" in plan.content[0].text
