@@ -66,7 +66,7 @@ def check_one(skill: WorkspaceSkill, root: Path, names: NameChecker, vocab: Voca
             findings.append(_finding(skill, "path_unmatched", "warning", line, glob,
                                      "paths glob matches no file or folder of the workspace", names.moved_to(glob)))
     for verdict in check_sources(root, skill.front_matter):
-        severity = {"source_missing": "error", "source_changed": "warning"}.get(verdict.code, "info")
+        severity = {"source_missing": "error", "source_outside": "error"}.get(verdict.code, "info")
         suggestion = names.moved_to(verdict.resource) if verdict.code == "source_missing" else None
         findings.append(_finding(skill, verdict.code, severity, _line_of(skill, verdict.resource.split(", ")[0]),
                                  verdict.resource, verdict.message, suggestion))
