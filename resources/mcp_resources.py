@@ -30,11 +30,13 @@ from resources.catalogue import CATALOGUE_MIME_TYPE, CATALOGUE_URI, catalogue_js
 from resources.skill_catalog import get_skill_catalog
 from resources.skills import NAME_PATTERN, SKILL_MIME_TYPE, Skill, find_skill, load_skills
 from resources.workspace_skills import (
+    MAX_SKILL_BYTES,
     WORKSPACE_SKILL_PREFIX,
     SkillDiscovery,
     WorkspaceSkill,
     discover_workspace_skills,
 )
+from server import workspace_files
 from server.config import Settings
 from server.errors import InvalidArgument, MeshError
 from server.runtime import Runtime
@@ -128,9 +130,9 @@ def _reader(runtime: Runtime, uri: str) -> Callable[[], str]:
         if skill is None:
             known = ", ".join(s.uri for s in skills) or "(none)"
             raise ResourceNotFoundError(f"no workspace skill {uri}; known: {known} (resources/list shows them)")
-        path = runtime.settings.workspace / skill.rel_path
-        try:
-            return path.read_text(encoding="utf-8")
+        try:  # the guarded reader: no symlink out of the workspace, no FIFO or device, capped
+            return workspace_files.read_text(runtime.settings.workspace, skill.rel_path, MAX_SKILL_BYTES,
+                                             errors="strict")
         except (OSError, UnicodeDecodeError) as exc:
             raise ResourceError(f"{skill.rel_path} cannot be read: {exc}") from None
 

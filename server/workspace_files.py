@@ -94,26 +94,46 @@ def read_bytes(workspace: Path | str, path: Path | str, max_bytes: int = DEFAULT
     (:class:`FileTooLarge` beyond). See the module docstring for what is refused."""
     fd = _open(workspace, path)
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise UnsafeWorkspaceFile(os.fspath(path), f"not a regular file ({_kind(st.st_mode)})")
         _check_opened(fd, workspace, path)
-        if st.st_size > max_bytes:
-            raise FileTooLarge(os.fspath(path), f"{st.st_size} bytes, over the {max_bytes}-byte cap")
-        os.set_blocking(fd, True)
-        chunks: list[bytes] = []
-        total = 0
-        while True:
-            chunk = os.read(fd, min(_CHUNK, max_bytes + 1 - total))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-            if total > max_bytes:
-                raise FileTooLarge(os.fspath(path), f"over the {max_bytes}-byte cap (grew while read)")
-        return b"".join(chunks)
+        return _read_regular(fd, path, max_bytes)
     finally:
         os.close(fd)
+
+
+def read_regular_file(path: Path | str, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes:
+    """The bytes of ``path`` when it is a regular file and not a symlink (refused outright), at most
+    ``max_bytes``: for readers handed an absolute path of a file the crawl listed (the crawl enters
+    no linked folder), where the workspace root is not at hand."""
+    try:
+        fd = os.open(os.fspath(path), _FLAGS)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UnsafeWorkspaceFile(os.fspath(path), "a symlink (not followed)") from exc
+        raise
+    try:
+        return _read_regular(fd, path, max_bytes)
+    finally:
+        os.close(fd)
+
+
+def _read_regular(fd: int, path: Path | str, max_bytes: int) -> bytes:
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        raise UnsafeWorkspaceFile(os.fspath(path), f"not a regular file ({_kind(st.st_mode)})")
+    if st.st_size > max_bytes:
+        raise FileTooLarge(os.fspath(path), f"{st.st_size} bytes, over the {max_bytes}-byte cap")
+    os.set_blocking(fd, True)
+    chunks: list[bytes] = []
+    total = 0
+    while True:
+        chunk = os.read(fd, min(max(_CHUNK, st.st_size + 1), max_bytes + 1 - total))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total += len(chunk)
+        if total > max_bytes:
+            raise FileTooLarge(os.fspath(path), f"over the {max_bytes}-byte cap (grew while read)")
+    return b"".join(chunks)
 
 
 def read_text(workspace: Path | str, path: Path | str, max_bytes: int = DEFAULT_MAX_BYTES,
