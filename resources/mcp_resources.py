@@ -40,6 +40,7 @@ from server import workspace_files
 from server.config import Settings
 from server.errors import InvalidArgument, MeshError
 from server.runtime import Runtime
+from server.text_safety import one_line
 
 log = logging.getLogger("mesh.resources")
 
@@ -60,18 +61,21 @@ def _skill_resource(skill: Skill) -> TextResource:
 
 
 def _workspace_skill_listing(skill: WorkspaceSkill) -> MCPResource:
-    """How a workspace SKILL.md is listed: its front-matter name and description, problems said."""
+    """How a workspace SKILL.md is listed: its front-matter name and description, problems said. Every
+    text from the workspace is kept on one line with its control characters shown, not obeyed
+    (:func:`server.text_safety.one_line`): a title is what a client prints in a list."""
     description = skill.description or "(no description in its front matter)"
     if skill.error:
         description = f"{description} [listed with a problem: {skill.error}]"
     return MCPResource(
         uri=skill.uri,
-        name=f"{skill.repo}/{skill.slug}",
-        title=skill.title,
-        description=description,
+        name=one_line(f"{skill.repo}/{skill.slug}"),
+        title=one_line(skill.title),
+        description=one_line(description),
         mime_type=SKILL_MIME_TYPE,
         annotations=FOR_EVERYONE,
-        _meta={"source": "workspace", "repo": skill.repo, "path": skill.rel_path, "tags": skill.tags,
+        _meta={"source": "workspace", "repo": one_line(skill.repo), "path": one_line(skill.rel_path),
+               "tags": skill.tags,
                "front_matter_keys": sorted(skill.front_matter), "error": skill.error},
     )
 
