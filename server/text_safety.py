@@ -13,19 +13,22 @@ the attacker's own `````mermaid`` block (with ``click ... javascript:``) ahead o
 - :func:`defuse_fences` escapes every line of a text that would open or close a Markdown code
   fence, so text placed before our own fence can never start one.
 - :class:`TerminalWriter` wraps ``sys.stdout`` for the command line: everything written is
-  passed through :func:`visible`, except the plain colour sequences the CLI itself writes
-  (``ESC [ 31 m`` ... ``ESC [ 0 m``), which cannot move the cursor, set a title or a link.
+  passed through :func:`visible`. The CLI's own colours are written with :func:`colour`, which
+  marks them with a nonce drawn once per process: the writer turns only those marks into
+  ``ESC [ 31 m`` ... ``ESC [ 0 m``; an escape sequence (or a forged mark) in workspace text is shown.
 """
 
 from __future__ import annotations
 
 import re
+import secrets
 from typing import Any
 
 _UNSAFE = "\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c"
 _UNSAFE_KEEP_LINES = re.compile(f"[{_UNSAFE}]")
 _UNSAFE_ONE_LINE = re.compile(f"[{_UNSAFE}\n\t]")
-_COLOUR = re.compile(r"\x1b\[(?:0|1|2|22|3[0-7]|39)m")
+_NONCE = secrets.token_hex(6)
+_MARK = re.compile(f"\ue000{_NONCE}(0|3[1-6])\ue001")
 _FENCE = re.compile(r"^( {0,3})(`{3,}|~{3,})", re.MULTILINE)
 
 
@@ -49,16 +52,20 @@ def defuse_fences(text: str) -> str:
     return _FENCE.sub(lambda m: f"{m.group(1)}\\{m.group(2)}", text)
 
 
+def colour(code: str, text: str) -> str:
+    """``text`` in the ANSI colour ``code`` (``31`` red ... ``36`` cyan) once written through a
+    :class:`TerminalWriter`; workspace text cannot forge it (the mark holds a per-process nonce)."""
+    return f"\ue000{_NONCE}{code}\ue001{text}\ue000{_NONCE}0\ue001"
+
+
 def terminal(text: str) -> str:
-    """:func:`visible`, except the CLI's own plain colour sequences (see the module docstring)."""
-    out: list[str] = []
-    pos = 0
-    for m in _COLOUR.finditer(text):
-        out.append(visible(text[pos:m.start()]))
-        out.append(m.group())
-        pos = m.end()
-    out.append(visible(text[pos:]))
-    return "".join(out)
+    """:func:`visible`, then the marks of :func:`colour` written as ANSI colours."""
+    return _MARK.sub(lambda m: f"\x1b[{m.group(1)}m", visible(text))
+
+
+def plain(text: str) -> str:
+    """``text`` without the marks of :func:`colour` (for a stream that is not a terminal writer)."""
+    return _MARK.sub("", text)
 
 
 class TerminalWriter:
