@@ -88,10 +88,26 @@ GIT_SETTINGS = {  # each setting that makes some git command run a program, with
 }
 
 
+def _git(*args: str | Path) -> None:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@example.org", "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1",
+           "GIT_AUTHOR_DATE": "2026-01-01T00:00:00+00:00", "GIT_COMMITTER_DATE": "2026-01-01T00:00:00+00:00"}
+    subprocess.run(["git", *map(str, args)], env=env, check=True, capture_output=True)
+
+
 def _plant_git(root: Path, rel: str, setting: str, marker: Path, *, bare: bool = False) -> None:
+    """A repository with one commit made before the skill's verification record (so that the checker of
+    old asked git log, found nothing, and ran git status), an uncommitted change, then the setting planted."""
     folder = root / rel
-    folder.mkdir(parents=True)
-    subprocess.run(["git", "init", "-q", *(["--bare"] if bare else []), str(folder)], check=True)
+    work = folder if not bare else root.parent / f"{rel}-work"
+    write(work, "README.md", "a file\n")
+    write(work, ".gitattributes", "* filter=x diff=x\n")
+    _git("init", "-q", work)
+    _git("-C", work, "add", "-A")
+    _git("-C", work, "commit", "-q", "-m", "one")
+    if bare:
+        _git("clone", "-q", "--bare", work, folder)
+    write(work, "README.md", "a file, changed\n")  # an uncommitted change: status compares the content
     git_dir = folder if bare else folder / ".git"
     with (git_dir / "config").open("a") as fh:
         fh.write(GIT_SETTINGS[setting].format(m=marker))
@@ -100,9 +116,6 @@ def _plant_git(root: Path, rel: str, setting: str, marker: Path, *, bare: bool =
     for hook in ("post-checkout", "pre-commit", "post-index-change", "reference-transaction", "fsmonitor-watchman"):
         (hooks / hook).write_text(f"#!/bin/sh\ntouch {marker}\n")
         (hooks / hook).chmod(0o755)
-    if not bare:
-        write(folder, "README.md", "a file\n")
-        write(folder, ".gitattributes", "* filter=x diff=x\n")
 
 
 def test_skills_check_runs_no_program_from_a_git_layout_it_is_pointed_at(ws: Path, tmp_path: Path) -> None:
@@ -115,8 +128,8 @@ def test_skills_check_runs_no_program_from_a_git_layout_it_is_pointed_at(ws: Pat
     markers["bare"] = tmp_path / "ran-bare"
     _plant_git(ws, "evil-bare", "fsmonitor", markers["bare"], bare=True)
     sources += "  - resource: evil-bare\n"
-    write(ws, "meta/.agents/skills/git-bait/SKILL.md", skill(
-        "git-bait", f"sources:\n{sources}verified:\n  - at: \"2026-01-10T10:00:00Z\"\n    digest: \"0000000000000000\"\n"))
+    record = 'verified:\n  - at: "2026-01-10T10:00:00Z"\n    digest: "0000000000000000"\n'
+    write(ws, "meta/.agents/skills/git-bait/SKILL.md", skill("git-bait", f"sources:\n{sources}{record}"))
 
     done = run_cli("skills", "check", "--workspace", str(ws), "--json")
     assert done.returncode in (0, 1), done.stderr
@@ -178,6 +191,10 @@ def test_a_tsconfig_extending_dev_zero_does_not_crash_index(ws: Path) -> None:
     write(ws, "ms-shop/tsconfig.json", '{"extends": "' + "../" * depth + 'dev/zero", '
           '"compilerOptions": {"baseUrl": "."}}')
     write(ws, "ms-shop/tsconfig.build.json", '{"extends": "./tsconfig.json"}')
+    write(ws, "ms-event/package.json", '{"name": "ms-event"}')
+    write(ws, "ms-event/src/x.ts", "export const x = 1;\n")
+    write(ws, "ms-event/tsconfig.json", '{"extends": "./base.json", "compilerOptions": {"baseUrl": "."}}')
+    (ws / "ms-event/base.json").symlink_to("/dev/zero")
     done = run_cli("index", "--workspace", str(ws))
     assert done.returncode == 0, done.stderr[-2000:]
 
@@ -203,9 +220,7 @@ async def test_an_object_spreading_itself_breaks_no_static_tool(ws: Path, tmp_pa
           "export const A = { ...A } as const;\n"
           "export const B = { ...C, x: 'shop.x' };\nexport const C = { ...B };\n"
           "export const D = E;\nexport const E = D;\n"
-          "export { F as G } from './cycle';\nexport { G as F } from './cycle';\n"
-          "export class Cyc { run() { JobsOutboxEntity.createJob({ type: A.x, emitter: 'ms-shop', payload: {} });\n"
-          "  JobsOutboxEntity.createJob({ type: B.x, emitter: 'ms-shop', payload: {} }); } }\n")
+          "export { F as G } from './cycle';\nexport { G as F } from './cycle';\nexport * from './cycle';\n")
     async with in_process_client(settings(ws, tmp_path)) as client:
         results = {name: await client.call_tool(name, args) for name, args in (
             ("list_catalogue", {}), ("analyze_impact", {"target": "shop.charge"}), ("lint_flows", {}),
