@@ -238,13 +238,17 @@ def test_sources_outside_the_workspace_are_refused_without_probing(ws: Path, tmp
         f"  - resource: {tmp_path / 'no-such-file'}\n"
         "  - resource: ../secret.txt\n"
         "  - resource: ms-shop/../../no-such-file\n"
+        "  - resource: out-link/secret.txt\n"
+        "  - resource: out-link/no-such-file\n"
         "  - resource: ms-shop/src/types.ts\n"
         "verified:\n  - at: \"2026-01-10T10:00:00Z\"\n    digest: \"0000000000000000\"\n")))
+    (ws / "out-link").symlink_to(tmp_path)
     report = check_skills(settings(ws, tmp_path))
     findings = [f for s in report.skills for f in s.findings]
     outside = sorted(f.name for f in findings if f.code == "source_outside")
     assert outside == sorted([str(tmp_path / "secret.txt"), str(tmp_path / "no-such-file"), "../secret.txt",
-                              "ms-shop/../../no-such-file"]), "an existing and a missing outside path: same answer"
+                              "ms-shop/../../no-such-file", "out-link/secret.txt", "out-link/no-such-file"]), \
+        "an existing and a missing outside path: the same answer"
     assert all(f.severity == "error" and "not looked at" in f.message for f in findings if f.code == "source_outside")
     assert not [f for f in findings if f.code == "source_missing"]
     unverified = [f for f in findings if f.code == "source_unverified"]
@@ -266,6 +270,19 @@ def test_escape_sequences_from_the_workspace_never_reach_the_terminal(ws: Path) 
         shown = done.stdout + done.stderr
         assert ESC not in shown and "\a" not in shown and "\r" not in shown and "\u202e" not in shown, args
         assert "\\u001b" in shown, (args, "the escape is shown as text")
+
+
+async def test_tool_text_shows_escapes_instead_of_passing_them_to_the_client(ws: Path, tmp_path: Path) -> None:
+    write(ws, "ms-shop/src/types.ts", f"export enum ShopJobType {{ CHARGE = 'shop.charge', EVIL = 'shop.{ESC}[2J' }}\n")
+    write(ws, "ms-shop/src/evil.ts",
+          "import { ShopJobType } from './types';\n"
+          "export class EvilService { run() {\n"
+          "  return JobsOutboxEntity.createJob({ type: ShopJobType.EVIL, emitter: 'ms-shop', payload: {} }); } }\n")
+    async with in_process_client(settings(ws, tmp_path)) as client:
+        results = [await client.call_tool("list_catalogue", {}),
+                   await client.call_tool("analyze_impact", {"target": "EVIL"})]
+    for result in results:
+        assert not result.is_error and ESC not in result.content[0].text and "\\u001b" in result.content[0].text
 
 
 async def test_a_skill_title_with_escapes_is_listed_on_one_line(ws: Path, tmp_path: Path) -> None:

@@ -115,6 +115,15 @@ def _exists(root: Path, rel: str) -> bool:
     return os.path.lexists(root / rel)
 
 
+def _leaves_by_link(root: Path, rel: str) -> bool:
+    """``rel`` (relative, no ``..`` out) resolves outside the workspace through a symlink on its way."""
+    try:
+        workspace_files.resolved_inside(root, rel)
+    except workspace_files.UnsafeWorkspaceFile:
+        return True
+    return False
+
+
 def check_sources(root: Path, front_matter: dict[str, Any]) -> list[SourceVerdict]:
     """Sources outside the workspace (refused, never looked at), missing sources, then (when a
     verification digest is recorded) whether the digest still matches."""
@@ -127,6 +136,11 @@ def check_sources(root: Path, front_matter: dict[str, Any]) -> list[SourceVerdic
                 "source_outside", s.resource,
                 f"sources[{s.id}] names {s.resource}, which is not a path inside the workspace (absolute, or "
                 "leaving it with '..'): not looked at; name a file or folder relative to the workspace root"))
+        elif _leaves_by_link(root, rel):
+            out.append(SourceVerdict(
+                "source_outside", s.resource,
+                f"sources[{s.id}] names {s.resource}, which leads out of the workspace through a symlink: not "
+                "looked at; name a file or folder of the workspace itself"))
         else:
             inside.append(Source(s.id, rel))
     out += [SourceVerdict("source_missing", s.resource, f"sources[{s.id}] names {s.resource}, which does not exist")
