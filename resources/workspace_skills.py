@@ -41,6 +41,8 @@ SKILL_FOLDERS = (".agents", ".claude")
 """A ``SKILL.md`` counts when its path holds ``<one of these>/skills/``."""
 MAX_SKILL_FILES = 500
 MAX_SKILL_BYTES = 1_000_000
+MAX_FRONT_MATTER_NODES = 50_000
+MAX_FRONT_MATTER_DEPTH = 64
 MAX_WALK_DIRS = 50_000
 RACY_NS = 2_000_000_000
 """Mtimes this close to a walk are not trusted as freshness proof (coarse file-system clocks: up to 2 s)."""
@@ -123,7 +125,10 @@ def parse_workspace_skill(text: str, *, rel_path: str, repo: str, slug: str) -> 
             where = f" at line {mark.line + 2}" if mark is not None else ""
             error = f"front matter is not valid YAML{where}: {getattr(exc, 'problem', None) or exc}"
             loaded = {}
-        if isinstance(loaded, dict):
+        if isinstance(loaded, dict) and not _bounded(loaded):
+            error = (f"front matter holds over {MAX_FRONT_MATTER_NODES} values once its YAML aliases are expanded "
+                     "(or an alias refers to itself): not read")
+        elif isinstance(loaded, dict):
             data = {str(k): v for k, v in loaded.items()}
         else:
             error = f"front matter is a {type(loaded).__name__}, expected 'key: value' lines"
@@ -142,6 +147,25 @@ def parse_workspace_skill(text: str, *, rel_path: str, repo: str, slug: str) -> 
         text=text,
         error=error,
     )
+
+
+def _bounded(value: Any) -> bool:
+    """Whether ``value`` (loaded YAML) holds at most :data:`MAX_FRONT_MATTER_NODES` values and
+    :data:`MAX_FRONT_MATTER_DEPTH` levels counted as if its aliases were copies: a few lines of
+    nested aliases ("billion laughs") or an alias to itself would otherwise cost every later
+    walk of the front matter (``str()`` of the tags) billions of steps."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    count = 0
+    while stack:
+        item, depth = stack.pop()
+        count += 1
+        if count > MAX_FRONT_MATTER_NODES or depth > MAX_FRONT_MATTER_DEPTH:
+            return False
+        if isinstance(item, dict):
+            stack.extend((x, depth + 1) for pair in item.items() for x in pair)
+        elif isinstance(item, list | tuple | set):
+            stack.extend((x, depth + 1) for x in item)
+    return True
 
 
 def _is_skill_path(rel_dir_parts: list[str]) -> bool:

@@ -199,6 +199,33 @@ def test_a_tsconfig_extending_dev_zero_does_not_crash_index(ws: Path) -> None:
     assert done.returncode == 0, done.stderr[-2000:]
 
 
+LAUGHS = "".join(f"{k}: &{k} [{', '.join([f'*{p}'] * 9)}]\n" for p, k in zip("abcdefgh", "bcdefghi", strict=True))
+
+
+def test_a_yaml_alias_bomb_in_a_skill_neither_hangs_the_listing_nor_eats_memory(ws: Path, tmp_path: Path) -> None:
+    front = f"a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n{LAUGHS}tags: *i\npaths: *i\nsources: *i\n"
+    write(ws, "meta/.agents/skills/bomb/SKILL.md", skill("bomb", front))
+    code = (  # the server's own listing and check_skills, in a process under the limits
+        "import anyio, sys\nfrom pathlib import Path\nfrom server.config import load_settings\n"
+        "from tests.helpers import in_process_client\n"
+        "async def main():\n"
+        f"    s = load_settings(workspace=Path({str(ws)!r}), environ={{}},\n"
+        f"                      overrides={{'state_dir': {str(tmp_path)!r}}})\n"
+        "    async with in_process_client(s) as c:\n"
+        "        listed = [r for r in (await c.list_resources()).resources if str(r.uri).endswith('/bomb')]\n"
+        "        checked = await c.call_tool('check_skills', {})\n"
+        "    print(listed[0].description, checked.is_error, checked.structured_content['errors'])\n"
+        "anyio.run(main)\n")
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    try:
+        done = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, env=env, text=True, capture_output=True,
+                              timeout=60, preexec_fn=_limit_memory, check=False)
+    except subprocess.TimeoutExpired:
+        pytest.fail("listing a skill whose front matter is an alias bomb hung")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "aliases are expanded" in done.stdout and "False 1" in done.stdout
+
+
 # -- 6. bounded work: globs and self-referencing objects ---------------------------------------------------
 
 def _deep_tree(ws: Path) -> None:
