@@ -76,7 +76,7 @@ def pinned(ctx: LintContext, package_dir: str, name: str) -> tuple[Version, str,
         if lock.endswith(".json"):
             try:
                 data = json.loads(text)
-            except ValueError:
+            except (ValueError, RecursionError):
                 continue
             entry = (data.get("packages") or {}).get(f"node_modules/{name}") \
                 or (data.get("dependencies") or {}).get(name)

@@ -98,7 +98,7 @@ def _tables_in(text: str) -> Iterable[str]:
 def _read_package(vocab: Vocabulary, rel: str, text: str) -> None:
     try:
         data = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested deeper than the parser's recursion limit
         return
     if not isinstance(data, dict):
         return
