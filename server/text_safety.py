@@ -14,8 +14,9 @@ the attacker's own `````mermaid`` block (with ``click ... javascript:``) ahead o
   fence, so text placed before our own fence can never start one.
 - :class:`TerminalWriter` wraps ``sys.stdout`` for the command line: everything written is
   passed through :func:`visible`. The CLI's own colours are written with :func:`colour`, which
-  marks them with a nonce drawn once per process: the writer turns only those marks into
-  ``ESC [ 31 m`` ... ``ESC [ 0 m``; an escape sequence (or a forged mark) in workspace text is shown.
+  marks them with a nonce drawn once per process (and so does a progress bar's carriage return,
+  :func:`carriage_return`): the writer turns only those marks into ``ESC [ 31 m`` ... ``ESC [ 0 m``
+  or ``\r``; an escape sequence (or a forged mark) in workspace text is shown.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ _UNSAFE = "\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\u20
 _UNSAFE_KEEP_LINES = re.compile(f"[{_UNSAFE}]")
 _UNSAFE_ONE_LINE = re.compile(f"[{_UNSAFE}\n\t]")
 _NONCE = secrets.token_hex(6)
-_MARK = re.compile(f"\ue000{_NONCE}(0|3[1-6])\ue001")
+_MARK = re.compile(f"\ue000{_NONCE}(0|3[1-6]|r)\ue001")
 _FENCE = re.compile(r"^( {0,3})(`{3,}|~{3,})", re.MULTILINE)
 
 
@@ -58,9 +59,15 @@ def colour(code: str, text: str) -> str:
     return f"\ue000{_NONCE}{code}\ue001{text}\ue000{_NONCE}0\ue001"
 
 
+def carriage_return() -> str:
+    """A carriage return the :class:`TerminalWriter` passes (a progress bar redrawing its line); one in
+    workspace text is shown as ``\\u000d``."""
+    return f"\ue000{_NONCE}r\ue001"
+
+
 def terminal(text: str) -> str:
-    """:func:`visible`, then the marks of :func:`colour` written as ANSI colours."""
-    return _MARK.sub(lambda m: f"\x1b[{m.group(1)}m", visible(text))
+    """:func:`visible`, then the marks of :func:`colour` and :func:`carriage_return` written as such."""
+    return _MARK.sub(lambda m: "\r" if m.group(1) == "r" else f"\x1b[{m.group(1)}m", visible(text))
 
 
 def plain(text: str) -> str:
