@@ -142,15 +142,6 @@ def read_text(workspace: Path | str, path: Path | str, max_bytes: int = DEFAULT_
     return read_bytes(workspace, path, max_bytes).decode(encoding, errors)
 
 
-def is_regular_inside(workspace: Path | str, path: Path | str) -> bool:
-    """True when ``path`` is a regular file inside the workspace (symlinks resolved and confined);
-    one ``stat``, nothing opened."""
-    try:
-        return stat.S_ISREG(os.stat(resolved_inside(workspace, path)).st_mode)
-    except OSError:
-        return False
-
-
 def _open(workspace: Path | str, path: Path | str) -> int:
     """Open without following a final symlink; a symlink is then resolved and followed only inside."""
     target = confine(workspace, path) if _HAS_PROC_FD else resolved_inside(workspace, path)
