@@ -133,6 +133,7 @@ def test_doctor_prints_the_whole_cause_of_a_failed_connection(mesh_config: Calla
 
 def test_tables_fit_the_terminal_and_colour_only_on_a_tty() -> None:
     from server.cli_support import format_table, use_colour
+    from server.text_safety import terminal
 
     rows = [["postgres:event", "ok", "x" * 300], ["redis", "fail", "connection refused " * 10],
             ["index", "warning", "npm-packages/contracts/src/jobs/postgres-event.repository.ts:1234"]]
@@ -143,7 +144,7 @@ def test_tables_fit_the_terminal_and_colour_only_on_a_tty() -> None:
         squeezed = "".join(table.split())  # wrapped, never cut: every character of every cell is there
         assert all("".join(str(c).split()) in squeezed for row in rows for c in row), table
         assert "postgres-event.repository.ts:1234" in table  # a file name and its line never split
-    coloured = format_table(["check", "status", "detail"], rows, width=80, colour=True)
+    coloured = terminal(format_table(["check", "status", "detail"], rows, width=80, colour=True))  # as printed
     assert "\033[32mok" in coloured and "\033[31mfail" in coloured
 
     class Tty:
