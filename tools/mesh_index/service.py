@@ -354,6 +354,22 @@ class IndexService(FreshnessMixin, BuildCacheMixin, WarmStartMixin):
                 self._load_facts(self._open_cache())
             return self._facts.get(rel)
 
+    def all_facts(self) -> dict[str, dict[str, Any]]:
+        """Every file's raw facts (path -> facts; a shallow copy: do not modify the facts)."""
+        with self._lock, _gc_paused():
+            self._ensure()
+            if not self._facts_loaded:
+                self._load_facts(self._open_cache())
+            return dict(self._facts)
+
+    def layout(self) -> Layout:
+        """Repositories, packages and import resolution of the indexed workspace."""
+        with self._lock:
+            self._ensure()
+            if self._layout is None:
+                self._layout = self._make_layout()
+            return self._layout
+
     def close(self) -> None:
         """Write the pending snapshot (if any), close the cache and the folder watches."""
         with self._lock:

@@ -1,0 +1,128 @@
+"""The gRPC side of the workspace: proto definitions, ``@GrpcMethod`` handlers, typed clients and their calls.
+
+Handlers and clients come from the index's facts (``mdecos``, ``grpc_clients``, ``grpc_calls``: see
+:mod:`tools.mesh_index.decl_facts`); proto files are read with :mod:`tools.code_nav.proto`. Method
+names match case-insensitively (NestJS handlers and ts-proto clients write ``createEvent`` for the
+proto's ``CreateEvent``); a service matches by its own name or ``package.Service``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from tools.code_nav.files import read_text, walk
+from tools.code_nav.model import GrpcCall, GrpcHandler, ProtoRpc, Where
+from tools.code_nav.proto import ProtoFile, parse_proto
+
+if TYPE_CHECKING:
+    from tools.mesh_index.service import IndexService
+
+GRPC_DECORATORS = ("GrpcMethod", "GrpcStreamMethod", "GrpcStreamCall")
+MAX_PROTO_FILES = 2000
+MAX_PROTO_BYTES = 1024 * 1024
+
+
+def svc_key(name: str) -> str:
+    return name.rsplit(".", 1)[-1].lower()
+
+
+@dataclass
+class GrpcGraph:
+    protos: dict[str, ProtoFile] = field(default_factory=dict)
+    rpcs: list[ProtoRpc] = field(default_factory=list)
+    handlers: list[GrpcHandler] = field(default_factory=list)
+    calls: list[GrpcCall] = field(default_factory=list)
+    truncated: bool = False
+
+    def handlers_of(self, service: str, method: str) -> list[GrpcHandler]:
+        return [h for h in self.handlers
+                if svc_key(h.service) == svc_key(service) and h.method.lower() == method.lower()]
+
+    def calls_of(self, service: str, method: str) -> list[GrpcCall]:
+        return [c for c in self.calls if svc_key(c.service) == svc_key(service) and c.method.lower() == method.lower()]
+
+
+def build_graph(service: IndexService, include_tests: bool) -> GrpcGraph:
+    g = GrpcGraph()
+    facts = service.all_facts()
+    layout = service.layout()
+    markers = tuple(service.conventions.test_path_markers)
+
+    def test(rel: str) -> bool:
+        return any(m in "/" + rel for m in markers)
+
+    found = walk(service.workspace, (".proto",), service.conventions.skip_dirs, max_files=MAX_PROTO_FILES)
+    g.truncated = found.truncated
+    for rel in found.files:
+        text = read_text(service.workspace, rel, MAX_PROTO_BYTES)
+        if text is None:
+            continue
+        proto = g.protos[rel] = parse_proto(rel, text)
+        for svc in proto.services.values():
+            for rpc in svc.rpcs.values():
+                g.rpcs.append(ProtoRpc(package=proto.package, service=svc.name, method=rpc.name, request=rpc.request,
+                                       response=rpc.response, client_streaming=rpc.client_streaming,
+                                       server_streaming=rpc.server_streaming,
+                                       at=Where(repo=layout.repo_of(rel), file=rel, line=rpc.line,
+                                                symbol=f"{svc.name}.{rpc.name}")))
+    for rel, f in facts.items():
+        is_test = test(rel)
+        if is_test and not include_tests:
+            continue
+        for cls, mname, line, decos in f.get("mdecos", ()):
+            for name, args in decos:
+                if name in GRPC_DECORATORS and args:
+                    method = args[1] if len(args) > 1 and isinstance(args[1], str) else mname
+                    g.handlers.append(GrpcHandler(service=str(args[0]), method=method, test_only=is_test,
+                                                  at=Where(repo=layout.repo_of(rel), file=rel, line=line,
+                                                           symbol=f"{cls}.{mname}")))
+        clients = f.get("grpc_clients")
+        if not clients:
+            continue
+        by_field = {c[0]: c[1] for c in clients if c[0]}
+        for fld, method, line, symbol in f.get("grpc_calls", ()):
+            if fld in by_field:
+                g.calls.append(GrpcCall(service=by_field[fld], method=method, client_field=fld, test_only=is_test,
+                                        at=Where(repo=layout.repo_of(rel), file=rel, line=line, symbol=symbol)))
+    return g
+
+
+def select(g: GrpcGraph, target: str) -> list[tuple[str, str, ProtoRpc | None]]:
+    """(service, method, definition) pairs ``target`` names: a method, a service, a proto package or a .proto file."""
+    t = target.strip().lstrip("/")
+    pairs: dict[tuple[str, str], ProtoRpc | None] = {}
+    known: list[tuple[str, str, ProtoRpc | None]] = [(r.service, r.method, r) for r in g.rpcs]
+    known += [(h.service, h.method, None) for h in g.handlers] + [(c.service, c.method, None) for c in g.calls]
+
+    def add(svc: str, method: str, rpc: ProtoRpc | None) -> None:
+        key = (svc_key(svc), method.lower())
+        if pairs.get(key) is None:
+            pairs[key] = rpc
+            names[key] = (rpc.service if rpc else svc.rsplit(".", 1)[-1], rpc.method if rpc else method)
+
+    names: dict[tuple[str, str], tuple[str, str]] = {}
+    if t.endswith(".proto"):
+        for r in g.rpcs:
+            if r.at.file == t or r.at.file.endswith("/" + t):
+                add(r.service, r.method, r)
+    else:
+        low = t.lower().replace("/", ".")
+        for svc, method, rpc in known:
+            full = f"{rpc.package}.{svc}" if rpc and rpc.package else svc
+            for name in {svc, full}:
+                n = name.lower()
+                if low in (n, f"{n}.{method.lower()}") or (low == method.lower()) or (
+                        rpc is not None and rpc.package.lower() == low):
+                    add(svc, method, rpc)
+    by_key = {(svc_key(r.service), r.method.lower()): r for r in g.rpcs}
+    return [(names[k][0], names[k][1], pairs[k] or by_key.get(k)) for k in sorted(pairs)]
+
+
+def method_of(facts: dict[str, Any], symbol: str) -> tuple[str, list[Any]] | None:
+    """(file, decl) of a ``Class.method`` symbol."""
+    for rel, f in facts.items():
+        for d in f.get("decls", ()):
+            if d[0] == symbol and d[1] == "method":
+                return rel, d
+    return None
