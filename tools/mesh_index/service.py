@@ -300,7 +300,11 @@ class IndexService(FreshnessMixin, BuildCacheMixin, WarmStartMixin):
             raise InvalidArgument(f"depth must be between 0 and {MAX_DEPTH} (got {depth!r})")
         with self._lock:
             engine = self._ensure()
-            return engine.analyze(target.strip(), depth, bool(include_tests), self._current_info())
+            result = engine.analyze(target.strip(), depth, bool(include_tests), self._current_info())
+        # -- request-map hook (issue 34): an HTTP route or gRPC method is followed by tools.code_nav --
+        from tools.code_nav.request_map import attach_request_map
+
+        return attach_request_map(self, result, bool(include_tests))
 
     def catalogue(self, kind: str | None = None, orphans_only: bool = False, *, with_checks: bool = True) -> Catalogue:
         """Every job/event/ws_event/queue/stream with counts and orphan reasons.
