@@ -5,6 +5,8 @@ found, 2 on an error (one line)."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
+from typing import Any
 
 from server.cli_support import add_common_flags, print_json, print_table
 
@@ -39,7 +41,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-sections", type=int, default=3)
 
 
-def _run(args: argparse.Namespace, fn):  # type: ignore[no-untyped-def]
+def _run(args: argparse.Namespace, fn: Callable[[Any], Any]) -> Any:
     from tools.mesh_index.commands import ProgressBar, make_service
 
     service = make_service(args)
@@ -100,7 +102,8 @@ def cmd_grpc(args: argparse.Namespace) -> int:
     for rep in r.rpcs:
         name = f"{rep.rpc.service}.{rep.rpc.method}" if rep.rpc else ""
         if rep.rpc:
-            rows.append([name, "proto", f"{rep.rpc.at.file}:{rep.rpc.at.line}", f"{rep.rpc.request} -> {rep.rpc.response}"])
+            rows.append([name, "proto", f"{rep.rpc.at.file}:{rep.rpc.at.line}",
+                         f"{rep.rpc.request} -> {rep.rpc.response}"])
         rows += [[name, "handler", f"{h.at.file}:{h.at.line}", h.at.symbol or ""] for h in rep.handlers]
         rows += [[name, "client", f"{c.at.file}:{c.at.line}", f"{c.at.symbol} this.{c.client_field}.{c.method}"]
                  for c in rep.clients]
