@@ -9,7 +9,8 @@ from tools.code_nav.request_map import request_map
 def test_routes_with_global_prefix_and_version(nav_service):
     routes = collect(nav_service.all_facts(), nav_service.layout())
     assert {(r.verb, r.path, r.symbol) for r in routes} >= {
-        ("POST", "/api/v1/events", "EventsController.create"), ("DELETE", "/api/v1/events/:id", "EventsController.remove")}
+        ("POST", "/api/v1/events", "EventsController.create"),
+        ("DELETE", "/api/v1/events/:id", "EventsController.remove")}
     found, loose = find(routes, "DELETE", "/api/v1/events/42")
     assert [r.symbol for r in found] == ["EventsController.remove"] and not loose
     found, loose = find(routes, "POST", "/events")
@@ -21,7 +22,8 @@ def test_post_events_to_the_websocket(nav_service):
     kinds = [h.kind for h in m.hops]
     assert kinds[:4] == ["http_route", "gateway_call", "grpc_handler", "outbox_write"]
     first = {h.kind: h for h in reversed(m.hops)}
-    assert (first["http_route"].at.file, first["http_route"].at.line) == ("api-gateway/src/events/events.controller.ts", 9)
+    route = first["http_route"].at
+    assert (route.file, route.line) == ("api-gateway/src/events/events.controller.ts", 9)
     assert first["gateway_call"].at.symbol == "EventsGatewayService.create"
     assert first["grpc_handler"].at.symbol == "EventCommandController.createEvent"
     fallback = next(h for h in m.hops if h.name == "fallback events.fallback_create_event")

@@ -58,7 +58,8 @@ def test_fuzzy_falls_back_to_text(nav_service):
     plain = smart_search(nav_service, "sendNothing")
     assert plain.hits == [] and plain.text_hits == [] and "fuzzy=true" in plain.notes[0]
     fuzzy = smart_search(nav_service, "sendNothing", fuzzy=True)
-    assert [(t.file, t.line) for t in fuzzy.text_hits] == [("api-gateway/src/notifications/notifications.client.ts", 14)]
+    assert [(t.file, t.line) for t in fuzzy.text_hits] == [
+        ("api-gateway/src/notifications/notifications.client.ts", 14)]
 
 
 def test_warm_start_answers_from_the_cache(nav_root: Path, nav_service, tmp_path: Path):

@@ -35,10 +35,11 @@ def analyze_grpc(service: IndexService, target: str, base: str | None = None,
     if g.truncated:
         notes.append(f"stopped after {len(g.protos)} .proto files: the answer may be partial")
     chosen = select(g, target)
-    if not chosen and base is None:
+    if not chosen:
         known = sorted({r.service for r in g.rpcs} | {h.service for h in g.handlers})[:15]
-        raise InvalidArgument(f"{target!r} names no gRPC service, method, package or .proto file of the workspace; "
-                              f"services: {', '.join(known) or '(none found)'}")
+        notes.append(f"{target!r} names no gRPC service, method, package or .proto file of the workspace "
+                     f"({len(g.protos)} .proto file(s), {len(g.handlers)} @GrpcMethod handler(s) and {len(g.calls)} "
+                     f"client call(s) searched); services: {', '.join(known) or '(none found)'}")
     writes = Writes(service, include_tests)
     reports = []
     for svc, method, rpc in chosen[:MAX_RPCS]:
