@@ -29,6 +29,12 @@ def clean(text: str) -> str:
 
 def read_text(workspace: Path, rel: str, cap: int = MAX_READ) -> str | None:
     """The text of workspace file ``rel`` (None: missing, not a regular file, a symlink or over ``cap``)."""
+    data = read_bytes(workspace, rel, cap)
+    return None if data is None else data.decode("utf-8", "replace")
+
+
+def read_bytes(workspace: Path, rel: str, cap: int = MAX_READ) -> bytes | None:
+    """The bytes of workspace file ``rel`` (None: missing, not a regular file, a symlink or over ``cap``)."""
     path = os.path.join(str(workspace), rel)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
@@ -44,7 +50,7 @@ def read_text(workspace: Path, rel: str, cap: int = MAX_READ) -> str | None:
         return None
     finally:
         os.close(fd)
-    return data[:cap].decode("utf-8", "replace")
+    return data[:cap]
 
 
 @dataclass

@@ -8,10 +8,14 @@ proto's ``CreateEvent``); a service matches by its own name or ``package.Service
 
 from __future__ import annotations
 
+import os
+import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tools.code_nav.files import read_text, walk
+from tools.code_nav.files import Walk, read_text, walk
+from tools.code_nav.memo import per_build
 from tools.code_nav.model import GrpcCall, GrpcHandler, ProtoRpc, Where
 from tools.code_nav.proto import ProtoFile, parse_proto
 
@@ -52,13 +56,13 @@ def build_graph(service: IndexService, include_tests: bool) -> GrpcGraph:
     def test(rel: str) -> bool:
         return any(m in "/" + rel for m in markers)
 
-    found = walk(service.workspace, (".proto",), service.conventions.skip_dirs, max_files=MAX_PROTO_FILES)
+    found = _proto_files(service)
     g.truncated = found.truncated
     for rel in found.files:
-        text = read_text(service.workspace, rel, MAX_PROTO_BYTES)
-        if text is None:
+        proto = _parsed(service.workspace, rel)
+        if proto is None:
             continue
-        proto = g.protos[rel] = parse_proto(rel, text)
+        g.protos[rel] = proto
         for svc in proto.services.values():
             for rpc in svc.rpcs.values():
                 g.rpcs.append(ProtoRpc(package=proto.package, service=svc.name, method=rpc.name, request=rpc.request,
@@ -66,6 +70,15 @@ def build_graph(service: IndexService, include_tests: bool) -> GrpcGraph:
                                        server_streaming=rpc.server_streaming,
                                        at=Where(repo=layout.repo_of(rel), file=rel, line=rpc.line,
                                                 symbol=f"{svc.name}.{rpc.name}")))
+    g.handlers, g.calls = per_build(service, f"grpc:{include_tests}",
+                                    lambda: _code_side(facts, layout, test, include_tests))
+    return g
+
+
+def _code_side(facts: dict[str, Any], layout: Any, test: Any,
+               include_tests: bool) -> tuple[list[GrpcHandler], list[GrpcCall]]:
+    handlers: list[GrpcHandler] = []
+    calls: list[GrpcCall] = []
     for rel, f in facts.items():
         is_test = test(rel)
         if is_test and not include_tests:
@@ -74,7 +87,7 @@ def build_graph(service: IndexService, include_tests: bool) -> GrpcGraph:
             for name, args in decos:
                 if name in GRPC_DECORATORS and args:
                     method = args[1] if len(args) > 1 and isinstance(args[1], str) else mname
-                    g.handlers.append(GrpcHandler(service=str(args[0]), method=method, test_only=is_test,
+                    handlers.append(GrpcHandler(service=str(args[0]), method=method, test_only=is_test,
                                                   at=Where(repo=layout.repo_of(rel), file=rel, line=line,
                                                            symbol=f"{cls}.{mname}")))
         clients = f.get("grpc_clients")
@@ -83,9 +96,46 @@ def build_graph(service: IndexService, include_tests: bool) -> GrpcGraph:
         by_field = {c[0]: c[1] for c in clients if c[0]}
         for fld, method, line, symbol in f.get("grpc_calls", ()):
             if fld in by_field:
-                g.calls.append(GrpcCall(service=by_field[fld], method=method, client_field=fld, test_only=is_test,
+                calls.append(GrpcCall(service=by_field[fld], method=method, client_field=fld, test_only=is_test,
                                         at=Where(repo=layout.repo_of(rel), file=rel, line=line, symbol=symbol)))
-    return g
+    return handlers, calls
+
+
+_WALKS: dict[str, tuple[float, Walk]] = {}
+_PARSED: dict[tuple[str, str], tuple[tuple[int, int], ProtoFile]] = {}
+WALK_TTL_S = 2.0
+
+
+def _proto_files(service: IndexService) -> Walk:
+    """The workspace's .proto files (the walk is reused for :data:`WALK_TTL_S`, like the index's stale check)."""
+    key = str(service.workspace)
+    now = time.monotonic()
+    hit = _WALKS.get(key)
+    if hit is not None and now - hit[0] < WALK_TTL_S:
+        return hit[1]
+    found = walk(service.workspace, (".proto",), service.conventions.skip_dirs, max_files=MAX_PROTO_FILES)
+    _WALKS[key] = (now, found)
+    return found
+
+
+def _parsed(workspace: Path, rel: str) -> ProtoFile | None:
+    """A parsed .proto file, parsed again only when its size or mtime changed."""
+    try:
+        st = os.stat(os.path.join(str(workspace), rel), follow_symlinks=False)
+    except OSError:
+        return None
+    key, stamp = (str(workspace), rel), (st.st_size, st.st_mtime_ns)
+    hit = _PARSED.get(key)
+    if hit is not None and hit[0] == stamp:
+        return hit[1]
+    text = read_text(workspace, rel, MAX_PROTO_BYTES)
+    if text is None:
+        return None
+    proto = parse_proto(rel, text)
+    if len(_PARSED) > 4 * MAX_PROTO_FILES:
+        _PARSED.clear()
+    _PARSED[key] = (stamp, proto)
+    return proto
 
 
 def select(g: GrpcGraph, target: str) -> list[tuple[str, str, ProtoRpc | None]]:

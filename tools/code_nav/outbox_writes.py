@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tools.code_nav.files import read_text
+from tools.code_nav.memo import per_build
 from tools.code_nav.model import OutboxWrite, Where
 
 if TYPE_CHECKING:
@@ -32,19 +33,8 @@ class Writes:
         self.service = service
         self.facts = service.all_facts()
         self.include_tests = include_tests
-        self.by_symbol: dict[tuple[str, str | None], list[tuple[str, str, Any]]] = {}
-        for (kind, value), sites in service.linked().producers.items():
-            for s in sites:
-                if s.kind in PRODUCER_KINDS and (include_tests or not s.test_only):
-                    self.by_symbol.setdefault((s.file, s.symbol), []).append((kind, value, s))
-        self.methods: dict[str, tuple[str, list[Any]]] = {}
-        self.classes: dict[str, str] = {}
-        for rel, f in self.facts.items():
-            for d in f.get("decls", ()):
-                if d[1] == "method":
-                    self.methods.setdefault(d[0], (rel, d))
-                elif d[1] == "class":
-                    self.classes.setdefault(d[0], rel)
+        self.by_symbol, self.methods, self.classes = per_build(
+            service, f"writes:{include_tests}", lambda: _tables(service, self.facts, include_tests))
 
     def field_type(self, cls: str, fld: str) -> str | None:
         """The declared class of ``this.<fld>`` in ``cls`` (constructor parameter or typed field), up its bases."""
@@ -106,3 +96,20 @@ class Writes:
             rel = self.classes.get(cls)
             cls = self.facts.get(rel, {}).get("classes", {}).get(cls, {}).get("extends", "") if rel else ""
         return None
+
+
+def _tables(service: IndexService, facts: dict[str, Any], include_tests: bool) -> tuple[Any, Any, Any]:
+    by_symbol: dict[tuple[str, str | None], list[tuple[str, str, Any]]] = {}
+    for (kind, value), sites in service.linked().producers.items():
+        for s in sites:
+            if s.kind in PRODUCER_KINDS and (include_tests or not s.test_only):
+                by_symbol.setdefault((s.file, s.symbol), []).append((kind, value, s))
+    methods: dict[str, tuple[str, list[Any]]] = {}
+    classes: dict[str, str] = {}
+    for rel, f in facts.items():
+        for d in f.get("decls", ()):
+            if d[1] == "method":
+                methods.setdefault(d[0], (rel, d))
+            elif d[1] == "class":
+                classes.setdefault(d[0], rel)
+    return by_symbol, methods, classes

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from server.errors import InvalidArgument
-from tools.code_nav.files import clean, confine, in_scope, read_text
+from tools.code_nav.files import clean, confine, in_scope, read_bytes, read_text
+from tools.code_nav.memo import per_build
 from tools.code_nav.model import Page, SearchResult, SymbolHit, TextHit
 
 if TYPE_CHECKING:
@@ -52,18 +53,16 @@ def smart_search(service: IndexService, query: str, scope: str | None = None, in
         raise InvalidArgument(f"limit must be 1-{MAX_LIMIT} and offset >= 0 (got limit={limit}, offset={offset})")
     facts = service.all_facts()
     layout = service.layout()
-    folder = confine(service.workspace, scope, {layout.repo_of(p) for p in list(facts)[:5000]})
+    table = per_build(service, f"names:{test_markers}", lambda: _name_table(facts, test_markers))
+    folder = confine(service.workspace, scope, table.repos(layout))
     ql = q.lower()
     found: list[tuple[tuple[Any, ...], str, list[Any], str]] = []
-    for rel, f in facts.items():
-        decls = f.get("decls")
-        if not decls or not in_scope(rel, folder):
+    for low, rel, d, test in table.entries:
+        if ql not in low or not in_scope(rel, folder):
             continue
-        test = _is_test(rel, test_markers)
-        for d in decls:
-            how = _match(d[0], ql)
-            if how is not None:
-                found.append(((MATCH_ORDER[how], test, KIND_ORDER.get(d[1], 9), rel, d[2]), rel, d, how))
+        how = _match(d[0], ql)
+        if how is not None:
+            found.append(((MATCH_ORDER[how], test, KIND_ORDER.get(d[1], 9), rel, d[2]), rel, d, how))
     found.sort(key=lambda x: x[0])
     notes: list[str] = []
     page_items = found[offset:offset + limit]
@@ -82,6 +81,31 @@ def smart_search(service: IndexService, query: str, scope: str | None = None, in
     nxt = offset + limit if offset + limit < total else None
     return SearchResult(query=q, scope=folder, hits=hits, text_hits=text_hits,
                         page=Page(total=total, offset=offset, limit=limit, next_offset=nxt), notes=notes)
+
+
+class _NameTable:
+    """Every declaration of one index build, its name lower-cased (the scan is a substring test in C)."""
+
+    def __init__(self) -> None:
+        self.entries: list[tuple[str, str, list[Any], bool]] = []
+        self._repos: set[str] | None = None
+        self.files: list[str] = []
+
+    def repos(self, layout: Any) -> set[str]:
+        if self._repos is None:
+            self._repos = {layout.repo_of(p) for p in self.files}
+        return self._repos
+
+
+def _name_table(facts: dict[str, Any], markers: tuple[str, ...]) -> _NameTable:
+    table = _NameTable()
+    table.files = list(facts)
+    for rel, f in facts.items():
+        decls = f.get("decls")
+        if decls:
+            test = _is_test(rel, markers)
+            table.entries.extend((d[0].lower(), rel, d, test) for d in decls)
+    return table
 
 
 def _is_test(rel: str, markers: tuple[str, ...]) -> bool:
@@ -106,16 +130,16 @@ def _full_text(workspace: Path, facts: dict[str, Any], folder: str | None, ql: s
                layout: Any) -> tuple[list[TextHit], bool]:
     hits: list[TextHit] = []
     read = 0
+    needle = ql.encode()
     for rel in facts:
         if not in_scope(rel, folder) or not rel.endswith((".ts", ".tsx", ".mts", ".cts")):
             continue
-        text = read_text(workspace, rel)
-        if text is None:
+        data = read_bytes(workspace, rel)
+        if data is None:
             continue
-        read += len(text)
-        low = text.lower()
-        if ql in low:
-            for i, line in enumerate(text.splitlines(), 1):
+        read += len(data)
+        if needle in data.lower():
+            for i, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
                 if ql in line.lower():
                     hits.append(TextHit(repo=layout.repo_of(rel), file=rel, line=i, text=clean(line.strip())[:200]))
                     if len(hits) >= MAX_TEXT_HITS:
