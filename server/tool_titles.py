@@ -32,10 +32,10 @@ TITLES: dict[str, str] = {
     "plan_flow": "Plan the edits for a new job or event",
     "propose_remediation": "Propose a repair plan (read-only; a human approves it)",
     "apply_remediation": "Apply an approved repair plan",
-    "smart_search": "Find declared symbols by name",
-    "find_dependents": "Who imports or declares a package, symbol or file",
-    "analyze_grpc": "gRPC method: proto, handlers, clients, outbox writes, breaking changes",
-    "search_docs": "Search the workspace's Markdown docs",
+    "smart_search": "Find symbols by name",
+    "find_dependents": "Who imports a package or symbol",
+    "analyze_grpc": "gRPC rpc: handlers, clients, writes",
+    "search_docs": "Search the workspace docs",
 }
 
 

@@ -38,7 +38,10 @@ def test_service_handlers_clients_and_writes(nav_service):
 def test_camel_case_method_test_handlers_and_comments(nav_service):
     r = analyze_grpc(nav_service, "NotificationService.SendDigest")
     (rep,) = r.rpcs
-    assert [(h.method, h.at.symbol) for h in rep.handlers] == [("sendDigest", "NotificationController.sendDigest")]
+    # @GrpcMethod(NOTIFICATION_SERVICE_NAME, ...) and getService<...>(NOTIFICATION_SERVICE_NAME): constants resolved
+    # through a subpath import, an `export *` barrel and the package name
+    assert [(h.service, h.method, h.at.symbol) for h in rep.handlers] == [
+        ("NotificationService", "sendDigest", "NotificationController.sendDigest")]
     assert [(c.method, c.at.line) for c in rep.clients] == [("sendDigest", 15)]  # the commented call is not one
     with_tests = analyze_grpc(nav_service, "sendDigest", include_tests=True).rpcs[0]
     assert {h.at.symbol for h in with_tests.handlers} == {"NotificationController.sendDigest",

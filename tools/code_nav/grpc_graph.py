@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tools.code_nav.consts import arg_value
 from tools.code_nav.files import Walk, read_text, walk
 from tools.code_nav.memo import per_build
 from tools.code_nav.model import GrpcCall, GrpcHandler, ProtoRpc, Where
@@ -85,19 +86,27 @@ def _code_side(facts: dict[str, Any], layout: Any, test: Any,
             continue
         for cls, mname, line, decos in f.get("mdecos", ()):
             for name, args in decos:
-                if name in GRPC_DECORATORS and args:
-                    method = args[1] if len(args) > 1 and isinstance(args[1], str) else mname
-                    handlers.append(GrpcHandler(service=str(args[0]), method=method, test_only=is_test,
-                                                  at=Where(repo=layout.repo_of(rel), file=rel, line=line,
-                                                           symbol=f"{cls}.{mname}")))
+                if name not in GRPC_DECORATORS or not args:
+                    continue
+                service = arg_value(args[0], facts, layout, rel)
+                method = arg_value(args[1], facts, layout, rel) if len(args) > 1 else mname
+                if service is None or method is None:
+                    continue  # a name that resolves to no string constant: not a handler we can place
+                handlers.append(GrpcHandler(service=service, method=method, test_only=is_test,
+                                            at=Where(repo=layout.repo_of(rel), file=rel, line=line,
+                                                     symbol=f"{cls}.{mname}")))
         clients = f.get("grpc_clients")
         if not clients:
             continue
-        by_field = {c[0]: c[1] for c in clients if c[0]}
+        by_field: dict[str, str] = {}
+        for c in clients:
+            service = arg_value(c[1], facts, layout, rel)
+            if c[0] and service is not None:
+                by_field[c[0]] = service
         for fld, method, line, symbol in f.get("grpc_calls", ()):
             if fld in by_field:
                 calls.append(GrpcCall(service=by_field[fld], method=method, client_field=fld, test_only=is_test,
-                                        at=Where(repo=layout.repo_of(rel), file=rel, line=line, symbol=symbol)))
+                                      at=Where(repo=layout.repo_of(rel), file=rel, line=line, symbol=symbol)))
     return handlers, calls
 
 

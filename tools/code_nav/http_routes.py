@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tools.code_nav.consts import arg_value
+
 if TYPE_CHECKING:
     from tools.mesh_index.workspace import Layout
 
@@ -75,18 +77,25 @@ def collect(facts: dict[str, dict[str, Any]], layout: Layout) -> list[HttpRoute]
         for cls, info in f.get("classes", {}).items():
             for name, args in info.get("decorators", ()):
                 if name == "Controller":
-                    controllers[cls] = _expr_text(args[0]) if args else (None, None)
+                    arg = args[0] if args else None
+                    if isinstance(arg, list) and arg[:1] == ["r"]:  # a constant: @Controller(EVENTS_PATH)
+                        arg = arg_value(["ref", ".".join(arg[1])], facts, layout, rel)
+                    controllers[cls] = _expr_text(arg) if arg is not None else (None, None)
         repo = layout.repo_of(rel)
         prefix, default_version = prefixes.get(repo, (None, None))
         for cls, mname, line, decos in mdecos:
             if cls not in controllers:
                 continue
             ctrl_path, ctrl_version = controllers[cls]
-            version = next((a[0] for n, a in decos if n == "Version" and a), None) or ctrl_version or default_version
+            version = next((arg_value(a[0], facts, layout, rel) for n, a in decos if n == "Version" and a),
+                           None) or ctrl_version or default_version
             for name, args in decos:
                 if name not in VERBS:
                     continue
-                mpath = _expr_text(args[0])[0] if args else None
+                arg = arg_value(args[0], facts, layout, rel) if args else None
+                if args and arg is None:
+                    continue  # a path the index cannot evaluate: no route rather than a wrong one
+                mpath = _expr_text(arg)[0] if arg is not None else None
                 bare = _join(ctrl_path, mpath)
                 full = _join(prefix, f"v{version}" if version else None, ctrl_path, mpath)
                 routes.append(HttpRoute(VERBS[name], full, bare, rel, line, f"{cls}.{mname}", repo))

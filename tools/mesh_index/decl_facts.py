@@ -8,10 +8,11 @@ parse for ``smart_search``, ``find_dependents``, ``analyze_grpc`` or the request
   interface, enum, function, method, const, type; methods are named ``Class.method``; the
   skeleton lists member signatures (a class's fields and methods, an interface's members, an
   enum's members), bodies stripped.
-- ``mdecos``: ``[class, method, line, [[decorator, [string args or raw]], ...]]`` for methods with
-  decorators (``@GrpcMethod('Svc', 'Method')``, ``@Post('events')``, ...).
+- ``mdecos``: ``[class, method, line, [[decorator, [args]], ...]]`` for methods with decorators
+  (``@GrpcMethod('Svc', 'Method')``, ``@Post('events')``, ...); an argument is a string literal's
+  value, ``["ref", name]`` for a constant's name, else its text.
 - ``grpc_clients``: ``[field, service, client_type, line, symbol]`` for each
-  ``x = client.getService<T>('Service')``; ``grpc_calls``: ``[field, method, line, symbol]`` for each
+  ``x = client.getService<T>('Service')`` (service ``["ref", name]`` for a constant); ``grpc_calls``: ``[field, method, line, symbol]`` for each
   ``this.<field>.<method>(...)`` of such a field in the same file.
 - ``http_prefix``: ``[prefix, default_version, line]`` of ``app.setGlobalPrefix`` / ``enableVersioning``.
 """
@@ -51,8 +52,14 @@ def _head(node: Node, src: bytes, cap: int = MAX_SIG) -> str:
     return _squash(src[node.start_byte:end].decode("utf-8", "replace"), cap).rstrip(" {=>")
 
 
-def _arg(node: Node) -> str:
-    return string_value(node) if node.type == "string" else _squash(text(node), 80)
+def _arg(node: Node) -> str | list[str]:
+    """A decorator argument: a string literal's value, ``["ref", name]`` for a name (a constant the
+    linker resolves: ``@GrpcMethod(EVENT_SERVICE_NAME, 'CreateEvent')``), else the squashed text."""
+    if node.type == "string":
+        return string_value(node)
+    if node.type in ("identifier", "member_expression"):
+        return ["ref", text(node)]
+    return _squash(text(node), 80)
 
 
 def _decorator(node: Node) -> list[Any] | None:
@@ -153,13 +160,14 @@ class DeclFacts:
                 continue
             args = call.child_by_field_name("arguments")
             first = args.named_children[0] if args is not None and args.named_child_count else None
-            if first is None or first.type != "string":
+            if first is None or first.type not in ("string", "identifier", "member_expression"):
                 continue
             targs = call.child_by_field_name("type_arguments")
             ctype = text(targs.named_children[0]).split("<", 1)[0] if targs is not None and targs.named_child_count \
                 else ""
             field = _assigned_name(call)
-            clients.append([field, string_value(first), ctype, line_of(call), enclosing_symbol(call)])
+            service = string_value(first) if first.type == "string" else ["ref", text(first)]
+            clients.append([field, service, ctype, line_of(call), enclosing_symbol(call)])
         if not clients:
             return
         self.f["grpc_clients"] = clients
