@@ -12,7 +12,8 @@ parse for ``smart_search``, ``find_dependents``, ``analyze_grpc`` or the request
   (``@GrpcMethod('Svc', 'Method')``, ``@Post('events')``, ...); an argument is a string literal's
   value, ``["ref", name]`` for a constant's name, else its text.
 - ``grpc_clients``: ``[field, service, client_type, line, symbol]`` for each
-  ``x = client.getService<T>('Service')`` (service ``["ref", name]`` for a constant); ``grpc_calls``: ``[field, method, line, symbol]`` for each
+  ``x = client.getService<T>('Service')`` (service ``["ref", name]`` for a constant);
+  ``grpc_calls``: ``[field, method, line, symbol]`` for each
   ``this.<field>.<method>(...)`` of such a field in the same file.
 - ``http_prefix``: ``[prefix, default_version, line]`` of ``app.setGlobalPrefix`` / ``enableVersioning``.
 """
