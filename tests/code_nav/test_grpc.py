@@ -109,6 +109,10 @@ def test_breaking_changes_against_base_and_planted_fsmonitor_runs_nothing(tmp_pa
     finally:
         service.close()
     assert not marker.exists(), "reading the base revision ran the repository's core.fsmonitor"
+    from tools.code_nav import git_blobs
+
+    git_blobs._git(str(repo), "status", "--short")  # the guard itself: even a command that consults the fsmonitor
+    assert not marker.exists(), "the git wrapper let the repository's core.fsmonitor run"
     kinds = {(b.kind, b.message.split(":")[0]) for b in r.breaking}
     assert ("number_reused", "CreateEventRequest") in kinds
     assert any(b.kind == "field_type_changed" and "same wire encoding" in b.message for b in r.breaking)
