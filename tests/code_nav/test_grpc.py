@@ -40,11 +40,14 @@ def test_camel_case_method_test_handlers_and_comments(nav_service):
     (rep,) = r.rpcs
     # @GrpcMethod(NOTIFICATION_SERVICE_NAME, ...) and getService<...>(NOTIFICATION_SERVICE_NAME): constants resolved
     # through a subpath import, an `export *` barrel and the package name
+    # ts-proto's @NotificationServiceControllerMethods() class decorator: its rpc-named methods only
     assert [(h.service, h.method, h.at.symbol) for h in rep.handlers] == [
+        ("NotificationService", "SendDigest", "DigestAdminController.SendDigest"),
         ("NotificationService", "sendDigest", "NotificationController.sendDigest")]
     assert [(c.method, c.at.line) for c in rep.clients] == [("sendDigest", 15)]  # the commented call is not one
     with_tests = analyze_grpc(nav_service, "sendDigest", include_tests=True).rpcs[0]
     assert {h.at.symbol for h in with_tests.handlers} == {"NotificationController.sendDigest",
+                                                          "DigestAdminController.SendDigest",
                                                           "NotificationTestController.sendDigestForTests"}
     assert [x.rpc.method for x in analyze_grpc(nav_service, "/notification.v1.NotificationService/SendDigest").rpcs] \
         == ["SendDigest"]

@@ -68,6 +68,6 @@ async def test_each_tool_over_stdio(nav_root: Path, tmp_path: Path):
         r = await client.call_tool("find_dependents", {"target": "EventServiceClient"})
         assert len(r.structured_content["importers"]) == 2
         r = await client.call_tool("analyze_grpc", {"target": "NotificationService"})
-        assert r.structured_content["rpcs"][0]["handlers"][0]["method"] == "sendDigest"
+        assert {h["method"] for h in r.structured_content["rpcs"][0]["handlers"]} == {"sendDigest", "SendDigest"}
         r = await client.call_tool("search_docs", {"query": "gateway"})
         assert r.structured_content["sections"][0]["file"] == "api-gateway/docs/README.md"

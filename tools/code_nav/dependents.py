@@ -131,8 +131,7 @@ def _manifest(service: IndexService, rel: str) -> dict[str, Any]:
 
 def _declaring(service: IndexService, layout: Layout, target: str, current: str | None) -> list[DeclaringPackage]:
     out = []
-    for pdir in sorted(set(layout.package_dirs)):
-        rel = f"{pdir}/package.json" if pdir else "package.json"
+    for rel in service.package_files():
         data = _manifest(service, rel)
         for section in SECTIONS:
             deps = data.get(section)
@@ -143,7 +142,8 @@ def _declaring(service: IndexService, layout: Layout, target: str, current: str 
             m = re.search(r'"' + re.escape(target) + r'"\s*:', text)
             line = text.count("\n", 0, m.start()) + 1 if m else 1
             out.append(DeclaringPackage(
-                package=str(data.get("name") or pdir), file=rel, line=line, section=section, range=spec,
+                package=str(data.get("name") or (rel.rsplit("/", 2)[-2] if "/" in rel else ".")), file=rel,
+                line=line, section=section, range=spec,
                 satisfied=satisfies(current, spec) if current else None, current=current))
     return out
 
@@ -155,7 +155,7 @@ def _by_spec(facts: dict[str, Any]) -> dict[str, list[tuple[str, str, str, str]]
     for rel, f in facts.items():
         for local, name, spec in f.get("imports", ()):
             out.setdefault(spec, []).append((rel, "import", name, local))
-        for spec in f.get("side_imports", ()):
+        for spec in (*f.get("side_imports", ()), *f.get("dyn_imports", ())):
             out.setdefault(spec, []).append((rel, "side", "", ""))
         for exp, name, spec in f.get("reexports", ()):
             out.setdefault(spec, []).append((rel, "reexport", name, exp))

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from tools.mesh_index.service import IndexService
 
 GRPC_DECORATORS = ("GrpcMethod", "GrpcStreamMethod", "GrpcStreamCall")
+GENERATED_SUFFIX = "ControllerMethods"
 MAX_PROTO_FILES = 2000
 MAX_PROTO_BYTES = 1024 * 1024
 
@@ -95,6 +96,7 @@ def _code_side(facts: dict[str, Any], layout: Any, test: Any,
                 handlers.append(GrpcHandler(service=service, method=method, test_only=is_test,
                                             at=Where(repo=layout.repo_of(rel), file=rel, line=line,
                                                      symbol=f"{cls}.{mname}")))
+        handlers.extend(_generated_handlers(f, rel, layout, is_test))
         clients = f.get("grpc_clients")
         if not clients:
             continue
@@ -108,6 +110,23 @@ def _code_side(facts: dict[str, Any], layout: Any, test: Any,
                 calls.append(GrpcCall(service=by_field[fld], method=method, client_field=fld, test_only=is_test,
                                       at=Where(repo=layout.repo_of(rel), file=rel, line=line, symbol=symbol)))
     return handlers, calls
+
+
+def _generated_handlers(f: dict[str, Any], rel: str, layout: Any, is_test: bool) -> list[GrpcHandler]:
+    """ts-proto's ``@XServiceControllerMethods()`` class decorator applies ``GrpcMethod('XService', m)`` to
+    each rpc method of the class: every method of such a class is a candidate handler of ``XService``
+    (matched to the proto's rpcs by name, case-insensitively, like the others)."""
+    out: list[GrpcHandler] = []
+    for cls, info in f.get("classes", {}).items():
+        services = [name[:-len(GENERATED_SUFFIX)] for name, _args in info.get("decorators", ())
+                    if name.endswith(GENERATED_SUFFIX) and len(name) > len(GENERATED_SUFFIX)]
+        for service in services:
+            for d in f.get("decls", ()):
+                if d[1] == "method" and d[0].startswith(cls + ".") and d[0] != f"{cls}.constructor":
+                    out.append(GrpcHandler(service=service, method=d[0].split(".", 1)[1], test_only=is_test,
+                                           via="ControllerMethods",
+                                           at=Where(repo=layout.repo_of(rel), file=rel, line=d[2], symbol=d[0])))
+    return out
 
 
 _WALKS: dict[str, tuple[float, Walk]] = {}
@@ -152,7 +171,8 @@ def select(g: GrpcGraph, target: str) -> list[tuple[str, str, ProtoRpc | None]]:
     t = target.strip().lstrip("/")
     pairs: dict[tuple[str, str], ProtoRpc | None] = {}
     known: list[tuple[str, str, ProtoRpc | None]] = [(r.service, r.method, r) for r in g.rpcs]
-    known += [(h.service, h.method, None) for h in g.handlers] + [(c.service, c.method, None) for c in g.calls]
+    known += [(h.service, h.method, None) for h in g.handlers if h.via == "GrpcMethod"]
+    known += [(c.service, c.method, None) for c in g.calls]
 
     def add(svc: str, method: str, rpc: ProtoRpc | None) -> None:
         key = (svc_key(svc), method.lower())

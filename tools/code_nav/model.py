@@ -123,6 +123,8 @@ class GrpcHandler(_Model):
     method: str = Field(description="the method name written in @GrpcMethod (case may differ from the proto)")
     at: Where = Field(description="the controller method (symbol Class.method)")
     test_only: bool = False
+    via: str = Field(default="GrpcMethod", description="GrpcMethod (decorator on the method) or "
+                     "ControllerMethods (ts-proto's class decorator: matched by name)")
 
 
 class GrpcCall(_Model):

@@ -15,6 +15,7 @@ parse for ``smart_search``, ``find_dependents``, ``analyze_grpc`` or the request
   ``x = client.getService<T>('Service')`` (service ``["ref", name]`` for a constant);
   ``grpc_calls``: ``[field, method, line, symbol]`` for each
   ``this.<field>.<method>(...)`` of such a field in the same file.
+- ``dyn_imports``: specifiers of ``require('x')`` / ``import('x')`` calls.
 - ``http_prefix``: ``[prefix, default_version, line]`` of ``app.setGlobalPrefix`` / ``enableVersioning``.
 """
 
@@ -35,6 +36,7 @@ MAX_MEMBERS = 60
 BODY_FIELDS = ("body", "value")
 PREFIX = re.compile(rb"setGlobalPrefix\(\s*['\"`]([^'\"`]*)['\"`]")
 DEFAULT_VERSION = re.compile(rb"defaultVersion\s*:\s*['\"`]?([\w.]+)")
+DYNAMIC_IMPORT = re.compile(rb"\b(require|import)\s*\(\s*['\"]([^'\"\n]{1,200})['\"]\s*\)")
 
 
 def _squash(raw: str, cap: int) -> str:
@@ -188,6 +190,17 @@ class DeclFacts:
                 break
         if calls:
             self.f["grpc_calls"] = calls
+
+    def dynamic_imports(self, root: Node) -> None:
+        """``require('x')`` and ``import('x')`` with a literal specifier (not in a comment or a string)."""
+        specs = []
+        for m in DYNAMIC_IMPORT.finditer(self.src):
+            node = root.descendant_for_byte_range(m.start(2), m.end(2))
+            if node is not None and node.type == "string_fragment" and node.parent is not None \
+                    and node.parent.parent is not None and node.parent.parent.type == "arguments":
+                specs.append(m.group(2).decode("utf-8", "replace"))
+        if specs:
+            self.f["dyn_imports"] = sorted(set(specs))
 
     def http_prefix(self) -> None:
         prefix = PREFIX.search(self.src)

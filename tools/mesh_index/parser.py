@@ -122,6 +122,8 @@ class _FileExtractor(ClassFacts, LiteralFacts, DeclFacts):
             self.migration_refs(root)
         if b"getService" in self.src:
             self.grpc_clients(root)
+        if b"require(" in self.src or b"import(" in self.src:
+            self.dynamic_imports(root)
         if b"setGlobalPrefix" in self.src or b"defaultVersion" in self.src:
             self.http_prefix()
 

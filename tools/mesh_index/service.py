@@ -374,6 +374,12 @@ class IndexService(FreshnessMixin, BuildCacheMixin, WarmStartMixin):
                 self._layout = self._make_layout()
             return self._layout
 
+    def package_files(self) -> list[str]:
+        """Every package.json of the workspace (relative), named or not, copies included."""
+        with self._lock:
+            self.layout()
+            return sorted(rel for rel in self._packages if rel.endswith("package.json"))
+
     def close(self) -> None:
         """Write the pending snapshot (if any), close the cache and the folder watches."""
         with self._lock:
