@@ -33,11 +33,12 @@ def test_package_declarations_and_importers(nav_service):
     assert {(i.file, i.line) for i in r.importers} == {
         ("api-gateway/src/events/events.gateway.service.ts", 4),
         ("api-gateway/src/notifications/notifications.client.ts", 2),
-        ("ms-notification/src/controllers/notification.controller.ts", 3)}  # a subpath import counts
+        ("ms-notification/src/controllers/notification.controller.ts", 3),  # a subpath import counts
+        ("api-gateway/src/legacy/lazy-contracts.ts", 3)}  # so does import('...')
     with_tests = find_dependents(nav_service, CONTRACTS, include_tests=True)
     assert "api-gateway/test/events.controller.spec.ts" in {i.file for i in with_tests.importers}
     grouped = find_dependents(nav_service, CONTRACTS, granularity="package")
-    assert [(p.package, p.files) for p in grouped.packages] == [("api-gateway", 2), ("ms-notification", 1)]
+    assert [(p.package, p.files) for p in grouped.packages] == [("api-gateway", 3), ("ms-notification", 1)]
     assert grouped.importers == []
     dev = find_dependents(nav_service, "@volontariapp/messaging")
     assert ("ms-notification", "devDependencies", True) in {(d.package, d.section, d.satisfied) for d in dev.declaring}
@@ -63,7 +64,7 @@ def test_file_target_paging_and_errors(nav_service):
     r = find_dependents(nav_service, "api-gateway/src/events/events.gateway.service.ts")
     assert r.resolved == "file" and [i.file for i in r.importers] == ["api-gateway/src/events/events.controller.ts"]
     page = find_dependents(nav_service, CONTRACTS, limit=1, offset=1)
-    assert len(page.importers) == 1 and page.page.total == 3 and page.page.next_offset == 2
+    assert len(page.importers) == 1 and page.page.total == 4 and page.page.next_offset == 2
     with pytest.raises(InvalidArgument, match="no workspace package"):
         find_dependents(nav_service, "NoSuchThing")
     with pytest.raises(InvalidArgument, match="granularity"):
