@@ -81,6 +81,8 @@ class DeclFacts:
     f: dict[str, Any]
 
     def record_decl(self, node: Node, name: str, kind: str) -> None:
+        if not name:
+            return  # `export default class {}`: nothing to find it by
         parent = node.parent
         exported = parent is not None and parent.type == "export_statement"
         skeleton: list[str] = []
