@@ -35,6 +35,7 @@ from server.errors import InvalidArgument, MeshError
 from tools.mesh_index.build_cache import BuildCacheMixin
 from tools.mesh_index.cache import FactCache
 from tools.mesh_index.catalogue import build_catalogue
+from tools.mesh_index.facts_access import FactsAccessMixin
 from tools.mesh_index.freshness import FreshnessMixin
 from tools.mesh_index.impact import ImpactEngine
 from tools.mesh_index.linked import LinkedIndex
@@ -77,7 +78,7 @@ def _import_linker() -> None:
     import tools.mesh_index.sites  # noqa: F401
 
 
-class IndexService(FreshnessMixin, BuildCacheMixin, WarmStartMixin):
+class IndexService(FreshnessMixin, BuildCacheMixin, WarmStartMixin, FactsAccessMixin):
     """The static index of ``workspace`` (see the module docstring).
 
     Change detection (folder watches, files to parse again, stale files) comes from
@@ -357,28 +358,6 @@ class IndexService(FreshnessMixin, BuildCacheMixin, WarmStartMixin):
             if not self._facts_loaded:
                 self._load_facts(self._open_cache())
             return self._facts.get(rel)
-
-    def all_facts(self) -> dict[str, dict[str, Any]]:
-        """Every file's raw facts (path -> facts; a shallow copy: do not modify the facts)."""
-        with self._lock, _gc_paused():
-            self._ensure()
-            if not self._facts_loaded:
-                self._load_facts(self._open_cache())
-            return dict(self._facts)
-
-    def layout(self) -> Layout:
-        """Repositories, packages and import resolution of the indexed workspace."""
-        with self._lock:
-            self._ensure()
-            if self._layout is None:
-                self._layout = self._make_layout()
-            return self._layout
-
-    def package_files(self) -> list[str]:
-        """Every package.json of the workspace (relative), named or not, copies included."""
-        with self._lock:
-            self.layout()
-            return sorted(rel for rel in self._packages if rel.endswith("package.json"))
 
     def close(self) -> None:
         """Write the pending snapshot (if any), close the cache and the folder watches."""
