@@ -57,6 +57,7 @@ REGISTRARS: tuple[str, ...] = (
     "resources.completions",
     "tools.plan_flow.mcp_tools",
     "tools.code_nav.mcp_tools",
+    "tools.pictures.mcp_tools",  # last: it names its app on the tools registered before it
 )
 """Modules exposing ``register(server, runtime)``, in listing order."""
 

@@ -28,4 +28,5 @@ COMMANDS: dict[str, str] = {
     "grpc": "tools.code_nav.commands:cmd_grpc",
     "docs": "tools.code_nav.commands:cmd_docs",
     "init": "server.ide_config:cmd_init",
+    "graph": "tools.pictures.commands:cmd_graph",
 }

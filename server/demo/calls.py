@@ -64,4 +64,6 @@ def every_tool_calls(scn: Scenario) -> list[Call]:
         ("find_dependents", {"target": "@demo/messaging", "granularity": "package"}),
         ("analyze_grpc", {"target": "EventService"}),
         ("search_docs", {"query": STATIC_TARGET}),
+        ("visualize_mesh", {}),
+        ("visualize_mesh", {"format": "json"}),
     ]

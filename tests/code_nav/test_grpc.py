@@ -124,3 +124,34 @@ def test_breaking_changes_against_base_and_planted_fsmonitor_runs_nothing(tmp_pa
     assert any(b.kind == "rpc_removed" and "DeleteEvent" in b.message for b in r.breaking)
     assert not any("reserved 4" in b.message for b in r.breaking)
     assert {b.kind for b in whole.breaking} == {b.kind for b in r.breaking}
+
+
+def test_base_runs_no_program_from_any_planted_git_setting(tmp_path: Path):
+    """Every setting of the hostile-workspace suite (fsmonitor, hooks, ssh, pager, filter and diff drivers,
+    gpg) planted at once, with .gitattributes naming the drivers and an uncommitted change."""
+    from tests.safety.test_hostile_workspace import GIT_SETTINGS
+    from tools.mesh_index.service import IndexService
+
+    ws = build_nav_workspace(tmp_path / "ws")
+    repo = ws / "npm-packages"
+    (repo / ".gitattributes").write_text("* filter=x diff=x\n")
+    _git(repo, "init", "-q")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "base")
+    proto = ws / EVENT_PROTO
+    proto.write_text(proto.read_text().replace("  string user_role = 3;\n", ""))
+    marker = tmp_path / "ran"
+    with (repo / ".git" / "config").open("a") as fh:
+        for setting in GIT_SETTINGS.values():
+            fh.write(setting.format(m=marker).replace("hooksPath = hooks", "hooksPath = .git/hooks"))
+    for hook in ("post-checkout", "pre-commit", "post-index-change", "reference-transaction", "fsmonitor-watchman"):
+        (repo / ".git" / "hooks" / hook).write_text(f"#!/bin/sh\ntouch {marker}\n")
+        (repo / ".git" / "hooks" / hook).chmod(0o755)
+    service = IndexService(ws, Conventions(), cache_dir=tmp_path / "state")
+    try:
+        service.refresh()
+        r = analyze_grpc(service, "EventService", base="HEAD")
+    finally:
+        service.close()
+    assert any(b.kind == "field_removed" for b in r.breaking)  # the base was read
+    assert not marker.exists(), "a git setting of the workspace ran a program"
