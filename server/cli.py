@@ -133,6 +133,12 @@ def build_parser() -> argparse.ArgumentParser:
     from tools.plan_flow.commands import add_parser as add_plan_flow
 
     add_plan_flow(sub)
+    from tools.code_nav.commands import add_parser as add_code_nav
+
+    add_code_nav(sub)
+    from server.ide_config import add_parser as add_init
+
+    add_init(sub)
     from tools.pictures.commands import add_parser as add_graph_parser
 
     add_graph_parser(sub)

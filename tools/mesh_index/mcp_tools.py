@@ -55,7 +55,7 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         target: Annotated[str, Field(
             min_length=1, max_length=512,
             description="member name (GEOCODE_EVENT), qualified name, string value (events.geocode_event), "
-            "queue or stream key")],
+            "queue, stream, HTTP route or gRPC method")],
         ctx: Context,
         depth: Annotated[int, Field(ge=0, le=5, description="follow-up levels to follow (0-5)")] = 1,
         include_tests: Annotated[bool, Field(

@@ -12,6 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tools.code_nav.model import RequestMap
 from tools.paging import Page
 from tools.skills.model import RelatedSkill
 
@@ -133,10 +134,16 @@ class ImpactResult(_Model):
         default_factory=list, description="runbooks (workspace and bundled) about this target: URI and why"
     )
     related_skills_more: int = Field(default=0, description="related skills found beyond related_skills (capped)")
+    request_map: RequestMap | None = Field(default=None, description="an HTTP route or gRPC method target, "
+                                           "followed to the websocket messages (tools.code_nav.request_map)")
 
     def summary_text(self) -> str:
         from tools.mesh_index.render import impact_text
 
+        if self.request_map is not None:  # request-map hook (issue 34)
+            from tools.code_nav.render import request_map_text
+
+            return request_map_text(self.request_map) + "\n" + "\n".join(f"note: {n}" for n in self.notes)
         return impact_text(self)
 
 

@@ -35,6 +35,7 @@ from server.errors import InvalidArgument, MeshError
 from tools.mesh_index.build_cache import BuildCacheMixin
 from tools.mesh_index.cache import FactCache
 from tools.mesh_index.catalogue import build_catalogue
+from tools.mesh_index.facts_access import FactsAccessMixin
 from tools.mesh_index.freshness import FreshnessMixin
 from tools.mesh_index.impact import ImpactEngine
 from tools.mesh_index.linked import LinkedIndex
@@ -77,7 +78,7 @@ def _import_linker() -> None:
     import tools.mesh_index.sites  # noqa: F401
 
 
-class IndexService(FreshnessMixin, BuildCacheMixin, WarmStartMixin):
+class IndexService(FreshnessMixin, BuildCacheMixin, WarmStartMixin, FactsAccessMixin):
     """The static index of ``workspace`` (see the module docstring).
 
     Change detection (folder watches, files to parse again, stale files) comes from
@@ -300,7 +301,11 @@ class IndexService(FreshnessMixin, BuildCacheMixin, WarmStartMixin):
             raise InvalidArgument(f"depth must be between 0 and {MAX_DEPTH} (got {depth!r})")
         with self._lock:
             engine = self._ensure()
-            return engine.analyze(target.strip(), depth, bool(include_tests), self._current_info())
+            result = engine.analyze(target.strip(), depth, bool(include_tests), self._current_info())
+        # -- request-map hook (issue 34): an HTTP route or gRPC method is followed by tools.code_nav --
+        from tools.code_nav.request_map import attach_request_map
+
+        return attach_request_map(self, result, bool(include_tests))
 
     def catalogue(self, kind: str | None = None, orphans_only: bool = False, *, with_checks: bool = True) -> Catalogue:
         """Every job/event/ws_event/queue/stream with counts and orphan reasons.

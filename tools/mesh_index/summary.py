@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from tools.code_nav.model import RequestMap
 from tools.detail import Cutter, SummaryBase
 from tools.mesh_index.model import ImpactResult, Route, Site
 
@@ -50,6 +51,7 @@ class ImpactSummary(SummaryBase):
     index: IndexBrief
     suggestions: list[str] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
+    request_map: RequestMap | None = None  # request-map hook (issue 34): every hop, even in summary
 
 
 def _where(site: Site | None) -> str | None:
@@ -77,4 +79,5 @@ def summarise_impact(result: ImpactResult, items: int) -> ImpactSummary:
         notes=cut.first("notes", result.notes),
         related_skills=cut.related(result.related_skills),
         omitted=cut.omitted(),
+        request_map=result.request_map,
     )
