@@ -1,9 +1,11 @@
 """The ``detail="summary"`` shape of flow_map (:mod:`tools.detail`).
 
-The picture itself is in the text content (a ```mermaid block) in both shapes; the summary's
-structured content keeps the counts, the nodes in trouble (static or live) first, then the
-queues and streams (the names the runtime tools take), then the rest, up to the cap; edges and
-the Mermaid text are counted in ``omitted`` (``detail="full"`` has them).
+The picture is in both shapes: in the text content (a ```mermaid block) and in ``mermaid`` (the
+picture already folded to fit, the point of the tool: Claude Code gives the model only the
+structured content). The summary keeps the counts, the nodes in trouble (static or live) first,
+then the queues and streams (the names the runtime tools take), then the rest, up to the cap; the
+lists are what is cut: edges and the nodes past the cap are counted in ``omitted``
+(``detail="full"`` has them).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ class FlowSummary(SummaryBase):
     matches: list[MatchBrief]
     counts: dict[str, int] = Field(description="nodes, edges, folded of the full picture")
     trouble: int
+    mermaid: str = Field(description="the Mermaid flowchart, folded to fit (as in the text content)")
     nodes: list[NodeBrief] = Field(description="nodes in trouble first, then queues and streams, then the rest")
     unavailable: list[ServiceProblem] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
@@ -61,7 +64,6 @@ def _brief(node: FlowNode) -> NodeBrief:
 def summarise_flow(result: FlowMap, items: int) -> FlowSummary:
     cut = Cutter(items)
     cut.drop("edges", len(result.edges))
-    cut.drop("mermaid_chars", len(result.mermaid))
     nodes = sorted(result.nodes, key=_rank)
     return FlowSummary(
         target=result.target, depth=result.depth, direction=result.direction, live=result.live,
@@ -69,7 +71,7 @@ def summarise_flow(result: FlowMap, items: int) -> FlowSummary:
                             defined_at=f"{m.defined_at.file}:{m.defined_at.line}" if m.defined_at else None)
                  for m in cut.first("matches", result.matches)],
         counts={"nodes": len(result.nodes), "edges": len(result.edges), "folded": len(result.folded)},
-        trouble=result.trouble,
+        trouble=result.trouble, mermaid=result.mermaid,
         nodes=[_brief(n) for n in cut.first("nodes", nodes, max(items, 8))],
         unavailable=result.unavailable, notes=cut.first("notes", result.notes),
         index=IndexBrief(files=result.index.files, parse_errors=result.index.parse_errors,
