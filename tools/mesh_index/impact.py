@@ -61,6 +61,7 @@ class ImpactEngine(FollowUpWalker):
         for key in self.known:
             self.by_value.setdefault(key[1], []).append(key)
         self._by_norm: dict[str, set[Key]] | None = None
+        self._table_keys: list[set[str]] | None = None
 
     @property
     def by_norm(self) -> dict[str, set[Key]]:
@@ -135,7 +136,7 @@ class ImpactEngine(FollowUpWalker):
                 if w.key not in workers_seen:
                     out.append(w.site.with_value(value, route="switch"))
         elif kind == "event":
-            out = [pp.site.with_value(value, conf, reason=why) for pp, conf, why in self.event_consumers_why(key)]
+            out = [pp.site.with_value(value, conf) for pp, conf, why in self.event_consumers_why(key) if not why]
         elif kind == "queue":
             out = [w.site.with_value(value) for w in idx.workers_by_queue.get(value, ())]
         elif kind == "stream":
@@ -143,8 +144,18 @@ class ImpactEngine(FollowUpWalker):
         return out
 
     def event_consumers(self, key: Key) -> list[tuple[PostProcessorRec, str]]:
-        """Post-processors that read a stream the event is written to *and* whose filter accepts it."""
-        return [(pp, conf) for pp, conf, _reason in self.event_consumers_why(key)]
+        """Post-processors that read a stream the event is written to *and* whose filter accepts it (a consumer
+        known only by its filter, a stream being unknown, is a candidate: :meth:`candidates`)."""
+        return [(pp, conf) for pp, conf, reason in self.event_consumers_why(key) if not reason]
+
+    def candidates(self, key: Key) -> list[SiteRec]:
+        """Sites that might concern ``key`` but whose value set is not resolved: producers matched only as "every
+        value of a table / config key", consumers whose filter accepts the type while a stream is unknown."""
+        out = list(self.idx.candidates.get(key, ()))
+        if key[0] == "event":
+            out += [pp.site.with_value(key[1], "heuristic", reason=why)
+                    for pp, _conf, why in self.event_consumers_why(key) if why]
+        return out
 
     def event_consumers_why(self, key: Key) -> list[tuple[PostProcessorRec, str, str]]:
         """(post-processor, confidence, reason) for each consumer of an event: its filter accepts the type and it
@@ -176,9 +187,25 @@ class ImpactEngine(FollowUpWalker):
                 where = f"{blind[0].file}:{blind[0].line}"
                 reason = (f"its filter accepts the type; it reads {', '.join(pp.streams)}, the event is written to "
                           f"{', '.join(sorted(routes))} and by a producer whose stream is unknown ({where})")
+            if reason and pp.streams and conf == "exact" and not self.idx.producers.get(key) \
+                    and not self.table_filter(pp):
+                # nothing writes the event: its filter names it and its stream is known, a consumer if it ever comes
+                reason = ""
+                conf = "heuristic"
             sure = not reason and not pp.stream_heuristic and pp.started
             out.append((pp, conf if sure else "heuristic", reason))
         return out
+
+    def table_filter(self, pp: PostProcessorRec) -> bool:
+        """Whether ``pp``'s filter is "any key of a mapping table" (it accepts every key of a table of two or more
+        entries): such a filter says nothing of which events reach it, only its stream does."""
+        if self._table_keys is None:
+            tables: dict[str, set[str]] = {}
+            for rec in self.idx.mappings:
+                tables.setdefault(rec.name, set()).update(f[1] for f, _t, _l, _h in rec.entries)
+            self._table_keys = [keys for keys in tables.values() if len(keys) >= 2]
+        accepted = set(pp.accepts)
+        return any(keys <= accepted for keys in self._table_keys)
 
     def routes(self, key: Key) -> list[Route]:
         kind = key[0]
@@ -209,6 +236,7 @@ class ImpactEngine(FollowUpWalker):
             notes.append("matched ignoring case and separators")
         producers: list[SiteRec] = []
         consumers: list[SiteRec] = []
+        candidates: list[SiteRec] = []
         routes: list[Route] = []
         test_producers = 0
         for key in keys:
@@ -218,6 +246,7 @@ class ImpactEngine(FollowUpWalker):
                 if include_tests or not s.test_only:
                     producers.append(s)
             consumers.extend(c for c in self.consumers(key) if include_tests or not c.test_only)
+            candidates.extend(c for c in self.candidates(key) if include_tests or not c.test_only)
             routes.extend(self.routes(key))
         for key in keys:
             hint = member_name_hint(self.idx, key)
@@ -247,12 +276,17 @@ class ImpactEngine(FollowUpWalker):
                          f"{', '.join(info.skipped_files[:3])}")
         if info.stale_files:
             notes.append(f"{len(info.stale_files)} file(s) changed since indexing; refresh the index")
+        if candidates:
+            notes.append(f"{len(candidates)} candidate site(s) might concern the target but their value is not "
+                         "resolved (every value of a table, a stream unknown): not counted as producers or "
+                         "consumers (see candidates, each with its reason)")
         followups = self.followups(keys, depth, include_tests) if depth > 0 else []
         return ImpactResult(
             target=target,
             matches=[self.match_model(k) for k in keys],
             producers=[s.model() for s in _dedupe(producers)],
             consumers=[s.model() for s in _dedupe(consumers)],
+            candidates=[s.model() for s in _dedupe(candidates)],
             routes=_merge_routes(routes),
             followups=followups,
             unresolved=[s.model() for s in unresolved[:MAX_UNRESOLVED]],

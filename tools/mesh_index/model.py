@@ -120,6 +120,11 @@ class ImpactResult(_Model):
     matches: list[Match]
     producers: list[Site]
     consumers: list[Site]
+    candidates: list[Site] = Field(
+        default_factory=list,
+        description="sites that might concern the target but whose value set is not resolved (every value of a "
+        "table or config key, a consumer whose stream is unknown): never producers/consumers; detail.reason says why",
+    )
     routes: list[Route]
     followups: list[FollowUp]
     unresolved: list[Site] = Field(

@@ -13,7 +13,8 @@ MAX_LINES = 15
 
 def site_line(s: Site) -> str:
     extra = [f"{k}={v}" for k, v in s.detail.items() if k in ("queue", "stream", "group", "via", "handler_class",
-                                                                 "worker_class", "emitter", "raw", "reason") and v]
+                                                                 "worker_class", "emitter", "raw", "reason", "config",
+                                                                 "binding", "inputs") and v]
     flags = []
     if s.confidence == "heuristic":
         flags.append("heuristic")
@@ -53,6 +54,9 @@ def impact_text(r: ImpactResult) -> str:
               for m in r.matches]
     lines += _section("producers", [site_line(s) for s in r.producers])
     lines += _section("consumers", [site_line(s) for s in r.consumers])
+    if r.candidates:
+        lines += _section("candidates (value not resolved: not producers/consumers)",
+                          [site_line(s) for s in r.candidates])
     lines += _section("routes", [f"  {rt.kind} {rt.name} ({rt.producers} producer(s), {rt.consumers} consumer(s); "
                                  f"{'; '.join(rt.via)})" for rt in r.routes])
     lines += _section("follow-ups", [f"  depth {f.depth}: {f.from_value} -> {f.kind} '{f.value}' via {f.via} "

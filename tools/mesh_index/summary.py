@@ -45,6 +45,7 @@ class ImpactSummary(SummaryBase):
     matches: list[MatchBrief]
     producers: list[Site]
     consumers: list[Site]
+    candidates: list[Site] = Field(default_factory=list, description="sites whose value is not resolved (reason)")
     routes: list[Route]
     followups: list[FollowUpBrief]
     index: IndexBrief
@@ -62,11 +63,13 @@ def summarise_impact(result: ImpactResult, items: int) -> ImpactSummary:
     return ImpactSummary(
         target=result.target,
         counts={name: len(getattr(result, name))
-                for name in ("matches", "producers", "consumers", "routes", "followups", "unresolved")},
+                for name in ("matches", "producers", "consumers", "candidates", "routes", "followups",
+                              "unresolved")},
         matches=[MatchBrief(kind=m.kind, name=m.name, value=m.value, defined_at=_where(m.defined_at))
                  for m in cut.first("matches", result.matches)],
         producers=cut.first("producers", result.producers),
         consumers=cut.first("consumers", result.consumers),
+        candidates=cut.first("candidates", result.candidates),
         routes=cut.first("routes", result.routes),
         followups=[FollowUpBrief(depth=f.depth, from_value=f.from_value, kind=f.kind, value=f.value, via=f.via,
                                  confidence=f.confidence, at=_where(f.site) or "")
