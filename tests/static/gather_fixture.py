@@ -13,7 +13,10 @@ the common success post-processor writing ``getEventForJob(payload.after.job_typ
 The twin (:func:`make_twin`) renames, by a fixed map applied to every file: every identifier the fixture
 declares (enums, members, tables, functions, classes, fields), every job, event, websocket, queue, stream,
 config-key and emitter string, and every file and folder name that carries one of those words. Nothing
-that [conventions] configures is renamed (``createJob``, ``jobType``, ``shouldProcess``...).
+that [conventions] configures is renamed (``createJob``, ``jobType``, ``shouldProcess``, the websocket
+receivers' words such as ``notifications``...); the config keys ``successEvent`` / ``failureEvent`` of
+``config_event_type_keys`` *are* renamed: the index finds them by data (fields of the config's array
+entries holding declared event types).
 """
 
 from __future__ import annotations
@@ -44,8 +47,7 @@ IDENTIFIERS = {
     "GatherPostProcessor": "MergeConsumer", "FeedFanoutGatherPostProcessor": "WallSpreadMerge",
     "PostDeletionGatherPostProcessor": "EraseMerge", "GatheredWsPostProcessor": "MergedPush",
     "JobOutcomeSuccessWsPostProcessor": "TaskOkPush", "JobOutboxSuccessPostProcessor": "TaskOkFollower",
-    "FeedRepository": "WallStore", "NotificationService": "Pusher", "notifications": "pusher",
-    "notifyUser": "notifyUser", "eventQueueRepository": "factsRepo",
+    "FeedRepository": "WallStore", "eventQueueRepository": "factsRepo",
 }
 
 STRINGS = {

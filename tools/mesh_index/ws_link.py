@@ -236,15 +236,20 @@ class ExtraProducers:
     def config_values(self, expr: Any, path: str) -> list[tuple[str, str, str]]:
         """(value, config file, key) of each config entry an expression reads (``aggregation.successEvent``,
         ``ok ? a.successEvent : a.failureEvent``) when its last name is one of ``config_event_type_keys``."""
+        pkg = self.l.layout.package_dir_of(path)
+        rows = self._json_by_pkg().get(pkg, ())
         names = set()
         for ref in dotted_refs(expr):
-            last = ref.split(".")[-1]
+            parts = ref.split(".")
+            last = parts[-1]
             if last in self.sc.config_event_type_keys:
                 names.add(last)
+            elif len(parts) >= 2 and any(_entry_field(k, last) and ("event", v) in self.idx.declared
+                                         for _p, k, v in rows):
+                names.add(last)  # by data: a field of the config's array entries holding declared event types
         if not names:
             return []
-        pkg = self.l.layout.package_dir_of(path)
-        return [(v, p, k) for p, k, v in self._json_by_pkg().get(pkg, ()) if k.split(".")[-1] in names]
+        return [(v, p, k) for p, k, v in rows if k.split(".")[-1] in names]
 
     def sibling_list(self, cfg_path: str, key: str, targets_expr: Any) -> list[str]:
         """Streams of the config entry holding ``key``: its ``targetServices`` list (the field the code reads)."""
@@ -258,3 +263,9 @@ class ExtraProducers:
             if rest[0] in fields and (len(rest) == 1 or rest[1].isdigit()):
                 out.add(self.idx.stream_key(v))
         return sorted(out)
+
+
+def _entry_field(key: str, leaf: str) -> bool:
+    """Whether a flattened config key is ``<array>.<n>.<leaf>`` (a field of an array entry)."""
+    parts = key.split(".")
+    return len(parts) >= 3 and parts[-1] == leaf and parts[-2].isdigit()
