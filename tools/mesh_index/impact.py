@@ -21,6 +21,8 @@ import difflib
 from tools.mesh_index.followups import FollowUpWalker
 from tools.mesh_index.linked import Key, LinkedIndex, PostProcessorRec, SiteRec, WorkerRec, norm
 from tools.mesh_index.model import ImpactResult, IndexInfo, Match, Route
+from tools.mesh_index.node_targets import resolve_nodes, upstream
+from tools.mesh_index.paging import page
 
 KIND_ORDER = {"job": 0, "event": 1, "ws_event": 2, "queue": 3, "stream": 4}
 MAX_UNRESOLVED = 50
@@ -62,6 +64,7 @@ class ImpactEngine(FollowUpWalker):
             self.by_value.setdefault(key[1], []).append(key)
         self._by_norm: dict[str, set[Key]] | None = None
         self._table_keys: list[set[str]] | None = None
+        self._pp_inputs: dict[tuple[str, str], list[Key]] | None = None
 
     @property
     def by_norm(self) -> dict[str, set[Key]]:
@@ -207,6 +210,36 @@ class ImpactEngine(FollowUpWalker):
         accepted = set(pp.accepts)
         return any(keys <= accepted for keys in self._table_keys)
 
+    def pp_inputs(self) -> dict[tuple[str, str], list[Key]]:
+        """Post-processor -> the events that reach it (built on first use)."""
+        if self._pp_inputs is None:
+            table: dict[tuple[str, str], list[Key]] = {}
+            for key in sorted(self.known):
+                if key[0] == "event":
+                    for pp, _conf in self.event_consumers(key):
+                        table.setdefault(pp.key, []).append(key)
+            self._pp_inputs = table
+        return self._pp_inputs
+
+    def class_inputs(self, owner: tuple[str, str], collaborators: bool = True) -> list[Key]:
+        """What a class consumes: a handler its jobs, a worker the jobs it routes, a post-processor the events that
+        reach it; a class a consumer names (an injected writer) works for that consumer's inputs."""
+        idx = self.idx
+        keys: list[Key] = []
+        if owner in idx.handlers:
+            keys += [("job", j) for j in idx.handlers[owner].jobs]
+        if owner in idx.workers:
+            w = idx.workers[owner]
+            keys += [("job", j) for h in w.handlers if h in idx.handlers for j in idx.handlers[h].jobs]
+            keys += [("job", j) for j in w.switch_jobs]
+        if owner in idx.post_processors:
+            keys += self.pp_inputs().get(owner, [])
+        if collaborators and not keys:
+            for consumer, others in idx.collaborators.items():
+                if owner in others and consumer != owner:
+                    keys += self.class_inputs(consumer, collaborators=False)
+        return list(dict.fromkeys(keys))
+
     def routes(self, key: Key) -> list[Route]:
         kind = key[0]
         found: dict[Key, list[str]] = {}
@@ -229,7 +262,8 @@ class ImpactEngine(FollowUpWalker):
         return out
 
     # -- the whole answer --------------------------------------------------------------------------------
-    def analyze(self, target: str, depth: int, include_tests: bool, info: IndexInfo) -> ImpactResult:
+    def analyze(self, target: str, depth: int, include_tests: bool, info: IndexInfo, direction: str = "downstream",
+                limit: int | None = None, offset: int = 0) -> ImpactResult:
         keys, loose = self.resolve_target(target)
         notes: list[str] = []
         if loose:
@@ -239,6 +273,16 @@ class ImpactEngine(FollowUpWalker):
         candidates: list[SiteRec] = []
         routes: list[Route] = []
         test_producers = 0
+        nodes = resolve_nodes(self, target) if not keys else []
+        ups = list(keys)  # where the upstream walk starts: the values, or what the node consumes
+        downs = list(keys)  # where the follow-ups start: the values, or what the node emits
+        for hit in nodes:
+            producers += [s for s in hit.emits if include_tests or not s.test_only]
+            consumers += [c for c in hit.consumes if include_tests or not c.test_only]
+            ups += self.class_inputs((hit.match.file or "", hit.match.name)) if hit.match.kind == "class" else []
+            downs += [_key_of(self, s) for s in hit.emits if _key_of(self, s) is not None]  # type: ignore[misc]
+        for key in dict.fromkeys([*ups, *downs]) if nodes else ():
+            routes.extend(self.routes(key))
         for key in keys:
             for s in self.producers(key):
                 if s.test_only:
@@ -280,8 +324,13 @@ class ImpactEngine(FollowUpWalker):
             notes.append(f"{len(candidates)} candidate site(s) might concern the target but their value is not "
                          "resolved (every value of a table, a stream unknown): not counted as producers or "
                          "consumers (see candidates, each with its reason)")
-        followups = self.followups(keys, depth, include_tests) if depth > 0 else []
-        return ImpactResult(
+        downs = list(dict.fromkeys(downs))
+        followups = self.followups(downs, depth, include_tests) if depth > 0 and direction != "upstream" else []
+        if nodes:  # a node's own writes are its producers: follow-ups start after them
+            followups = [f for f in followups if f.depth > 0]
+        ups = list(dict.fromkeys(ups))
+        up = upstream(self, ups, max(depth, 1), include_tests) if direction in ("upstream", "both") else []
+        result = ImpactResult(
             target=target,
             matches=[self.match_model(k) for k in keys],
             producers=[s.model() for s in _dedupe(producers)],
@@ -291,9 +340,13 @@ class ImpactEngine(FollowUpWalker):
             followups=followups,
             unresolved=[s.model() for s in unresolved[:MAX_UNRESOLVED]],
             index=info,
-            suggestions=[] if keys else self.suggestions(target),
+            suggestions=[] if keys or nodes else self.suggestions(target),
             notes=notes,
+            nodes=[h.match for h in nodes],
+            upstream=up,
+            direction=direction,
         )
+        return page(result, limit, offset)
 
 
 def member_name_hint(idx: LinkedIndex, key: Key) -> str | None:
@@ -305,6 +358,18 @@ def member_name_hint(idx: LinkedIndex, key: Key) -> str | None:
     named = [f"{idx.declared[k].name} (value '{k[1]}')" for k in members if k in idx.declared and k[0] == key[0]]
     named = named or [f"{idx.declared[k].name} (value '{k[1]}')" for k in members if k in idx.declared]
     return f"the member name of {' / '.join(named)}, not a value" if named else None
+
+
+def _key_of(engine: ImpactEngine, site: SiteRec) -> Key | None:
+    """The key a producer site writes (its value, of the kind the index holds it under)."""
+    for kind in ("job", "event", "ws_event"):
+        if site.value is not None and (kind, site.value) in engine.idx.producers and site in engine.idx.producers[
+                (kind, site.value)]:
+            return (kind, site.value)
+    for kind in ("job", "event", "ws_event"):
+        if site.value is not None and (kind, site.value) in engine.known:
+            return (kind, site.value)
+    return None
 
 
 def _split(text: str | None) -> list[str]:

@@ -42,13 +42,17 @@ def index_line(info: IndexInfo) -> str:
 
 
 def impact_text(r: ImpactResult) -> str:
-    if not r.matches:
+    if not r.matches and not r.nodes:
         lines = [f"'{r.target}' matches no job, event, websocket type, queue or stream."]
         if r.suggestions:
             lines.append("closest names: " + ", ".join(r.suggestions))
         lines.append(index_line(r.index))
         return "\n".join(lines)
-    lines = [f"{r.target}: {len(r.matches)} match(es)"]
+    lines = [f"{r.target}: {len(r.matches) + len(r.nodes)} match(es)"]
+    lines += [f"  {n.kind} {n.name} ({n.role}) {n.file or ''}{':' + str(n.line) if n.line else ''}".rstrip()
+              for n in r.nodes]
+    if r.nodes:
+        lines.append("  (its consumer sites are what it consumes, its producer sites what it emits)")
     lines += [f"  {m.kind} {m.name} = '{m.value}'" + (f" ({m.defined_at.file}:{m.defined_at.line})"
                                                        if m.defined_at else " (not declared, observed in code)")
               for m in r.matches]
@@ -61,6 +65,9 @@ def impact_text(r: ImpactResult) -> str:
                                  f"{'; '.join(rt.via)})" for rt in r.routes])
     lines += _section("follow-ups", [f"  depth {f.depth}: {f.from_value} -> {f.kind} '{f.value}' via {f.via} "
                                      f"({f.confidence}) {f.site.file}:{f.site.line}" for f in r.followups])
+    if r.direction != "downstream":
+        lines += _section("upstream", [f"  depth {f.depth}: {f.from_value} -> {f.kind} '{f.value}' via {f.via} "
+                                       f"({f.confidence}) {f.site.file}:{f.site.line}" for f in r.upstream])
     if r.unresolved:
         lines += _section("unresolved", [site_line(s) for s in r.unresolved])
     lines += [f"note: {n}" for n in r.notes]

@@ -50,6 +50,8 @@ if TYPE_CHECKING:
 
 Progress = Callable[[int, int, str], None]
 MAX_TARGET = 512
+DIRECTIONS = ("downstream", "upstream", "both")
+MAX_LIMIT = 500
 MAX_DEPTH = 5
 SNAPSHOT_AT_ONCE = 200  # a refresh that parsed this many files writes the snapshot at once (else on close)
 
@@ -290,17 +292,26 @@ class IndexService(FreshnessMixin, BuildCacheMixin, WarmStartMixin):
         return self._engine
 
     # -- queries -------------------------------------------------------------------------------
-    def analyze_impact(self, target: str, depth: int = 1, include_tests: bool = False) -> ImpactResult:
-        """Producers, consumers, routes and follow-ups of ``target`` (see :mod:`tools.mesh_index.impact`)."""
+    def analyze_impact(self, target: str, depth: int = 1, include_tests: bool = False, direction: str = "downstream",
+                       limit: int | None = None, offset: int = 0) -> ImpactResult:
+        """Producers, consumers, routes and follow-ups of ``target`` (see :mod:`tools.mesh_index.impact`); a class or
+        config key as target (:mod:`tools.mesh_index.node_targets`); ``direction``; ``limit``/``offset`` paging."""
         if not isinstance(target, str) or not target.strip():
             raise InvalidArgument("target is empty: give a member name, qualified name, string value, queue or stream")
         if len(target) > MAX_TARGET:
             raise InvalidArgument(f"target is {len(target)} characters long (max {MAX_TARGET})")
         if not isinstance(depth, int) or depth < 0 or depth > MAX_DEPTH:
             raise InvalidArgument(f"depth must be between 0 and {MAX_DEPTH} (got {depth!r})")
+        if direction not in DIRECTIONS:
+            raise InvalidArgument(f"direction must be one of {', '.join(DIRECTIONS)} (got {direction!r})")
+        if limit is not None and (not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT):
+            raise InvalidArgument(f"limit must be between 1 and {MAX_LIMIT} (got {limit!r}); omit it for every item")
+        if not isinstance(offset, int) or offset < 0:
+            raise InvalidArgument(f"offset must be 0 or more (got {offset!r})")
         with self._lock:
             engine = self._ensure()
-            return engine.analyze(target.strip(), depth, bool(include_tests), self._current_info())
+            return engine.analyze(target.strip(), depth, bool(include_tests), self._current_info(), direction,
+                                  limit, offset)
 
     def catalogue(self, kind: str | None = None, orphans_only: bool = False, *, with_checks: bool = True) -> Catalogue:
         """Every job/event/ws_event/queue/stream with counts and orphan reasons.
