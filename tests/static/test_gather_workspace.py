@@ -163,3 +163,23 @@ def test_the_renamed_twin_gives_the_same_answers(gw: IndexService, twin: IndexSe
                 getattr(b, field)), (value, field)
         assert sorted((f.depth, f.kind, rename_value(f.value)) for f in a.followups) == sorted(
             (f.depth, f.kind, f.value) for f in b.followups), value
+
+
+def test_each_gather_subclass_consumes_only_what_its_aggregation_expects(gw: IndexService) -> None:
+    # the base class's filter is `aggregation.expects.includes(type)`: the expects[] of the subclass's own entry
+    for value, sub in (("social.feed_shard_done", "FeedFanoutGatherPostProcessor"),
+                       ("social.deletion_shard_done", "PostDeletionGatherPostProcessor")):
+        r = gw.analyze_impact(value)
+        assert {c.symbol for c in r.consumers} == {sub}, value
+        assert r.consumers[0].detail["filter"] == "types" and r.consumers[0].detail["accepts"] == value
+
+
+def test_verify_flow_follows_the_same_rule(gw: IndexService) -> None:
+    from tools.verify.service import verify_flow
+
+    def status(target: str) -> str:
+        return next(c.status for c in verify_flow(gw, target).checks if c.id == "has_producer")
+
+    # a guessed writer (every value of the job-to-event table) does not make a producer; a bound subclass does
+    assert status("billing.fallback_charge_card_feedback") == "fail"
+    assert status("social.feed_fanout_successfull") == "pass"

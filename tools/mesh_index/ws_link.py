@@ -221,6 +221,30 @@ class ExtraProducers:
         for s in streams:
             self.idx.add_route(("event", value), ("stream", s), "targetServices")
 
+    def config_filter(self, path: str, name: str, ancestors: list[Any]) -> dict[str, str]:
+        """Types a post-processor accepts through a config list (``aggregation.expects.includes(type)`` in its base
+        class's filter): the list of the config entry its own ``super(...)`` argument chooses; {} when none."""
+        for p, n, info in ancestors:
+            filters = (info or {}).get("filters", {})
+            fi = next((filters[m] for m in self.sc.post_processor_filter_methods if m in filters), None)
+            if fi is None:
+                continue
+            if p is None:
+                return {}
+            rows = self._json_rows(p)
+            out: dict[str, str] = {}
+            for target in fi.get("sets", ()):
+                if len(target) < 2 or target[0] == "this":
+                    continue
+                leaf = target[-1]
+                found = [(v, cfg, k.rsplit(".", 1)[0]) for cfg, k, v in rows
+                         if _entry_field(k.rsplit(".", 1)[0], leaf) and k.rsplit(".", 1)[-1].isdigit()]
+                for b in self.lookup.narrow(p, n, found, rows) or ():
+                    if (b.sub_path, b.sub_name) == (path, name):
+                        out[b.value] = "heuristic"
+            return out
+        return {}
+
     def _json_rows(self, path: str) -> list[tuple[str, str, str]]:
         return list(self._json_by_pkg().get(self.l.layout.package_dir_of(path), ()))
 
