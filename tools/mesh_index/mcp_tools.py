@@ -53,28 +53,19 @@ def register(server: MCPServer, runtime: Runtime) -> None:
     async def analyze_impact(
         target: Annotated[str, Field(
             min_length=1, max_length=512,
-            description="member name (GEOCODE_EVENT), qualified name, string value (events.geocode_event), "
-            "queue or stream key; or a class (post-processor, worker, handler, controller) or a config key")],
+            description="name, value, queue, stream, class or config key")],
         ctx: Context,
         depth: Annotated[int, Field(ge=0, le=5, description="follow-up levels to follow (0-5)")] = 1,
         include_tests: Annotated[bool, Field(
-            description="also list producers and consumers that exist only in tests")] = False,
+            description="also list test-only sites")] = False,
         detail: DetailArg = "summary",
         direction: Annotated[Literal["downstream", "upstream", "both"], Field(
-            description="downstream: what follows (follow-ups); upstream: who writes what the target consumes, "
-            "level by level; both")] = "downstream",
-        limit: Annotated[int | None, Field(ge=1, le=500, description="page size of every list (all when omitted)")]
-        = None,
-        offset: Annotated[int, Field(ge=0, description="first item of every list (paging)")] = 0,
+            description="follow-ups or upstream writers")] = "downstream",
+        limit: Annotated[int | None, Field(ge=1, le=500, description="page size")] = None,
+        offset: Annotated[int, Field(ge=0, description="paging offset")] = 0,
     ) -> Annotated[CallToolResult, ResultModel("tools.mesh_index.model:ImpactResult")]:
-        """Who produces and who consumes a job, event, websocket message, queue or stream, read from the code.
-        Call it first, before any runtime tool. Returns the matching types (an ambiguous name lists each), producer
-        and consumer sites (repo, file, line, symbol, kind, confidence, test_only), `candidates` (sites whose value
-        is not resolved, with the reason: never counted as producers/consumers), the queues and streams it travels
-        on, follow-ups up to `depth` (what handlers and triggers emit next), `upstream` with direction=upstream|both
-        and unresolved references; an unknown target returns `suggestions`. A class as target (post-processor,
-        worker, handler, controller) lists in `nodes` what it is, in `consumers` what it consumes and in
-        `producers` what it emits. `limit`/`offset` page every list (`totals` keeps their lengths).
+        """Who produces and consumes a job, event, ws message, queue, stream or class, from the code. Call it
+        first. Sites, `candidates` (guessed: not counted), routes, follow-ups, `upstream`; else `suggestions`.
         """
         from tools.mesh_index.summary import summarise_impact  # with its model: on the first call
 
