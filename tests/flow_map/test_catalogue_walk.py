@@ -43,7 +43,8 @@ def test_a_class_is_mapped_as_what_it_consumes_and_emits(tmp_path) -> None:
         svc.refresh()
         result, _graph = build_map(svc, "FeedFanoutGatherPostProcessor", 2, "LR")
         targets = {(n.file, n.symbol) for n in result.nodes if n.target}
-        assert ("ws-service/src/gather/feed-fanout.gather-post-processor.ts", "FeedFanoutGatherPostProcessor") in targets
+        sub = "ws-service/src/gather/feed-fanout.gather-post-processor.ts"
+        assert (sub, "FeedFanoutGatherPostProcessor") in targets
         values = {n.value for n in result.nodes if n.role == "type"}
         assert {"social.feed_shard_done", "social.feed_fanout_successfull", "ws.social.feed_fanout_failed"} <= values
         assert "social.deletion_completed" not in values  # the other subclass's aggregation
