@@ -32,7 +32,8 @@ def test_every_catalogue_name_is_mapped(which: str, tmp_path) -> None:
         for name in names:
             result, _graph = build_map(svc, name, 3, "LR")
             assert result.mermaid.startswith("flowchart") and result.mermaid_bytes <= MAX_BYTES, name
-            assert summarise_flow(result, 5).mermaid == result.mermaid
+            small = summarise_flow(result, 5)
+            assert small.mermaid.startswith("flowchart") and len(small.model_dump_json()) <= 4096, name
     finally:
         svc.close()
 

@@ -40,6 +40,7 @@ from tools.mesh_index.impact import ImpactEngine
 from tools.mesh_index.linked import LinkedIndex
 from tools.mesh_index.literal_facts import FACTS_VERSION
 from tools.mesh_index.model import Catalogue, ImpactResult, IndexInfo
+from tools.mesh_index.paging import validate_page
 from tools.mesh_index.ts_queries import ExtractConfig, extract_config  # noqa: F401 - extract_config: its old home
 from tools.mesh_index.warm_start import WarmStartMixin
 from tools.mesh_index.workspace import Discovery, Layout, Package, TsConfig, discover
@@ -50,8 +51,6 @@ if TYPE_CHECKING:
 
 Progress = Callable[[int, int, str], None]
 MAX_TARGET = 512
-DIRECTIONS = ("downstream", "upstream", "both")
-MAX_LIMIT = 500
 MAX_DEPTH = 5
 SNAPSHOT_AT_ONCE = 200  # a refresh that parsed this many files writes the snapshot at once (else on close)
 
@@ -302,12 +301,7 @@ class IndexService(FreshnessMixin, BuildCacheMixin, WarmStartMixin):
             raise InvalidArgument(f"target is {len(target)} characters long (max {MAX_TARGET})")
         if not isinstance(depth, int) or depth < 0 or depth > MAX_DEPTH:
             raise InvalidArgument(f"depth must be between 0 and {MAX_DEPTH} (got {depth!r})")
-        if direction not in DIRECTIONS:
-            raise InvalidArgument(f"direction must be one of {', '.join(DIRECTIONS)} (got {direction!r})")
-        if limit is not None and (not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT):
-            raise InvalidArgument(f"limit must be between 1 and {MAX_LIMIT} (got {limit!r}); omit it for every item")
-        if not isinstance(offset, int) or offset < 0:
-            raise InvalidArgument(f"offset must be 0 or more (got {offset!r})")
+        validate_page(direction, limit, offset)
         with self._lock:
             engine = self._ensure()
             return engine.analyze(target.strip(), depth, bool(include_tests), self._current_info(), direction,
