@@ -138,7 +138,8 @@ class GraphBuilder:
                 + [k for hit in nodes for s in hit.emits for k in self._key_of(s)]))
         if not keys:
             close = self.engine.suggestions(target)
-            raise NotFound(f"'{target}' matches no job, event, websocket type, queue or stream in the index"
+            raise NotFound(f"'{target}' matches no job, event, websocket type, queue, stream, class or config key "
+                           "in the index"
                            + (f"; closest names: {', '.join(close)}" if close else "")
                            + " (list_catalogue lists every name)")
         if loose:

@@ -154,7 +154,7 @@ def cmd_impact(args: argparse.Namespace) -> int:
         print_json(shaped(result, args.detail, summarise_impact, items))
         return 0 if result.matches or result.nodes else 1
     if not result.matches and not result.nodes:
-        print(f"'{args.target}' matches no job, event, websocket type, queue or stream.")
+        print(f"'{args.target}' matches no job, event, websocket type, queue, stream, class or config key.")
         if result.suggestions:
             print("closest names: " + ", ".join(result.suggestions))
         return 1

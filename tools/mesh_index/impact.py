@@ -280,7 +280,7 @@ class ImpactEngine(FollowUpWalker):
             producers += [s for s in hit.emits if include_tests or not s.test_only]
             consumers += [c for c in hit.consumes if include_tests or not c.test_only]
             ups += self.class_inputs((hit.match.file or "", hit.match.name)) if hit.match.kind == "class" else []
-            downs += [_key_of(self, s) for s in hit.emits if _key_of(self, s) is not None]  # type: ignore[misc]
+            downs += [k for k in (_key_of(self, s) for s in hit.emits) if k is not None]
         for key in dict.fromkeys([*ups, *downs]) if nodes else ():
             routes.extend(self.routes(key))
         for key in keys:
@@ -326,8 +326,6 @@ class ImpactEngine(FollowUpWalker):
                          "consumers (see candidates, each with its reason)")
         downs = list(dict.fromkeys(downs))
         followups = self.followups(downs, depth, include_tests) if depth > 0 and direction != "upstream" else []
-        if nodes:  # a node's own writes are its producers: follow-ups start after them
-            followups = [f for f in followups if f.depth > 0]
         ups = list(dict.fromkeys(ups))
         up = upstream(self, ups, max(depth, 1), include_tests) if direction in ("upstream", "both") else []
         result = ImpactResult(
@@ -361,15 +359,9 @@ def member_name_hint(idx: LinkedIndex, key: Key) -> str | None:
 
 
 def _key_of(engine: ImpactEngine, site: SiteRec) -> Key | None:
-    """The key a producer site writes (its value, of the kind the index holds it under)."""
-    for kind in ("job", "event", "ws_event"):
-        if site.value is not None and (kind, site.value) in engine.idx.producers and site in engine.idx.producers[
-                (kind, site.value)]:
-            return (kind, site.value)
-    for kind in ("job", "event", "ws_event"):
-        if site.value is not None and (kind, site.value) in engine.known:
-            return (kind, site.value)
-    return None
+    """The key a producer site writes (its value, of the kind the index knows it as)."""
+    kinds = ("job", "event", "ws_event")
+    return next(((k, site.value) for k in kinds if site.value is not None and (k, site.value) in engine.known), None)
 
 
 def _split(text: str | None) -> list[str]:

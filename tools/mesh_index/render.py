@@ -43,7 +43,7 @@ def index_line(info: IndexInfo) -> str:
 
 def impact_text(r: ImpactResult) -> str:
     if not r.matches and not r.nodes:
-        lines = [f"'{r.target}' matches no job, event, websocket type, queue or stream."]
+        lines = [f"'{r.target}' matches no job, event, websocket type, queue, stream, class or config key."]
         if r.suggestions:
             lines.append("closest names: " + ", ".join(r.suggestions))
         lines.append(index_line(r.index))
