@@ -121,7 +121,7 @@ def _downstream(service: IndexService, m: _Map, value: str, include_tests: bool)
 
 def attach_request_map(service: IndexService, result: ImpactResult, include_tests: bool) -> ImpactResult:
     """analyze_impact's hook: a target that matched nothing and is an HTTP route or a gRPC method gets its map."""
-    if result.matches or not is_request(service, result.target):
+    if result.matches or getattr(result, "nodes", None) or not is_request(service, result.target):
         return result
     result.request_map = request_map(service, result.target, include_tests)
     result.suggestions = []

@@ -96,6 +96,17 @@ class FollowUp(_Model):
     site: Site
 
 
+class NodeMatch(_Model):
+    """A target that is not a value: a class (handler, worker, post-processor, any class that writes), a config key,
+    or a kind another module plugs in (see :mod:`tools.mesh_index.node_targets`)."""
+
+    kind: str = Field(description="class|config_key|... (the target kind that matched)")
+    name: str
+    role: str = Field(description="handler, worker, post_processor, producer (a class that writes), config, ...")
+    file: str | None = None
+    line: int | None = None
+
+
 class IndexInfo(_Model):
     """State of the index an answer comes from, so a partial answer is never silent."""
 
@@ -122,11 +133,27 @@ class ImpactResult(_Model):
     matches: list[Match]
     producers: list[Site]
     consumers: list[Site]
+    candidates: list[Site] = Field(
+        default_factory=list,
+        description="sites that might concern the target but whose value set is not resolved (every value of a "
+        "table or config key, a consumer whose stream is unknown): never producers/consumers; detail.reason says why",
+    )
     routes: list[Route]
     followups: list[FollowUp]
     unresolved: list[Site] = Field(
         description="references of the relevant kind the index could not resolve (they might concern the target)"
     )
+    nodes: list[NodeMatch] = Field(
+        default_factory=list, description="the target as a class or config key: its consumer sites are `consumers` "
+        "(what it consumes), its producer sites `producers` (what it emits)")
+    upstream: list[FollowUp] = Field(
+        default_factory=list, description="direction=upstream|both: who writes what the target consumes (or the "
+        "value), level by level: from_value is what that writer consumes in turn ('code' when nothing)")
+    direction: str = "downstream"
+    totals: dict[str, int] = Field(
+        default_factory=dict, description="length of each list before limit/offset paging")
+    offset: int = 0
+    limit: int | None = None
     index: IndexInfo
     suggestions: list[str] = Field(default_factory=list, description="closest known names for an unknown target")
     notes: list[str] = Field(default_factory=list, description="caveats worth reading before concluding")

@@ -41,6 +41,7 @@ from tools.mesh_index.impact import ImpactEngine
 from tools.mesh_index.linked import LinkedIndex
 from tools.mesh_index.literal_facts import FACTS_VERSION
 from tools.mesh_index.model import Catalogue, ImpactResult, IndexInfo
+from tools.mesh_index.paging import validate_page
 from tools.mesh_index.ts_queries import ExtractConfig, extract_config  # noqa: F401 - extract_config: its old home
 from tools.mesh_index.warm_start import WarmStartMixin
 from tools.mesh_index.workspace import Discovery, Layout, Package, TsConfig, discover
@@ -291,17 +292,21 @@ class IndexService(FreshnessMixin, BuildCacheMixin, WarmStartMixin, FactsAccessM
         return self._engine
 
     # -- queries -------------------------------------------------------------------------------
-    def analyze_impact(self, target: str, depth: int = 1, include_tests: bool = False) -> ImpactResult:
-        """Producers, consumers, routes and follow-ups of ``target`` (see :mod:`tools.mesh_index.impact`)."""
+    def analyze_impact(self, target: str, depth: int = 1, include_tests: bool = False, direction: str = "downstream",
+                       limit: int | None = None, offset: int = 0) -> ImpactResult:
+        """Producers, consumers, routes and follow-ups of ``target`` (see :mod:`tools.mesh_index.impact`); a class or
+        config key as target (:mod:`tools.mesh_index.node_targets`); ``direction``; ``limit``/``offset`` paging."""
         if not isinstance(target, str) or not target.strip():
             raise InvalidArgument("target is empty: give a member name, qualified name, string value, queue or stream")
         if len(target) > MAX_TARGET:
             raise InvalidArgument(f"target is {len(target)} characters long (max {MAX_TARGET})")
         if not isinstance(depth, int) or depth < 0 or depth > MAX_DEPTH:
             raise InvalidArgument(f"depth must be between 0 and {MAX_DEPTH} (got {depth!r})")
+        validate_page(direction, limit, offset)
         with self._lock:
             engine = self._ensure()
-            result = engine.analyze(target.strip(), depth, bool(include_tests), self._current_info())
+            result = engine.analyze(target.strip(), depth, bool(include_tests), self._current_info(), direction,
+                                    limit, offset)
         # -- request-map hook (issue 34): an HTTP route or gRPC method is followed by tools.code_nav --
         from tools.code_nav.request_map import attach_request_map
 
