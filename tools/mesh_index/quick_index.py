@@ -60,7 +60,9 @@ def inputs_fingerprint(args: Any) -> str | None:
     explicit = getattr(args, "config", None)
     env = sorted((k, v) for k, v in os.environ.items() if k.startswith("MESH_") and k != "MESH_HTTP_TOKEN")
     h.update(json.dumps([manifest.FORMAT, __version__, os.getcwd(), str(workspace), str(explicit), env]).encode())
-    for candidate in (explicit, os.environ.get("MESH_CONFIG"), workspace / "mesh.toml"):
+    from server.config_sources import user_config_path
+
+    for candidate in (explicit, os.environ.get("MESH_CONFIG"), user_config_path(os.environ), workspace / "mesh.toml"):
         if not candidate:
             continue
         try:
