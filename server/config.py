@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from server.config_sources import CONFIG_FILE_NAME, inside, refuse_workspace_keys, user_config_path
 from server.conventions import (
     ColumnNames,
     Conventions,
@@ -30,7 +31,6 @@ from server.conventions import (
     Statuses,
     TableNames,
 )
-from server.config_sources import CONFIG_FILE_NAME, inside, refuse_workspace_keys, user_config_path
 from server.errors import ConfigError
 from server.redis_settings import RedisInstanceSettings, RedisSettings
 

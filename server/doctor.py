@@ -17,6 +17,7 @@ from pydantic import BaseModel
 from server.checks import Check
 from server.cli_support import print_json, print_table, settings_from_args
 from server.errors import MeshError
+from server.redaction import redact_text
 from server.runtime import Runtime
 
 CAPABILITY_CHECKS: tuple[str, ...] = (
@@ -60,7 +61,7 @@ async def core_checks(runtime: Runtime) -> list[Check]:
             checks.append(Check(name=f"postgres:{name}", status="ok",
                                 detail=f"PostgreSQL {result.rows[0]['v']}"))
         except MeshError as exc:
-            checks.append(Check(name=f"postgres:{name}", status="fail", detail=str(exc),
+            checks.append(Check(name=f"postgres:{name}", status="fail", detail=redact_text(str(exc)),
                                 fix="check the DSN in [services." + name + "] and that the server is up"))
     from server.topology_doctor import redis_checks  # each instance, through its topology
 
