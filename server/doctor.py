@@ -40,13 +40,15 @@ async def core_checks(runtime: Runtime) -> list[Check]:
         Check(
             name="config",
             status="ok",
-            detail=f"loaded from {settings.config_file}" if settings.config_file else "defaults (no mesh.toml)",
+            detail=(f"loaded from {settings.config_file}" if settings.config_file else "defaults (no config file)")
+            + (f"; [conventions] from the workspace's {settings.workspace_config_file}"
+               if settings.workspace_config_file else ""),
         )
     ]
     if settings.workspace is None:
         checks.append(
             Check(name="workspace", status="warn", detail="no workspace: static tools unavailable",
-                  fix="pass --workspace DIR or set workspace in mesh.toml")
+                  fix="pass --workspace DIR or set workspace in your mesh.toml")
         )
     else:
         checks.append(Check(name="workspace", status="ok", detail=str(settings.workspace)))
