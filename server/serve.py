@@ -70,6 +70,16 @@ def run_http(server: MCPServer, settings: Settings, host: str, port: int) -> Non
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    if getattr(args, "shared_daemon", None):
+        from server.shared_daemon import run_daemon
+
+        return run_daemon(args, build_stdio_server)
+    if not args.http:
+        from server.shared_front import serve_through_shared
+
+        code = serve_through_shared(args)  # None: shared mode refused or unavailable, serve in-process
+        if code is not None:
+            return code
     with collector_paused():  # the start-up makes long-lived objects, hardly any garbage (server/startup_gc.py)
         server, settings, http = _start(args)
     if http is not None:
@@ -77,6 +87,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     else:
         server.run("stdio")
     return 0
+
+
+def build_stdio_server(args: argparse.Namespace) -> MCPServer:
+    """The server ``serve`` runs over stdio (the shared server runs it over its socket), warm-up started."""
+    return _start(args)[0]
 
 
 def _start(args: argparse.Namespace) -> tuple[MCPServer, Settings, tuple[str, int] | None]:
