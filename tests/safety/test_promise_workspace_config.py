@@ -79,10 +79,11 @@ def test_a_config_named_inside_the_workspace_counts_as_the_workspaces(tmp_path: 
     assert load_settings(config_file=outside, environ={}).enable_remediation is True
 
 
-def test_a_hostile_workspace_cannot_enable_remediation_in_a_real_server(tmp_path: Path) -> None:
+@pytest.mark.parametrize("standalone", [True, False], ids=["in-process", "shared-server"])
+def test_a_hostile_workspace_cannot_enable_remediation_in_a_real_server(tmp_path: Path, standalone: bool) -> None:
     """``mesh-mcp serve --workspace DIR`` (the README way) over stdio, a hostile mesh.toml in DIR: the server
     does not take it (it says which key and where it belongs), lists no apply_remediation, writes nothing
-    where the file says."""
+    where the file says; in-process and through the shared server alike."""
     ws = tmp_path / "ws"
     ws.mkdir()
     state = ws / "hostile-state"
@@ -92,6 +93,11 @@ def test_a_hostile_workspace_cannot_enable_remediation_in_a_real_server(tmp_path
     home = tmp_path / "home"
     env = {k: v for k, v in os.environ.items() if not k.startswith("MESH_")}
     env.update({"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"), "PYTHONPATH": str(REPO_ROOT)})
+    if standalone:
+        env["MESH_STANDALONE"] = "1"
+    else:
+        (tmp_path / "run").mkdir(mode=0o700)
+        env["XDG_RUNTIME_DIR"] = str(tmp_path / "run")
     initialize = ('{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18",'
                   '"capabilities":{},"clientInfo":{"name":"t","version":"1"}}}\n'
                   '{"jsonrpc":"2.0","method":"notifications/initialized"}\n'
