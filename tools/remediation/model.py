@@ -227,7 +227,8 @@ class Plan(_M):
         ]
         for step in self.steps:
             flag = "reversible" if step.reversible else "NOT reversible"
-            lines.append(f"  {step.number}. [{step.action}] {step.description} ({flag})")
+            where = f", on {step.runs_on}" if step.runs_on else ""
+            lines.append(f"  {step.number}. [{step.action}] {step.description} ({flag}{where})")
         lines.extend(f"warning: {w}" for w in self.warnings)
         lines.extend(f"note: {n}" for n in self.notes)
         if self.steps:
