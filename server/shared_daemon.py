@@ -15,6 +15,7 @@ import contextlib
 import logging
 import os
 import socket
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -101,9 +102,18 @@ async def _serve(lowlevel: Any, listener: socket.socket, sock_path: Path, inode:
     log.info("the shared server served %d client(s)", clients.served)
 
 
-def run_daemon(args: argparse.Namespace, build_stdio_server: Callable[[argparse.Namespace], Any]) -> int:
+def _load_quietly(load_index: Callable[[Any], None], server: Any) -> None:
+    try:
+        load_index(server)
+    except Exception:  # the first call reports the index's error to its client
+        log.exception("the shared server could not load the index ahead of its first call")
+
+
+def run_daemon(args: argparse.Namespace, build_stdio_server: Callable[[argparse.Namespace], Any],
+               load_index: Callable[[Any], None]) -> int:
     """Build the server with ``build_stdio_server(args)`` (serve's own builder), listen on
-    ``args.shared_daemon`` and serve until idle; the exit code."""
+    ``args.shared_daemon``, load the index in the background (``load_index(server)``) and serve until
+    idle; the exit code."""
     from server.startup_gc import collector_paused
 
     sock_path = Path(args.shared_daemon)
@@ -115,6 +125,7 @@ def run_daemon(args: argparse.Namespace, build_stdio_server: Callable[[argparse.
         raise RuntimeError("this MCP SDK does not expose the low-level server the shared mode runs sessions on")
     listener, inode = _bind(sock_path)
     pid_path.write_text(f"{os.getpid()}\n")
+    threading.Thread(target=_load_quietly, args=(load_index, server), name="mesh-shared-index", daemon=True).start()
     log.info("shared server pid %d listening on %s", os.getpid(), sock_path)
     try:
         anyio.run(_serve, lowlevel, listener, sock_path, inode, float(args.idle_exit))

@@ -34,10 +34,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from server import __version__
+from server import __version__, workspace_files
 from tools.mesh_index import manifest
 
 CACHE_FILE = "static-index.sqlite"  # tools.mesh_index.cache.FILE_NAME (not imported: it imports logging, threads)
+MAX_WORKSPACE_CONFIG_BYTES = 1_000_000
 _CODE_DIRS = ("server", "server/approval", "tools/mesh_index")
 
 
@@ -62,11 +63,15 @@ def inputs_fingerprint(args: Any) -> str | None:
     h.update(json.dumps([manifest.FORMAT, __version__, os.getcwd(), str(workspace), str(explicit), env]).encode())
     from server.config_sources import user_config_path
 
-    for candidate in (explicit, os.environ.get("MESH_CONFIG"), user_config_path(os.environ), workspace / "mesh.toml"):
+    own = workspace / "mesh.toml"
+    for candidate in (explicit, os.environ.get("MESH_CONFIG"), user_config_path(os.environ), own):
         if not candidate:
             continue
         try:
-            data = Path(candidate).expanduser().read_bytes()
+            if candidate is own:  # the workspace's own mesh.toml: the guarded reader (no FIFO, capped)
+                data = workspace_files.read_bytes(workspace, "mesh.toml", MAX_WORKSPACE_CONFIG_BYTES)
+            else:
+                data = Path(candidate).expanduser().read_bytes()
         except OSError:
             data = b"\0absent"
         h.update(f"\n{candidate}\n".encode())
