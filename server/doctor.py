@@ -17,6 +17,7 @@ from pydantic import BaseModel
 from server.checks import Check
 from server.cli_support import print_json, print_table, settings_from_args
 from server.errors import MeshError
+from server.redaction import redact_text
 from server.runtime import Runtime
 
 CAPABILITY_CHECKS: tuple[str, ...] = (
@@ -39,13 +40,15 @@ async def core_checks(runtime: Runtime) -> list[Check]:
         Check(
             name="config",
             status="ok",
-            detail=f"loaded from {settings.config_file}" if settings.config_file else "defaults (no mesh.toml)",
+            detail=(f"loaded from {settings.config_file}" if settings.config_file else "defaults (no config file)")
+            + (f"; [conventions] from the workspace's {settings.workspace_config_file}"
+               if settings.workspace_config_file else ""),
         )
     ]
     if settings.workspace is None:
         checks.append(
             Check(name="workspace", status="warn", detail="no workspace: static tools unavailable",
-                  fix="pass --workspace DIR or set workspace in mesh.toml")
+                  fix="pass --workspace DIR or set workspace in your mesh.toml")
         )
     else:
         checks.append(Check(name="workspace", status="ok", detail=str(settings.workspace)))
@@ -60,7 +63,7 @@ async def core_checks(runtime: Runtime) -> list[Check]:
             checks.append(Check(name=f"postgres:{name}", status="ok",
                                 detail=f"PostgreSQL {result.rows[0]['v']}"))
         except MeshError as exc:
-            checks.append(Check(name=f"postgres:{name}", status="fail", detail=str(exc),
+            checks.append(Check(name=f"postgres:{name}", status="fail", detail=redact_text(str(exc)),
                                 fix="check the DSN in [services." + name + "] and that the server is up"))
     from server.topology_doctor import redis_checks  # each instance, through its topology
 
