@@ -45,7 +45,9 @@ def settings_from_args(args: argparse.Namespace, **overrides: Any) -> Settings:
 
 def add_common_flags(parser: argparse.ArgumentParser, *, json_flag: bool = True) -> None:
     parser.add_argument("--workspace", type=Path, help="workspace root (folder of repositories)")
-    parser.add_argument("--config", type=Path, help="mesh.toml to read (default: <workspace>/mesh.toml)")
+    parser.add_argument("--config", type=Path,
+                        help="your mesh.toml (default: $MESH_CONFIG, else ~/.config/mesh-mcp/mesh.toml; "
+                        "<workspace>/mesh.toml may hold [conventions] only)")
     if json_flag:
         parser.add_argument("--json", action="store_true", help="print JSON for machines")
 

@@ -1,4 +1,8 @@
-"""Settings: ``mesh.toml`` plus ``MESH_*`` environment overrides, validated by pydantic.
+"""Settings: the user's ``mesh.toml`` plus ``MESH_*`` environment overrides, validated by pydantic.
+
+Which file may set what is decided in :mod:`server.config_sources`: the user's config file
+(``--config``, ``$MESH_CONFIG``, ``~/.config/mesh-mcp/mesh.toml``) and the environment decide
+everything; the workspace's own ``mesh.toml`` holds ``[conventions]`` only.
 
 Every name of the diagnosed system (tables, columns, Redis key patterns, call and
 decorator names) is a setting in ``[conventions]``; the defaults match the target
@@ -21,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from server.config_env import READ_ELSEWHERE, env_origin, env_path, unknown_variables, without_unknown
 from server.config_file import read_config_toml
+from server.config_sources import CONFIG_FILE_NAME, inside, refuse_workspace_keys, user_config_path
 from server.conventions import (
     ColumnNames,
     Conventions,
@@ -30,8 +35,6 @@ from server.conventions import (
 )
 from server.errors import ConfigError
 from server.redis_settings import RedisInstanceSettings, RedisSettings
-
-CONFIG_FILE_NAME = "mesh.toml"
 
 __all__ = [
     "ApprovalSettings",
@@ -216,7 +219,10 @@ class Settings(_Strict):
     approval: ApprovalSettings = ApprovalSettings()
     http: HttpSettings = HttpSettings()
     enable_remediation: bool = False
-    config_file: Path | None = Field(default=None, description="the file these settings came from")
+    config_file: Path | None = Field(default=None, description="the user's config file these settings came from")
+    workspace_config_file: Path | None = Field(
+        default=None, description="the workspace's mesh.toml whose [conventions] were read (nothing else of it)"
+    )
 
     @property
     def resolved_state_dir(self) -> Path:
@@ -288,16 +294,56 @@ def _format_validation_error(err: ValidationError, origin: str) -> str:
     return f"{origin}: invalid value for '{loc}': {msg}{more}"
 
 
-def find_config_file(workspace: Path | None, explicit: Path | None) -> Path | None:
-    """The config file to read: ``--config``, ``$MESH_CONFIG``, or ``<workspace>/mesh.toml``."""
+def find_config_file(workspace: Path | None, explicit: Path | None,
+                     environ: dict[str, str] | None = None) -> Path | None:
+    """The user's config file to read: ``--config``, ``$MESH_CONFIG``, or the one in the user's config
+    folder when it exists (``server.config_sources.user_config_path``). Never ``<workspace>/mesh.toml``:
+    that one is :func:`workspace_config_file`, and may hold ``[conventions]`` only."""
+    env = os.environ if environ is None else environ
     if explicit is not None:
         return explicit
-    env = os.environ.get("MESH_CONFIG")
-    if env:
-        return Path(env)
+    if env.get("MESH_CONFIG"):
+        return Path(env["MESH_CONFIG"]).expanduser()
+    own = user_config_path(env)
+    return own if own is not None and own.is_file() else None
+
+
+def workspace_config_file(workspace: Path | None) -> Path | None:
+    """``<workspace>/mesh.toml`` when it exists (naming hints only: ``server.config_sources``)."""
     if workspace is not None and (workspace / CONFIG_FILE_NAME).is_file():
         return workspace / CONFIG_FILE_NAME
     return None
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise ConfigError(f"{path}: config file not found (pass --config with an existing file)")
+    return read_config_toml(path)  # UTF-8 with or without a BOM; another encoding is one line
+
+
+def _read_sources(ws: Path | None, config_file: Path | None,
+                  env: dict[str, str]) -> tuple[dict[str, Any], Path | None, Path | None, Path | None]:
+    """``(merged file data, user file, workspace file, workspace)``: the user's file decides everything,
+    the workspace's ``mesh.toml`` only ``[conventions]`` (the user's file wins over it)."""
+    path = find_config_file(ws, config_file, env)
+    data: dict[str, Any] = {}
+    if path is not None:
+        data = _read_toml(path)
+        if "workspace" in data and isinstance(data["workspace"], str):
+            data["workspace"] = str((path.parent / data["workspace"]).expanduser().resolve())
+    if ws is None and isinstance(data.get("workspace"), str):
+        ws = Path(data["workspace"])
+    if path is not None and ws is not None and inside(path, ws):  # named, but the agent can edit it
+        refuse_workspace_keys(data, path, named=True, environ=env)
+        return data, None, path, ws
+    ws_file = workspace_config_file(ws)
+    if ws_file is not None and path is not None and os.path.realpath(ws_file) == os.path.realpath(path):
+        ws_file = None
+    if ws_file is not None:
+        ws_data = _read_toml(ws_file)
+        refuse_workspace_keys(ws_data, ws_file, environ=env)
+        data = _deep_merge(ws_data, data)
+    return data, path, ws_file, ws
 
 
 def load_settings(
@@ -307,7 +353,8 @@ def load_settings(
     environ: dict[str, str] | None = None,
     overrides: dict[str, Any] | None = None,
 ) -> Settings:
-    """Read the config file (if any), apply ``MESH_*`` variables then ``overrides``, validate.
+    """Read the user's config file (if any) and the workspace's naming hints, apply ``MESH_*`` variables
+    then ``overrides``, validate.
 
     Raises ``ConfigError`` with one line naming the file and the key at fault.
     """
@@ -315,16 +362,10 @@ def load_settings(
     ws = Path(workspace).expanduser().resolve() if workspace is not None else None
     if ws is None and env.get("MESH_WORKSPACE"):
         ws = Path(env["MESH_WORKSPACE"]).expanduser().resolve()
-    path = find_config_file(ws, Path(config_file).expanduser() if config_file else None)
-    data: dict[str, Any] = {}
-    origin = "configuration"
-    if path is not None:
-        origin = str(path)
-        if not path.is_file():
-            raise ConfigError(f"{path}: config file not found (pass --config with an existing file)")
-        data = read_config_toml(path)
-        if "workspace" in data and isinstance(data["workspace"], str):
-            data["workspace"] = str((path.parent / data["workspace"]).expanduser().resolve())
+    data, path, ws_file, _ = _read_sources(ws, Path(config_file).expanduser() if config_file else None, env)
+    origin = str(path or ws_file) if (path or ws_file) else "configuration"
+    if ws_file is not None:
+        data["workspace_config_file"] = str(ws_file.resolve())
     file_data = data
     env = without_unknown(Settings, env)
     env_data = _env_overrides(env)

@@ -34,7 +34,7 @@ import anyio
 
 from server.config import Settings
 from server.errors import InvalidArgument, MeshError, NotFound, ServiceUnavailable, StatementTimeout
-from server.redaction import redact_dsn
+from server.redaction import redact_dsn, redact_text
 from server.redis_routing import route
 from server.redis_settings import DEFAULT_INSTANCE
 
@@ -60,8 +60,9 @@ class ReadResult:
 
 
 def _first_line(exc: BaseException) -> str:
+    """The first line of a driver's error, secrets redacted (libpq quotes the conninfo it could not parse)."""
     text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
+    return redact_text(text[0]) if text else type(exc).__name__
 
 
 class Connections:

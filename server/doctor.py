@@ -18,6 +18,7 @@ from pydantic import BaseModel
 from server.checks import Check
 from server.cli_support import print_json, print_table, print_text, settings_from_args
 from server.errors import MeshError
+from server.redaction import redact_text
 from server.runtime import Runtime
 
 if TYPE_CHECKING:
@@ -40,8 +41,9 @@ class DoctorReport(BaseModel):
 async def core_checks(runtime: Runtime) -> list[Check]:
     settings = runtime.settings
     assumed = assumed_defaults(settings)
-    loaded = (f"loaded from {settings.config_file}" if settings.config_file
-              else "no mesh.toml (--config, MESH_CONFIG, <workspace>/mesh.toml)")
+    loaded = (f"loaded from {settings.config_file}" if settings.config_file else "defaults (no config file)") + (
+        f"; [conventions] from the workspace's {settings.workspace_config_file}"
+        if settings.workspace_config_file else "")
     detail = loaded + (f"; assumed: {'; '.join(assumed)}" if assumed else "")
     checks = [Check(name="config", status="ok", detail=detail)]
     from server.config import unknown_env_variables
@@ -55,7 +57,7 @@ async def core_checks(runtime: Runtime) -> list[Check]:
     if settings.workspace is None:
         checks.append(
             Check(name="workspace", status="warn", detail="no workspace: static tools unavailable",
-                  fix="pass --workspace DIR or set workspace in mesh.toml")
+                  fix="pass --workspace DIR or set workspace in your mesh.toml")
         )
     else:
         checks.append(Check(name="workspace", status="ok", detail=str(settings.workspace)))
@@ -70,7 +72,7 @@ async def core_checks(runtime: Runtime) -> list[Check]:
             checks.append(Check(name=f"postgres:{name}", status="ok",
                                 detail=f"PostgreSQL {result.rows[0]['v']}"))
         except MeshError as exc:
-            checks.append(Check(name=f"postgres:{name}", status="fail", detail=str(exc),
+            checks.append(Check(name=f"postgres:{name}", status="fail", detail=redact_text(str(exc)),
                                 fix="check the DSN in [services." + name + "] and that the server is up"))
     from server.topology_doctor import redis_checks  # each instance, through its topology
 

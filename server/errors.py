@@ -31,9 +31,11 @@ class ServiceUnavailable(MeshError):
     """A database or Redis could not be reached; the message names which."""
 
     def __init__(self, service: str, detail: str) -> None:
-        self.service = service
-        self.detail = detail
-        super().__init__(f"{service} is unavailable: {detail}")
+        from server.redaction import redact_text  # a driver's message can quote the DSN it was given
+
+        self.service = redact_text(service)
+        self.detail = redact_text(detail)
+        super().__init__(f"{self.service} is unavailable: {self.detail}")
 
 
 class RemediationRefused(MeshError):

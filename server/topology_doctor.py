@@ -30,7 +30,7 @@ import psycopg
 
 from server.checks import Check
 from server.errors import MeshError
-from server.redaction import redact_dsn
+from server.redaction import redact_dsn, redact_text
 from server.redis_clients import single_server_client
 from server.redis_settings import DEFAULT_INSTANCE
 from server.runtime import Runtime
@@ -65,7 +65,7 @@ async def _redis_instance(runtime: Runtime, instance: str) -> list[Check]:
                 if cfg.read_from_replicas:
                     bare = await _shards_without_replica(conn.redis_reader(instance))
     except MeshError as exc:
-        return [Check(name=name, status="fail", detail=str(exc),
+        return [Check(name=name, status="fail", detail=redact_text(str(exc)),
                       fix=f"check {_section(instance)} and that Redis is up")]
     finally:
         if client is not None:

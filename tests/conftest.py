@@ -141,10 +141,13 @@ def redis_client(redis_url: str) -> Iterator[redis.Redis]:
 
 @pytest.fixture
 def mesh_config(tmp_path: Path) -> Callable[..., Path]:
-    """Write a mesh.toml (from a dict) into a temp dir; returns its path."""
+    """Write the user's mesh.toml (from a dict) into a temp dir beside ``tmp_path``, never inside it: tests use
+    ``tmp_path`` as their workspace, and a config file inside the workspace may hold [conventions] only."""
+    folder = tmp_path.parent / f"{tmp_path.name}-config"
+    folder.mkdir(exist_ok=True)
 
     def write(data: dict[str, Any], name: str = "mesh.toml") -> Path:
-        path = tmp_path / name
+        path = folder / name
         path.write_text(render_toml(data), encoding="utf-8")
         return path
 

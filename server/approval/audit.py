@@ -26,6 +26,11 @@ rewrite the file (see docs/remediation.md, threat model). Each record can also b
 as it is written to an append-only copy file and/or syslog (``[approval] audit_copy_file``,
 ``audit_syslog``), which hold the anchor outside the file.
 
+The records the apply-time guards depend on (``replayed``: "a replay is never delivered
+twice") are also appended to their own index file, ``<state_dir>/audit-replayed.jsonl``
+(:data:`INDEXED_EVENTS`, :meth:`AuditLog.events`): however many other records are written
+(an agent can make every refused call write one), the guard still sees every replay.
+
 Records never hold an approval token, the local HMAC secret, a passphrase or the code
 shown by ``mesh-mcp approve``: :meth:`AuditLog.record` refuses such field names.
 """
@@ -56,6 +61,10 @@ GENESIS = "0" * 64
 DETAIL_MAX_CHARS = 2000
 _FORBIDDEN_FIELDS = frozenset({"token", "approval_token", "secret", "passphrase", "code", "mac", "signature"})
 _TAIL_CHUNK = 64 * 1024
+INDEXED_EVENTS = frozenset({"replayed"})
+"""Events also kept in their own file (``audit-<event>.jsonl``), read whole by :meth:`AuditLog.events`."""
+LEGACY_TAIL_BYTES = 8 * 1024 * 1024
+""":meth:`AuditLog.events` also reads this much of the log's tail: records written before the index existed."""
 _ANCHOR_RE = re.compile(r"^(?:(\d{1,12}):)?([0-9a-f]{64})$")
 
 
@@ -176,6 +185,8 @@ class AuditLog:
                 line = json.dumps(entry, ensure_ascii=False, separators=(",", ":"), default=str).encode("utf-8")
                 fh.write(line + b"\n")
                 os.fsync(fh.fileno())
+            if event in INDEXED_EVENTS:  # after the log: a crash in between leaves it in the log's tail
+                self._index(event, line)
         entry["head"] = str(AuditHead(_line_hash(line), entry["seq"]))
         self._ship(line)
         return entry
@@ -189,6 +200,31 @@ class AuditLog:
         if isinstance(seq, int) and seq > 0:
             return seq + 1
         return _count_lines(fh) + 1  # a log written before records were numbered: count once
+
+    def index_path(self, event: str) -> Path:
+        """The index file of ``event`` (one of :data:`INDEXED_EVENTS`), next to the log."""
+        return self.path.with_name(f"audit-{event}.jsonl")
+
+    def _index(self, event: str, line: bytes) -> None:
+        fd = os.open(self.index_path(event), os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_BINARY", 0),
+                     0o600)
+        try:
+            os.write(fd, line + b"\n")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def events(self, event: str) -> list[dict[str, Any]]:
+        """Every ``event`` record (an indexed one), oldest first: its whole index file, plus those in the
+        log's last :data:`LEGACY_TAIL_BYTES` that the index lacks (written before it existed)."""
+        if event not in INDEXED_EVENTS:
+            raise ValueError(f"audit event {event!r} is not indexed (indexed: {sorted(INDEXED_EVENTS)})")
+        indexed = AuditLog(self.index_path(event)).read()
+        seen = {(r.get("seq"), r.get("prev")) for r in indexed}
+        tail = [r for r in self.read(max_bytes=LEGACY_TAIL_BYTES)
+                if r.get("event") == event and (r.get("seq"), r.get("prev")) not in seen]
+        found = [r for r in indexed if r.get("event") == event] + tail
+        return sorted(found, key=lambda r: r.get("seq") if isinstance(r.get("seq"), int) else 0)
 
     def _ship(self, line: bytes) -> None:
         if self.copy_file is not None:

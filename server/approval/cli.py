@@ -1,7 +1,9 @@
 """``mesh-mcp approve PLAN_ID`` and ``mesh-mcp approver init``: the human side of remediation.
 
 ``approve`` refuses to run unless stdin is an interactive terminal, checks the plan's
-integrity and expiry, shows the whole plan (every command, precondition, backup and
+integrity and expiry, resolves where every step runs with its own settings (the PostgreSQL
+service and database, or the Redis instance: refused when the plan says otherwise), shows the
+whole plan (where each step runs, every command, precondition, backup and
 blast radius) and the approval gate as checked by this command (the approver set with
 ids and key fingerprints, the trust file it came from, the trust check and any warning),
 then (signature mode) finds the approver's key file, shows a random code and asks the
@@ -46,6 +48,7 @@ from server.config import Settings
 from server.errors import InvalidArgument, MeshError, RemediationRefused
 from tools.remediation import store
 from tools.remediation.model import Plan
+from tools.remediation.targets import check_targets
 
 CODE_ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"
 CODE_LENGTH = 6
@@ -97,6 +100,7 @@ def _plan_lines(plan: Plan) -> list[str]:
     ]
     for step in plan.steps:
         lines.append(f"Step {step.number}: {step.action} - {step.description}")
+        lines.append(f"  runs on: {step.runs_on}")
         lines.append(f"  target: {step.target}")
         lines.extend(f"    {line}" for line in step.command.splitlines())
         for params in step.params:
@@ -116,6 +120,7 @@ def _load_checked(settings: Settings, plan_id: str, plan_file: Path | None) -> P
     if plan.plan_id != plan_id:
         raise RemediationRefused(f"{plan_file} holds plan {plan.plan_id}, not {plan_id}")
     store.check_integrity(plan, settings.conventions)
+    check_targets(plan, settings)  # resolved with this command's settings: the screen shows where steps run
     if store.is_expired(plan):
         raise RemediationRefused(f"plan {plan_id} expired at {plan.expires_at}: have the agent propose it again")
     if store.application_record(settings, plan_id) is not None:

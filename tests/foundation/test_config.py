@@ -29,19 +29,26 @@ def test_defaults_match_the_target_system() -> None:
     assert "Processor" in conv.static.processor_decorators
 
 
-def test_reads_mesh_toml_from_the_workspace(tmp_path: Path) -> None:
-    (tmp_path / "mesh.toml").write_text(
+def test_reads_the_users_mesh_toml_and_the_workspaces_conventions(tmp_path: Path) -> None:
+    """Connections come from the user's config folder; the workspace's mesh.toml adds naming hints only."""
+    user = tmp_path / "home" / "mesh-mcp"
+    user.mkdir(parents=True)
+    (user / "mesh.toml").write_text(
         '[services.event]\npostgres = "postgresql://app:s3cret@db:5432/event"\n'
         '[redis]\nurl = "redis://cache:6379/2"\n'
-        '[conventions.tables]\njobs_outbox = "outbox_jobs"\n'
+        '[conventions.tables]\nevent_queue = "queue_of_events"\n'
     )
-    settings = load_settings(workspace=tmp_path, environ={})
-    assert settings.workspace == tmp_path.resolve()
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "mesh.toml").write_text('[conventions.tables]\njobs_outbox = "outbox_jobs"\nevent_queue = "mine"\n')
+    settings = load_settings(workspace=ws, environ={"XDG_CONFIG_HOME": str(tmp_path / "home")})
+    assert settings.workspace == ws.resolve()
     assert settings.services["event"].postgres.endswith("/event")
     assert settings.redis.url == "redis://cache:6379/2"
     assert settings.conventions.tables.jobs_outbox == "outbox_jobs"
-    assert settings.conventions.tables.event_queue == "event_queue"
-    assert settings.config_file == (tmp_path / "mesh.toml").resolve()
+    assert settings.conventions.tables.event_queue == "queue_of_events"  # the user's file wins
+    assert settings.config_file == (user / "mesh.toml").resolve()
+    assert settings.workspace_config_file == (ws / "mesh.toml").resolve()
 
 
 def test_environment_overrides_the_file(tmp_path: Path) -> None:

@@ -49,11 +49,12 @@ async def test_a_replay_is_never_delivered_twice(tmp_path, outbox_db, topology):
     assert all(s.status in ("not_run", "drift") for s in second.steps)  # stopped in the pre-flight
     assert redis_client.xlen(STREAM) == length
 
-    # the agent also drops the audit log's `replayed` lines: the stream itself still shows the replay
+    # the agent also drops the audit log's `replayed` lines and their index: the stream still shows the replay
     _forget_the_apply(settings, plan.plan_id)
     log = audit_log(settings).path
     kept = [line for line in log.read_text().splitlines() if json.loads(line)["event"] != "replayed"]
     log.write_text("".join(f"{line}\n" for line in kept))
+    audit_log(settings).index_path("replayed").unlink()  # and their index (issue 32): the same file access
     third = await _apply(settings, plan.plan_id, token)
     assert third.status == "stopped" and third.steps[1].status == "drift"
     assert replayed in third.steps[1].detail and "same original id" in third.steps[1].detail

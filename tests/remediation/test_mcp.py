@@ -125,7 +125,8 @@ async def test_the_default_answer_is_the_summary_of_the_plan_the_human_approves(
         "notes": plan.notes, "symptom": plan.symptom}
     assert shown["blast_radius"] == plan.blast_radius.model_dump(mode="json")
     assert shown["steps"] == [{"number": s.number, "action": s.action, "description": s.description,
-                               "target": s.target, "reversible": s.reversible} for s in plan.steps]
+                               "target": s.target, "runs_on": s.runs_on, "reversible": s.reversible}
+                              for s in plan.steps]
     assert len(plan.steps) >= 4 and [s["number"] for s in shown["steps"]] == list(range(1, len(plan.steps) + 1))
     assert shown["omitted"] == {"counts": {"step_commands": len(plan.steps)},  # commands: in the plan file
                                 "how": 'call again with detail="full" for every item'}

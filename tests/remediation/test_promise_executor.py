@@ -40,6 +40,7 @@ from tools.remediation.model import (
     ZRemOp,
 )
 from tools.remediation.operations import render, render_params
+from tools.remediation.targets import with_targets
 
 pytestmark = pytest.mark.anyio
 
@@ -48,7 +49,8 @@ ZSET = "retry:post-processor:pp-event"
 
 def _step(number: int, action: str, op: Any, checks: list[Check], reversible: bool = True) -> Step:
     return Step(number=number, action=action, description=action, command=render(op, _CONV), params=render_params(op),
-                target="", precondition="as planned", checks=checks, backup="the keys", reversible=reversible,
+                target=f"{op.service}.{op.table}" if isinstance(op, SqlUpdateOp) else "", precondition="as planned",
+                checks=checks, backup="the keys", reversible=reversible,
                 operation=op)
 
 
@@ -62,7 +64,8 @@ def _plan(settings, steps: list[Step], *, expires_in: float = 3600, created_ago:
         plan_id=store.new_plan_id(), symptom="clear_stale_lock",
         created_at=(now - timedelta(seconds=created_ago)).isoformat(),
         expires_at=(now + timedelta(seconds=expires_in)).isoformat(), inputs={}, summary="hand-made test plan",
-        steps=steps, blast_radius=BlastRadius(messages=0, rows=0, keys=len(steps)), candidates_found=1,
+        steps=with_targets(steps, redis_instance, settings),  # where each step runs, as the planner records it
+        blast_radius=BlastRadius(messages=0, rows=0, keys=len(steps)), candidates_found=1,
         truncated=False, approval_mode="local", approval_note="", approve_command="mesh-mcp approve",
         redis_instance=redis_instance,
     ).sealed()

@@ -129,6 +129,7 @@ async def test_the_hash_binds_every_value_a_step_runs_with(settings, poison: Poi
             update={"messages": [message.model_copy(update={"fields": [*message.fields, ("x", "1")]})]})}),
             *plan.steps[2:]]}),
         plan.model_copy(update={"steps": [plan.steps[0].model_copy(update={"checks": []}), *plan.steps[1:]]}),
+        plan.model_copy(update={"steps": [plan.steps[0].model_copy(update={"runs_on": "elsewhere"}), *plan.steps[1:]]}),
     ]
     for edited in edits:
         assert edited.content_hash() != plan.plan_sha256
@@ -141,8 +142,9 @@ async def test_the_hash_binds_every_value_a_step_runs_with(settings, poison: Poi
         f"blast radius: {plan.blast_radius.messages} message(s), {plan.blast_radius.rows} row(s), "
         f"{plan.blast_radius.keys} key(s)",
     ]
-    assert f"  2. [replay] {replay.description} (NOT reversible)" in text
-    assert f"  1. [export] {plan.steps[0].description} (reversible)" in text
+    assert f"  2. [replay] {replay.description} (NOT reversible, on {replay.runs_on})" in text
+    assert f"  1. [export] {plan.steps[0].description} (reversible, on {plan.steps[0].runs_on})" in text
+    assert replay.runs_on.startswith("Redis instance 'default' at redis://")
     assert f"To apply, a human runs `{plan.approve_command}` at a terminal" in text
     assert text.endswith(plan.approval_note)
     assert all(f"note: {n}" in text for n in plan.notes)

@@ -18,7 +18,7 @@ from server.approval.audit import audit_log, audit_path
 from server.connections import Connections
 from tests.remediation.conftest import settings_for
 from tools.remediation.model import ReplayMessage, XAddOp
-from tools.remediation.replays import AUDIT_TAIL_BYTES, CLOCK_MARGIN_MS, earlier_replay, prior_replays, replay_state
+from tools.remediation.replays import CLOCK_MARGIN_MS, earlier_replay, prior_replays, replay_state
 
 pytestmark = pytest.mark.anyio
 
@@ -178,20 +178,26 @@ async def test_prior_replays_reads_the_latest_replay_of_each_dead_letter(setting
     assert prior_replays(audit, "nothing-dlq") == {}
 
 
-async def test_the_audit_log_is_read_from_its_tail_only(settings, redis_client) -> None:
-    """The audit look reads the last AUDIT_TAIL_BYTES of the log, so a huge log cannot stall an apply; a replay
-    recorded before that tail is left to the stream look (which still finds the replayed entry)."""
+async def test_a_flood_of_later_records_cannot_hide_a_replay(settings, redis_client) -> None:
+    """Issue 32, attack 4: ~19,000 refusals of invented plans (one audit record each, 9 MiB) after a replay no
+    longer push it out of what the guard reads: ``replayed`` records have their own index. The log's tail is
+    still read for records written before the index existed."""
     audit = audit_log(settings)
     audit.record("replayed", plan_id=OTHER, dlq_key=DLQ, dlq_id=DLQ_ID, new_id=f"{T + 50}-0")
     assert sorted(prior_replays(audit, DLQ)) == [DLQ_ID]
-    filler = (json.dumps({"event": "step", "plan_id": OTHER, "detail": "x" * 1000}) + "\n").encode()
-    with open(audit_path(settings), "ab") as fh:  # 9 MiB of later records
+    filler = (json.dumps({"event": "apply_refused", "plan_id": "p-20261130-000000-0badc0de", "result": "NotFound",
+                          "detail": "plan p-20261130-000000-0badc0de not found " + "x" * 400}) + "\n").encode()
+    with open(audit_path(settings), "ab") as fh:  # 9 MiB of later records, as many refusals write
         fh.write(filler * (9 * 1024 * 1024 // len(filler)))
-    assert AUDIT_TAIL_BYTES == 8 * 1024 * 1024
-    assert prior_replays(audit, DLQ) == {}
-    assert await _guard(settings, _op()) is None  # not in the tail, not in the stream
-    _add(redis_client, f"{T + 50}-0")
-    assert f"entry {T + 50}-0 " in (await _guard(settings, _op()) or "")
+    assert audit_path(settings).stat().st_size > 9 * 1024 * 1024
+    assert sorted(prior_replays(audit, DLQ)) == [DLQ_ID]
+    assert "already replayed" in (await _guard(settings, _op()) or "")  # not in the stream: the index says so
+    legacy = audit_path(settings).parent / "old" / "audit.log"  # written before the index: its tail still counts
+    legacy.parent.mkdir()
+    legacy_log = type(audit)(legacy)
+    legacy.write_bytes(json.dumps({"event": "replayed", "plan_id": OTHER, "dlq_key": DLQ, "dlq_id": "7-0",
+                                   "new_id": "8-0", "seq": 1}).encode() + b"\n")
+    assert sorted(prior_replays(legacy_log, DLQ)) == ["7-0"]
 
 
 async def test_an_empty_event_id_is_not_an_event_id(settings, redis_client) -> None:

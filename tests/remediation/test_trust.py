@@ -135,20 +135,20 @@ def test_a_replaced_workspace_config_cannot_add_an_approver(tmp_path) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
     config = ws / "mesh.toml"
-    config.write_text('[redis]\nurl = "redis://127.0.0.1:1/0"\n')
+    config.write_text('[conventions]\ndlq_suffix = ":dlq"\n')  # naming hints: all a workspace's file may hold
     config.chmod(0o444)
     assert _load(trust, workspace=ws).approval.approvers == {"alice": KEY}
     forged = ws / "forged.toml"
     forged.write_text(f'[approval]\nmode = "signature"\n[approval.approvers]\neve = "{EVE}"\n')
     os.replace(forged, config)  # works: the folder is writable
-    with pytest.raises(ConfigError, match="approvers are refused in signature mode"):
+    with pytest.raises(ConfigError, match=r"approval\.mode, approval\.approvers\.eve refused: this file is the "):
         _load(trust, workspace=ws)
     config.write_text('[approval]\nmode = "local"\n')
-    with pytest.raises(ConfigError, match='mode = "local" is refused'):
+    with pytest.raises(ConfigError, match=r"approval\.mode refused"):
         _load(trust, workspace=ws)
     (tmp_path / "eve").mkdir()
     config.write_text(f'[approval]\ntrust_file = "{_trust(tmp_path / "eve", {"eve": EVE})}"\n')
-    with pytest.raises(ConfigError, match=r"refused in the workspace's mesh\.toml"):
+    with pytest.raises(ConfigError, match=r"approval\.trust_file refused: this file is the workspace's own file"):
         load_settings(environ={}, workspace=ws)
 
 

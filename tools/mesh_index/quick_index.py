@@ -61,8 +61,10 @@ def inputs_fingerprint(args: Any) -> str | None:
     explicit = getattr(args, "config", None)
     env = sorted((k, v) for k, v in os.environ.items() if k.startswith("MESH_") and k != "MESH_HTTP_TOKEN")
     h.update(json.dumps([manifest.FORMAT, __version__, os.getcwd(), str(workspace), str(explicit), env]).encode())
+    from server.config_sources import user_config_path
+
     own = workspace / "mesh.toml"
-    for candidate in (explicit, os.environ.get("MESH_CONFIG"), own):
+    for candidate in (explicit, os.environ.get("MESH_CONFIG"), user_config_path(os.environ), own):
         if not candidate:
             continue
         try:

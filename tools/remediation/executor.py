@@ -41,6 +41,7 @@ from tools.remediation.model import ApplyReport, Plan, Step, StepResult, XAddOp
 from tools.remediation.preconditions import CheckContext, first_drift
 from tools.remediation.replays import earlier_replay
 from tools.remediation.runners import Drift, RunContext, run_step
+from tools.remediation.targets import check_targets
 
 log = logging.getLogger("mesh.remediation")
 
@@ -64,6 +65,7 @@ def _admit(
     try:
         plan = store.load_plan(settings, plan_id)
         store.check_integrity(plan, settings.conventions)
+        check_targets(plan, settings)  # every step runs where the approved plan says
         claims = verify_token(settings, token, plan_id=plan.plan_id, plan_sha256=plan.plan_sha256)
         gate = check_gate(settings)  # signature mode: the trust file must be out of the agent's reach
         if store.is_expired(plan):

@@ -167,6 +167,11 @@ class Step(_M):
         default_factory=list, description="SQL only: the bound parameters ($1, $2, ...) of each execution"
     )
     target: str
+    runs_on: str = Field(
+        default="",
+        description="where the step runs: the PostgreSQL service and database, or the Redis instance (host, port, "
+        "database; bound by plan_sha256 and resolved again at approve and apply time)",
+    )
     precondition: str = Field(description="what must still hold at apply time (re-checked before the step)")
     checks: list[Check] = Field(default_factory=list)
     backup: str | None = Field(description="what is saved to the backup file before the step runs")
@@ -222,7 +227,8 @@ class Plan(_M):
         ]
         for step in self.steps:
             flag = "reversible" if step.reversible else "NOT reversible"
-            lines.append(f"  {step.number}. [{step.action}] {step.description} ({flag})")
+            where = f", on {step.runs_on}" if step.runs_on else ""
+            lines.append(f"  {step.number}. [{step.action}] {step.description} ({flag}{where})")
         lines.extend(f"warning: {w}" for w in self.warnings)
         lines.extend(f"note: {n}" for n in self.notes)
         if self.steps:

@@ -31,6 +31,7 @@ from server.redis_settings import DEFAULT_INSTANCE
 from tools.remediation import plan_dlq, plan_outbox, plan_queues, plan_streams, slots, store
 from tools.remediation.model import SYMPTOMS, BlastRadius, Plan
 from tools.remediation.plan_base import MAX_ID_CHARS, STREAM_ID_RE, UUID_RE, PlanBuilder, Request
+from tools.remediation.targets import with_targets
 from tools.streams.keys import check_key_name
 
 
@@ -176,7 +177,7 @@ async def propose(settings: Settings, connections: Connections, request: Request
             "queue": request.queue, "ids": request.ids,
         },
         summary=builder.summary,
-        steps=builder.steps,
+        steps=with_targets(builder.steps, instance, settings),
         blast_radius=BlastRadius(
             messages=builder.messages, rows=builder.rows, keys=builder.keys, streams=sorted(builder.streams),
             tables=sorted(builder.tables), consumer_groups_reached=sorted(builder.groups_reached),

@@ -8,7 +8,7 @@ whose ``messageId`` is the replayed id) or ``unknown`` (the DLQ is too long afte
 to search within the scan bounds: never taken for confirmed). Reads only: XINFO GROUPS,
 XPENDING, XRANGE in bounded pages.
 
-:func:`prior_replays` reads the audit log's ``replayed`` records, so a new plan does not
+:func:`prior_replays` reads the audit log's ``replayed`` records (their own index), so a new plan does not
 replay again a dead letter an earlier plan already replayed (it proposes the cleanup only
 once that replay is confirmed). :func:`earlier_replay` is the apply-time guard: before a
 replay step it looks for that replay already done (audit log or target stream).
@@ -26,7 +26,6 @@ from tools.remediation.model import XAddOp
 from tools.streams.ids import StreamId
 
 ReplayState = Literal["confirmed", "pending", "undelivered", "dead_lettered", "group_missing", "unknown"]
-AUDIT_TAIL_BYTES = 8 * 1024 * 1024
 
 
 async def replay_state(redis: Any, settings: Settings, stream: str, group: str, new_id: str) -> tuple[ReplayState, str]:
@@ -55,8 +54,8 @@ async def replay_state(redis: Any, settings: Settings, stream: str, group: str, 
 def prior_replays(audit: AuditLog, dlq: str) -> dict[str, dict[str, Any]]:
     """DLQ entry id -> the latest ``replayed`` audit record of an entry of ``dlq``."""
     found: dict[str, dict[str, Any]] = {}
-    for record in audit.read(max_bytes=AUDIT_TAIL_BYTES):
-        if record.get("event") == "replayed" and record.get("dlq_key") == dlq and record.get("dlq_id"):
+    for record in audit.events("replayed"):
+        if record.get("dlq_key") == dlq and record.get("dlq_id"):
             found[str(record["dlq_id"])] = record
     return found
 
@@ -73,8 +72,9 @@ async def earlier_replay(
 
     Two independent looks, either one stops the apply (precondition drift):
 
-    - the audit log (tail of :data:`AUDIT_TAIL_BYTES`) holds a ``replayed`` record of this
-      plan, or of one of these dead letters;
+    - the audit log's ``replayed`` records (their own index, which no flood of other records
+      can push out: :meth:`~server.approval.audit.AuditLog.events`) hold one of this plan, or
+      of one of these dead letters;
     - ``op.stream`` holds, added since the plan was proposed (from ``proposed_ms`` less
       :data:`CLOCK_MARGIN_MS`, and never before the message's dead letter was written, so a
       retry before the failure does not count), an entry carrying the same original id (the
@@ -86,9 +86,7 @@ async def earlier_replay(
     step's own re-check after the pre-flight) read only what was added since the first.
     """
     wanted = {(m.dlq_key, m.dlq_id) for m in op.messages}
-    for record in audit.read(max_bytes=AUDIT_TAIL_BYTES):
-        if record.get("event") != "replayed":
-            continue
+    for record in audit.events("replayed"):
         if record.get("plan_id") == plan_id or (record.get("dlq_key"), record.get("dlq_id")) in wanted:
             return (f"the audit log records that dead letter {record.get('dlq_id')} was already replayed as "
                     f"{record.get('new_id')} (plan {record.get('plan_id')}, {record.get('time')}): a replay is never "

@@ -1,7 +1,7 @@
 """The ``detail="summary"`` shape of propose_remediation (:mod:`tools.detail`).
 
 The plan's id, digest, expiry, summary, inputs, blast radius, approval command and each step's
-number, action, description, target and reversibility; the exact commands, bound parameters,
+number, action, description, target, where it runs and reversibility; the exact commands, bound parameters,
 apply-time checks and operations are left out (``detail="full"``, or the plan file the human
 approves, which is always complete).
 """
@@ -21,6 +21,7 @@ class StepBrief(BaseModel):
     action: str
     description: str
     target: str
+    runs_on: str = ""
     reversible: bool
 
 
@@ -53,7 +54,7 @@ def summarise_plan(plan: Plan, items: int) -> PlanSummary:
         summary=plan.summary,
         steps=[StepBrief(number=s.number, action=s.action, description=cut.text("step_description_chars",
                                                                                s.description) or "",
-                         target=s.target, reversible=s.reversible) for s in steps],
+                         target=s.target, runs_on=s.runs_on, reversible=s.reversible) for s in steps],
         blast_radius=plan.blast_radius, candidates_found=plan.candidates_found, truncated=plan.truncated,
         warnings=cut.first("warnings", plan.warnings), notes=cut.first("notes", plan.notes),
         approval_mode=plan.approval_mode, approve_command=plan.approve_command, redis_instance=plan.redis_instance,
