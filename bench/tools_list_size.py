@@ -28,6 +28,17 @@ INPUT_SIDE_GOAL = 22_500
 20,000 until issue 34 added the four tools the team's agents already call (smart_search,
 find_dependents, analyze_grpc, search_docs: 2.4 KB with one-line descriptions); the listing
 stood at 19.93 KB before them."""
+WHOLE_LISTING_LIMIT = 40_000
+"""Bytes of the whole ``tools/list`` result (every field a client is sent), remediation enabled: the test's limit.
+The goal is under 30 KB, to leave room for the tools still to come."""
+
+
+async def whole_listing_bytes(remediation: bool) -> tuple[int, int]:
+    """(bytes of the whole tools/list result as compact JSON, number of tools)."""
+    settings = load_settings(environ={}, overrides={"enable_remediation": remediation})
+    async with Client(build_server(settings, cache_schemas=False), cache=None) as client:
+        listed = await client.list_tools()
+    return _size(listed.model_dump(mode="json", by_alias=True, exclude_none=True)), len(listed.tools)
 
 
 async def sizes(remediation: bool) -> list[tuple[str, int, int]]:
@@ -50,6 +61,8 @@ async def measure(remediation: bool) -> None:
         print(f"{name:<22} {inp:>10} {out:>14}")
     print(f"{'total':<22} {sum(r[1] for r in rows):>10} {sum(r[2] for r in rows):>14}  ({len(rows)} tools)")
     print(f"goal: input side < {INPUT_SIDE_GOAL} bytes (read-only listing)")
+    whole, count = await whole_listing_bytes(remediation)
+    print(f"whole tools/list result: {whole} bytes for {count} tools (limit {WHOLE_LISTING_LIMIT}, goal < 30000)")
 
 
 def main() -> None:

@@ -7,7 +7,9 @@ What a client can offer while a human (or a model) types an argument:
   catalogue (values and qualified names);
 - ``target`` (``mesh://flow/{target}``): every job, event, websocket type, queue and stream;
 - ``service``: the services of ``[services.<name>]`` in the configuration;
-- ``name`` (``skill://{name}``): the bundled skill names.
+- ``name`` (``skill://{name}``): the bundled skill names;
+- ``repo`` and ``slug`` (``skill://workspace/{repo}/{slug}``): the repositories holding a SKILL.md of
+  the workspace, and the slugs of the skills (of the repository already chosen, when it is given).
 
 Candidates starting with the typed value come first, then those containing it (case-insensitive),
 at most :data:`MAX_VALUES` (the protocol's cap), with ``total`` and ``has_more``. Without a
@@ -22,7 +24,9 @@ import anyio.to_thread
 from mcp.server.mcpserver import MCPServer
 from mcp.types import Completion, CompletionArgument, CompletionContext, PromptReference, ResourceTemplateReference
 
+from resources.skill_catalog import get_skill_catalog
 from resources.skills import load_skills
+from resources.workspace_skills import WORKSPACE_SKILL_PREFIX
 from server.errors import MeshError
 from server.runtime import Runtime
 from tools.mesh_index.service import get_index_service
@@ -71,6 +75,17 @@ async def index_names(runtime: Runtime, kinds: tuple[str, ...]) -> list[str]:
         return []
 
 
+async def workspace_skill_parts(runtime: Runtime, part: str, repo: str | None) -> list[str]:
+    """The ``repo`` (or ``slug``, of ``repo`` when given) of every SKILL.md of the workspace ([] without one)."""
+    catalog = get_skill_catalog(runtime)
+    if catalog is None:
+        return []
+    skills = (await anyio.to_thread.run_sync(catalog.current)).skills
+    if part == "repo":
+        return [s.repo for s in skills]
+    return [s.slug for s in skills if repo is None or s.repo == repo]
+
+
 def register(server: MCPServer, runtime: Runtime) -> None:
     """Install the completion handler (one per server) on ``server``."""
     skill_names = [skill.name for skill in load_skills(strict=False)]
@@ -84,6 +99,10 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         name = argument.name
         if name in ("service", "services"):
             return rank(list(runtime.settings.services), argument.value)
+        workspace_skill = isinstance(ref, ResourceTemplateReference) and ref.uri.startswith(WORKSPACE_SKILL_PREFIX)
+        if workspace_skill and name in ("repo", "slug"):
+            chosen = (context.arguments or {}).get("repo") if context is not None else None
+            return rank(await workspace_skill_parts(runtime, name, chosen), argument.value)
         if name == "name" and isinstance(ref, ResourceTemplateReference) and ref.uri.startswith("skill://"):
             return rank(skill_names, argument.value)
         kinds = INDEX_KINDS.get(name)

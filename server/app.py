@@ -42,6 +42,12 @@ outbox tables (query_outbox, outbox_health, trace_job, trace_event), then Redis
 (propose_remediation); a human approves them out of band. Skills are resources: skill://...
 """
 
+DEGRADED_INSTRUCTIONS = """\
+mesh-mcp could NOT load its configuration, so it runs in a degraded mode: every tool answers with this
+error, and server_info shows it. Tell the user, who must fix it and restart the server (reconnect):
+{error}
+"""
+
 REGISTRARS: tuple[str, ...] = (
     "tools.mesh_index.mcp_tools",
     "tools.verify.mcp_tools",
@@ -90,6 +96,9 @@ class MeshServer(MCPServer):
     output schema ``schema_cache`` holds are registered without generating it again.
     """
 
+    config_error: str | None = None
+    """Set in degraded mode (serve with a broken config): every tool but server_info answers with it."""
+
     def __init__(self, *args: Any, schema_cache: SchemaCache | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._resource_listers: list[Callable[[], Awaitable[list[MCPResource]]]] = []
@@ -121,6 +130,8 @@ class MeshServer(MCPServer):
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> Any:
+        if self.config_error is not None and name != "server_info":
+            raise ToolError(f"mesh-mcp is not configured, so {name} cannot run: {self.config_error}")
         load_output_model(self, name)  # a model named by path is imported on the tool's first call
         try:
             return await super().call_tool(name, arguments, context)
@@ -141,18 +152,22 @@ class ServerInfo(BaseModel):
     approval: str = Field(default="", description="what the configured approval mode protects against")
     approval_gate: dict = Field(default_factory=dict, description="approval mode, trust file, approvers with "
                                 "fingerprints, trust check, allow_unprotected_approvers")
+    config_error: str | None = Field(
+        default=None, description="degraded mode: why the configuration could not be loaded and how to fix it")
+    unknown_env: list[str] = Field(default_factory=list, description="MESH_* variables naming no setting (ignored)")
 
 
 def build_server(
     settings: Settings, *, auth: AuthSettings | None = None, token_verifier: TokenVerifier | None = None,
-    cache_schemas: bool = True,
+    cache_schemas: bool = True, config_error: str | None = None,
 ) -> MCPServer:
     """A fresh MCP server bound to ``settings`` (one Runtime per server).
 
     ``auth`` and ``token_verifier`` protect streamable HTTP mode (see :mod:`server.http_auth`);
     stdio and in-process sessions need neither. The tools' output schemas are read from, and
     written to, the state folder's cache (:mod:`server.schema_cache`) unless ``cache_schemas`` is
-    false (every schema is then generated, and nothing written).
+    false (every schema is then generated, and nothing written). With ``config_error`` the server is
+    degraded (``serve`` on a broken config): the instructions, server_info and every tool say the error.
     """
     runtime = Runtime(settings)
 
@@ -166,13 +181,14 @@ def build_server(
     server = MeshServer(
         "mesh-mcp",
         version=__version__,
-        instructions=INSTRUCTIONS,
+        instructions=(DEGRADED_INSTRUCTIONS.format(error=config_error) if config_error else "") + INSTRUCTIONS,
         lifespan=lifespan,
         auth=auth,
         token_verifier=token_verifier,
         schema_cache=SchemaCache.for_settings(settings) if cache_schemas else None,
     )
     server.runtime = runtime  # type: ignore[attr-defined]
+    server.config_error = config_error
 
     @server.tool(name="server_info", annotations=READ_ONLY_LOCAL)
     @mesh_tool
@@ -180,6 +196,7 @@ def build_server(
         """Version, mode (read-only or remediation), enabled tools and the redacted configuration."""
         from server.approval.tokens import describe_mode  # the approval gate's imports: not at start-up
         from server.approval.trust import gate_status
+        from server.config import unknown_env_variables
 
         tools = sorted(t.name for t in await server.list_tools())
         info = ServerInfo(
@@ -191,11 +208,17 @@ def build_server(
             config=redact_settings(settings.model_dump(mode="json")),
             approval=describe_mode(settings),
             approval_gate=gate_status(settings).as_dict(),
+            config_error=config_error,
+            unknown_env=unknown_env_variables(),
         )
         text = (
             f"mesh-mcp {info.version}, {info.mode} mode, {len(tools)} tools; "
             f"workspace {info.workspace or '(none)'}; services: {', '.join(info.services) or '(none)'}"
         )
+        if config_error:
+            text = f"CONFIGURATION ERROR (degraded mode: every tool answers with it): {config_error}\n{text}"
+        if info.unknown_env:
+            text += f"; unknown environment variable(s) ignored: {', '.join(info.unknown_env)}"
         if settings.enable_remediation:
             text += f"; approval: {info.approval}"
             if info.approval_gate.get("trust_check") == "failed":

@@ -147,6 +147,9 @@ def build_parser() -> argparse.ArgumentParser:
     from tools.pictures.commands import add_parser as add_graph_parser
 
     add_graph_parser(sub)
+    from tools.runtime_cli.parsers import add_parsers as add_runtime_parsers
+
+    add_runtime_parsers(sub)  # trace job|event, health, stream, dlq, queue, rows
     return parser
 
 

@@ -96,50 +96,31 @@ def terminal_width() -> int | None:
     return max(40, shutil.get_terminal_size((100, 24)).columns)
 
 
-def _cut(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: max(1, width - 1)] + "…"
-
-
 def format_table(
     headers: Sequence[str], rows: Sequence[Sequence[Any]], *, max_width: int | None = None,
     width: int | None = None, colour: bool = False,
 ) -> str:
     """A plain-text table that fits ``width`` (by default the terminal's; unlimited into a pipe or a file).
 
-    Cells are cut at ``max_width`` characters when it is given; then, while the table is wider
-    than ``width``, the widest column is narrowed (down to 8 characters), its cells ending with
-    an ellipsis. With ``colour``, status words (ok, FAIL, warning, ...) are coloured.
+    No cell is ever cut (server/tables.py): a cell wider than its column wraps, so ``file:line`` and ids stay
+    whole. With ``colour``, status words (ok, FAIL,
+    warning, ...) are coloured.
     """
-    total = width or terminal_width() or 1_000_000
+    from server.tables import render_table
 
-    def cell(value: Any) -> str:
-        text = "" if value is None else str(value).replace("\n", " ")
-        return _cut(text, max_width) if max_width else text
-
-    body = [[cell(v) for v in row] for row in rows]
-    widths = [len(h) for h in headers]
-    for row in body:
-        for i, value in enumerate(row):
-            widths[i] = max(widths[i], len(value))
-    while sum(widths) + 2 * (len(widths) - 1) > total:
-        widest = max(range(len(widths)), key=lambda i: widths[i])
-        if widths[widest] <= 8:
-            break
-        widths[widest] -= 1
-
-    def line(values: Sequence[str], paint: bool) -> str:
-        cells = [_cut(v, widths[i]).ljust(widths[i]) for i, v in enumerate(values)]
-        if paint:
-            cells = [colour_status(c) for c in cells]
-        return "  ".join(cells).rstrip()
-
-    lines = [line(list(headers), False), "  ".join("-" * w for w in widths)]
-    lines.extend(line(row, colour) for row in body)
-    return "\n".join(lines)
+    del max_width  # kept for callers: cells are never cut now, only wrapped to the terminal's width
+    return render_table(headers, rows, width=width or terminal_width(), paint=colour_status if colour else None)
 
 
 def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, max_width: int | None = None) -> None:
     print(format_table(headers, rows, max_width=max_width, colour=use_colour()))
+
+
+def print_text(text: str) -> None:
+    """Print ``text`` with its lines longer than the terminal wrapped (never cut: server/tables.py)."""
+    from server.tables import fit_lines
+
+    print(fit_lines(text, terminal_width()))
 
 
 def fail(message: str, code: int = 2) -> int:

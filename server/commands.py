@@ -29,4 +29,10 @@ COMMANDS: dict[str, str] = {
     "docs": "tools.code_nav.commands:cmd_docs",
     "init": "server.ide_config:cmd_init",
     "graph": "tools.pictures.commands:cmd_graph",
+    "trace": "tools.runtime_cli.commands:cmd_trace",
+    "health": "tools.runtime_cli.commands:cmd_health",
+    "stream": "tools.runtime_cli.commands:cmd_stream",
+    "dlq": "tools.runtime_cli.commands:cmd_dlq",
+    "queue": "tools.runtime_cli.commands:cmd_queue",
+    "rows": "tools.runtime_cli.commands:cmd_rows",
 }

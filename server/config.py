@@ -23,6 +23,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from server.config_env import READ_ELSEWHERE, env_origin, env_path, unknown_variables, without_unknown
+from server.config_file import read_config_toml
 from server.config_sources import CONFIG_FILE_NAME, inside, refuse_workspace_keys, user_config_path
 from server.conventions import (
     ColumnNames,
@@ -247,15 +249,13 @@ def _parse_env_value(raw: str) -> Any:
 def _env_overrides(environ: dict[str, str]) -> dict[str, Any]:
     """Turn ``MESH_A__B=...`` variables into a nested dict."""
     out: dict[str, Any] = {}
-    short = {"MESH_WORKSPACE": "workspace", "MESH_REDIS_URL": "redis__url", "MESH_STATE_DIR": "state_dir"}
     for key, raw in environ.items():
-        if not key.startswith("MESH_") or key.startswith("MESH_TEST_"):
+        if not key.startswith("MESH_") or key.startswith(("MESH_TEST_", "MESH_DEMO_")):
             continue
         # the token is read by server.http_auth, never stored; MESH_STANDALONE is serve's own switch
-        if key in ("MESH_CONFIG", "MESH_HTTP_TOKEN", "MESH_STANDALONE"):
+        if key in READ_ELSEWHERE:
             continue
-        path = short.get(key) or key[len("MESH_") :].lower()
-        parts = [p for p in path.split("__") if p]
+        parts = env_path(key)
         if not parts:
             continue
         cursor = out
@@ -266,6 +266,11 @@ def _env_overrides(environ: dict[str, str]) -> dict[str, Any]:
         value: Any = raw if parts[-1] in ("workspace", "state_dir", "url", "postgres") else _parse_env_value(raw)
         cursor[parts[-1]] = value
     return out
+
+
+def unknown_env_variables(environ: dict[str, str] | None = None) -> list[str]:
+    """The ``MESH_*`` variables naming no setting: ignored with a warning (see :mod:`server.config_env`)."""
+    return unknown_variables(Settings, os.environ if environ is None else environ)
 
 
 def _deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -313,10 +318,7 @@ def workspace_config_file(workspace: Path | None) -> Path | None:
 def _read_toml(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise ConfigError(f"{path}: config file not found (pass --config with an existing file)")
-    try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+    return read_config_toml(path)  # UTF-8 with or without a BOM; another encoding is one line
 
 
 def _read_sources(ws: Path | None, config_file: Path | None,
@@ -365,10 +367,8 @@ def load_settings(
     if ws_file is not None:
         data["workspace_config_file"] = str(ws_file.resolve())
     file_data = data
-    try:
-        env_data = _env_overrides(env)
-    except ConfigError:
-        raise
+    env = without_unknown(Settings, env)
+    env_data = _env_overrides(env)
     if env_data:
         origin = f"{origin} + MESH_* environment" if path else "MESH_* environment"
     data = _deep_merge(data, env_data)
@@ -385,7 +385,7 @@ def load_settings(
     try:
         settings = Settings.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_format_validation_error(exc, origin)) from None
+        raise ConfigError(_format_validation_error(exc, env_origin(exc, env, origin))) from None
     if settings.workspace is not None and not settings.workspace.is_dir():
         raise ConfigError(f"{origin}: workspace '{settings.workspace}' is not a directory")
     return settings

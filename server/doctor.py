@@ -10,15 +10,19 @@ from __future__ import annotations
 
 import argparse
 import importlib
+from typing import TYPE_CHECKING
 
 import anyio
 from pydantic import BaseModel
 
 from server.checks import Check
-from server.cli_support import print_json, print_table, settings_from_args
+from server.cli_support import print_json, print_table, print_text, settings_from_args
 from server.errors import MeshError
 from server.redaction import redact_text
 from server.runtime import Runtime
+
+if TYPE_CHECKING:
+    from server.config import Settings
 
 CAPABILITY_CHECKS: tuple[str, ...] = (
     "tools.outbox.doctor",
@@ -36,15 +40,20 @@ class DoctorReport(BaseModel):
 
 async def core_checks(runtime: Runtime) -> list[Check]:
     settings = runtime.settings
-    checks = [
-        Check(
-            name="config",
-            status="ok",
-            detail=(f"loaded from {settings.config_file}" if settings.config_file else "defaults (no config file)")
-            + (f"; [conventions] from the workspace's {settings.workspace_config_file}"
-               if settings.workspace_config_file else ""),
-        )
-    ]
+    assumed = assumed_defaults(settings)
+    loaded = (f"loaded from {settings.config_file}" if settings.config_file else "defaults (no config file)") + (
+        f"; [conventions] from the workspace's {settings.workspace_config_file}"
+        if settings.workspace_config_file else "")
+    detail = loaded + (f"; assumed: {'; '.join(assumed)}" if assumed else "")
+    checks = [Check(name="config", status="ok", detail=detail)]
+    from server.config import unknown_env_variables
+
+    unknown = unknown_env_variables()
+    if unknown:
+        checks.append(Check(name="environment", status="warn",
+                            detail=f"unknown environment variable(s) {', '.join(unknown)}: ignored (they name no "
+                            "setting)",
+                            fix="check the spelling (MESH_SECTION__KEY, see docs/configuration.md) or unset them"))
     if settings.workspace is None:
         checks.append(
             Check(name="workspace", status="warn", detail="no workspace: static tools unavailable",
@@ -71,6 +80,20 @@ async def core_checks(runtime: Runtime) -> list[Check]:
     return checks
 
 
+def assumed_defaults(settings: Settings) -> list[str]:
+    """What doctor checks without it being configured: said, never silently assumed."""
+    out = []
+    if "url" not in settings.redis.model_fields_set:
+        from urllib.parse import urlsplit
+
+        url = urlsplit(settings.redis.url)
+        db = url.path.strip("/") or "0"
+        out.append(f"Redis at {url.hostname}:{url.port or 6379} db {db} (the default: no [redis] url)")
+    if settings.state_dir is None:
+        out.append(f"state folder {settings.resolved_state_dir} (no state_dir)")
+    return out
+
+
 async def run_doctor(runtime: Runtime) -> DoctorReport:
     checks = await core_checks(runtime)
     for module_name in CAPABILITY_CHECKS:
@@ -93,11 +116,19 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     if args.json:
         print_json(report)
     else:
-        print_table(["check", "status", "detail"], [[c.name, c.status, c.detail] for c in report.checks])
-        problems = [c for c in report.checks if c.status != "ok"]
-        for check in problems:  # the whole cause, never cut by the table
-            print(f"\n{check.name}: {check.status}\n  {check.detail}")
-            if check.fix:
-                print(f"  fix: {check.fix}")
-        print("\nall good" if report.ok else "\nproblems found")
+        # each check once; the table wraps long causes, never cuts them (server/tables.py)
+        print_table(["check", "status", "detail"],
+                    [[c.name, c.status, c.detail + (f" — fix: {c.fix}" if c.fix else "")] for c in report.checks])
+        print_text("\n" + summary_line(report.checks))
     return 0 if report.ok else 1
+
+
+def summary_line(checks: list[Check]) -> str:
+    """The last line of doctor: counts that match the table; "all good" only when nothing warned or failed."""
+    counts = {status: sum(c.status == status for c in checks) for status in ("ok", "warn", "fail")}
+    tally = f"{counts['ok']} ok, {counts['warn']} warning(s), {counts['fail']} failure(s)"
+    if counts["fail"]:
+        return f"problems found: {tally} (exit status 1)"
+    if counts["warn"]:
+        return f"usable, with warnings: {tally} (exit status 0: only a failure fails doctor)"
+    return f"all good: {tally}"

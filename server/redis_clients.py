@@ -34,7 +34,7 @@ else:  # imported when the first client is built (see server/lazy_modules.py)
 _cluster = LazyModule("redis.asyncio.cluster")
 _sentinel_mod = LazyModule("redis.asyncio.sentinel")
 _backoff = LazyModule("redis.backoff")
-_retry = LazyModule("redis.retry")
+_retry = LazyModule("redis.asyncio.retry")  # the asyncio Retry: a synchronous one warns (redis-py >= 8)
 
 _CERT_REQS = {"required": ssl.CERT_REQUIRED, "optional": ssl.CERT_OPTIONAL, "none": ssl.CERT_NONE}
 

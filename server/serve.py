@@ -11,7 +11,7 @@ import copy
 import logging
 from typing import TYPE_CHECKING, Any
 
-from server.errors import InvalidArgument
+from server.errors import InvalidArgument, MeshError
 from server.startup_gc import collector_paused
 
 if TYPE_CHECKING:  # the SDK is imported by build_server, after the index warm-up started
@@ -28,6 +28,26 @@ def parse_host_port(value: str) -> tuple[str, int]:
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise InvalidArgument(f"--http expects HOST:PORT such as 127.0.0.1:8765, got {value!r}")
     return host.strip("[]"), int(port)
+
+
+def ensure_port_free(host: str, port: int) -> None:
+    """Raise ``MeshError`` naming the address when ``host:port`` cannot be bound (in use, or not ours),
+    before anything says the server is up (uvicorn would log a bare "address already in use")."""
+    import errno
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    probe = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: TIME_WAIT is no conflict
+        probe.bind((host, port))
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise MeshError(f"cannot serve HTTP on {host}:{port}: port {port} is already in use (another mesh-mcp "
+                            "or another server?): stop it, or pass another port with --http HOST:PORT") from None
+        raise MeshError(f"cannot serve HTTP on {host}:{port}: {exc.strerror or exc}") from None
+    finally:
+        probe.close()
 
 
 def _stderr_log_config() -> dict[str, Any]:
@@ -118,9 +138,13 @@ def load_index_now(server: MCPServer) -> None:
 def _start(args: argparse.Namespace) -> tuple[MCPServer, Settings, tuple[str, int] | None]:
     """The built server, its settings and, in HTTP mode, (host, port); the index warm-up started."""
     from server.cli_support import settings_from_args
+    from server.errors import ConfigError
     from tools.mesh_index.warmup import adopt, start_warm_up
 
-    settings = settings_from_args(args)
+    try:
+        settings = settings_from_args(args)
+    except ConfigError as exc:
+        return _start_degraded(args, str(exc))
     warm = start_warm_up(settings)  # the index loads while the MCP SDK is imported
     if settings.enable_remediation:
         from server.approval.trust import log_gate_at_start
@@ -129,6 +153,7 @@ def _start(args: argparse.Namespace) -> tuple[MCPServer, Settings, tuple[str, in
     mode = "remediation" if settings.enable_remediation else "read-only"
     if args.http:
         host, port = parse_host_port(args.http)
+        ensure_port_free(host, port)
         server, authenticated = build_http_server(settings, host, port)
         adopt(server.runtime, warm)  # type: ignore[attr-defined]
         auth = "bearer token required" if authenticated else "no token (loopback only)"
@@ -139,3 +164,28 @@ def _start(args: argparse.Namespace) -> tuple[MCPServer, Settings, tuple[str, in
     server = build_server(settings)
     adopt(server.runtime, warm)  # type: ignore[attr-defined]
     return server, settings, None
+
+
+CONFIG_FIX = ("fix the file or the MESH_* variable it names (docs/configuration.md), check it with `mesh-mcp doctor` "
+              "(same --config / --workspace), then restart the server (reconnect in the client)")
+
+
+def _start_degraded(args: argparse.Namespace, error: str) -> tuple[MCPServer, Settings, tuple[str, int] | None]:
+    """A broken configuration: serve anyway, every tool answering with the error, so the agent's user sees it
+    (a client shows little more than "failed to connect" for a server that exits before the handshake).
+
+    Built on the default settings without a workspace, writing nothing (no schema cache, no index)."""
+    from server.app import build_server
+    from server.config import Settings
+
+    message = f"{error} — {CONFIG_FIX}"
+    log.error("configuration error: %s; serving in degraded mode (every tool answers with this error)", error)
+    settings = Settings()
+    if args.http:
+        host, port = parse_host_port(args.http)
+        ensure_port_free(host, port)
+        from server.http_auth import require_token_for
+
+        require_token_for(host, None)  # degraded: no token could be read, so loopback only
+        return build_server(settings, cache_schemas=False, config_error=message), settings, (host, port)
+    return build_server(settings, cache_schemas=False, config_error=message), settings, None

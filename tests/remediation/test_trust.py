@@ -84,15 +84,21 @@ def test_no_setting_replaces_the_system_trust_file(tmp_path, monkeypatch) -> Non
 
 
 def test_the_server_refuses_to_start_with_an_approver_in_its_environment(tmp_path, mesh_config) -> None:
-    """As an agent would do it: a variable added to the MCP client's server config."""
+    """As an agent would do it: a variable added to the MCP client's server config. The configuration is
+    refused: ``serve`` starts only in its degraded mode (every tool answering with the refusal, nothing
+    registered that could apply a plan: tests/foundation/test_config_errors_reach_the_user.py), and
+    ``doctor`` exits 2."""
     config = mesh_config({"state_dir": str(tmp_path / "state"), "approval": {"trust_file": str(_trust(tmp_path))}})
     env = {k: v for k, v in os.environ.items() if not k.startswith("MESH_")}
-    env.update(PYTHONPATH=str(REPO_ROOT), MESH_APPROVAL__APPROVERS__EVE=EVE)
+    env.update(PYTHONPATH=str(REPO_ROOT), MESH_APPROVAL__APPROVERS__EVE=EVE, MESH_STANDALONE="1")
     result = subprocess.run([sys.executable, "-m", "server.cli", "serve", "--config", str(config),
                              "--enable-remediation"], stdin=subprocess.DEVNULL, capture_output=True, text=True,
                             env=env, cwd=REPO_ROOT, timeout=60)
-    assert result.returncode == 2 and "MESH_APPROVAL__APPROVERS refused" in result.stderr
+    assert "MESH_APPROVAL__APPROVERS refused" in result.stderr and "degraded mode" in result.stderr
     assert result.stdout == ""
+    doctor = subprocess.run([sys.executable, "-m", "server.cli", "doctor", "--config", str(config)],
+                            capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=60)
+    assert doctor.returncode == 2 and "MESH_APPROVAL__APPROVERS refused" in doctor.stderr
 
 
 def test_a_bad_trust_file_is_a_configuration_error(tmp_path) -> None:

@@ -94,3 +94,22 @@ def test_rank_caps_at_the_protocol_limit() -> None:
     assert some.values == [f"stream:s{i:03d}" for i in range(10)] + ["other:s001"] or some.values[0] == "other:s001"
     assert some.total == 11 and not some.has_more
     assert rank(many, "other").values == ["other:s001"]
+
+
+async def test_workspace_skill_uris_complete_their_repo_and_slug(
+    make_settings: Callable[..., Settings], tmp_path: Path
+) -> None:
+    """skill://workspace/{repo}/{slug}: completing repo gave [] (no handler); now the repos holding a SKILL.md,
+    and the slugs of the chosen repo, as resources/list names them."""
+    workspace = tmp_path / "ws"
+    shutil.copytree(Path(__file__).parents[1] / "fixtures" / "trace_skills", workspace)
+    ref = template("skill://workspace/{repo}/{slug}")
+    async with in_process_client(make_settings(workspace=str(workspace))) as client:
+        listed = [r.uri for r in (await client.list_resources()).resources if r.uri.startswith("skill://workspace/")]
+        repos = (await client.complete(ref, {"name": "repo", "value": ""})).completion
+        typed = (await client.complete(ref, {"name": "repo", "value": "ms-"})).completion
+        slugs = (await client.complete(ref, {"name": "slug", "value": ""},
+                                       context_arguments={"repo": "meta"})).completion
+    assert sorted(repos.values) == sorted({uri.split("/")[3] for uri in listed}) and "meta" in repos.values
+    assert typed.values == ["ms-user"]
+    assert sorted(slugs.values) == sorted(uri.split("/")[4] for uri in listed if uri.split("/")[3] == "meta")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from server.cli_support import add_common_flags, add_detail_flag, print_json, settings_from_args
+from server.cli_support import add_common_flags, add_detail_flag, fail, print_json, settings_from_args
 from server.errors import NotFound
 
 if TYPE_CHECKING:  # the heavy modules load when the command runs, so `mesh-mcp --help` stays fast
@@ -70,8 +70,7 @@ def cmd_map(args: argparse.Namespace) -> int:
         except NotFound as exc:
             if "matches no" not in str(exc):
                 raise
-            print(str(exc))
-            return 1
+            return fail(str(exc))  # an unknown name: exit 2, as impact, verify and the runtime commands
     finally:
         service.close()
     if args.json:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from server.cli_support import print_json
+from server.cli_support import print_json, print_text
 from tools.lint import baseline as baselines
 from tools.lint.engine import lint, narrow
 from tools.lint.model import severity_rank
@@ -36,7 +36,7 @@ def cmd_lint(args: argparse.Namespace) -> int:
         if args.json:
             print_json(shown)
         else:
-            print(shown.summary_text())
+            print_text(shown.summary_text())
         return 1 if failing else 0
     finally:
         index.close()

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from server.cli_support import print_json, print_table, settings_from_args
+from server.cli_support import fail, print_json, print_table, print_text, settings_from_args
 from server.errors import MeshError
 from server.text_safety import TerminalWriter, carriage_return
 
@@ -27,6 +27,9 @@ def make_service(args: argparse.Namespace, settings: Any = None) -> IndexService
     if settings.workspace is None:
         raise MeshError("no workspace: pass --workspace DIR (a folder of repositories) or set workspace in mesh.toml")
     from tools.mesh_index.service import service_for_settings
+    from tools.mesh_index.ts_presence import require_typescript
+
+    require_typescript(settings.workspace, settings.conventions.static.skip_dirs)  # before anything is written
 
     return service_for_settings(settings)
 
@@ -101,6 +104,10 @@ def cmd_index(args: argparse.Namespace) -> int:
         print_answer(answer, bool(args.json))
         return 0
     settings = settings_from_args(args)
+    if settings.workspace is not None:
+        from tools.mesh_index.ts_presence import require_typescript
+
+        require_typescript(settings.workspace, settings.conventions.static.skip_dirs)
     early = start_parsing_early(settings, full)
     try:
         service = make_service(args, settings)
@@ -154,20 +161,19 @@ def cmd_impact(args: argparse.Namespace) -> int:
 
         items = settings_from_args(args).limits.summary_items
         print_json(shaped(result, args.detail, summarise_impact, items))
-        return 0 if result.matches or result.nodes else 1
+        return 0 if result.matches or result.nodes else 2  # an unknown name: exit 2, as map, verify, runtime
     if not result.matches and not result.nodes:
-        print(f"'{args.target}' matches no job, event, websocket type, queue, stream, class or config key.")
-        if result.suggestions:
-            print("closest names: " + ", ".join(result.suggestions))
-        return 1
+        closest = f"; closest names: {', '.join(result.suggestions)}" if result.suggestions else ""
+        return fail(f"'{args.target}' matches no job, event, websocket type, queue, stream, class or config key"
+                    f"{closest}")
     if result.matches:
         print_table(["kind", "name", "value", "defined at"],
                     [[m.kind, m.name, m.value,
                       f"{m.defined_at.file}:{m.defined_at.line}" if m.defined_at else "(observed)"]
                      for m in result.matches], max_width=90)
     for n in result.nodes:
-        print(f"{n.kind} {n.name} ({n.role}) {n.file or ''}{':' + str(n.line) if n.line else ''}: its consumer sites "
-              "are what it consumes, its producer sites what it emits")
+        print_text(f"{n.kind} {n.name} ({n.role}) {n.file or ''}{':' + str(n.line) if n.line else ''}: its consumer "
+                   "sites are what it consumes, its producer sites what it emits")
     headers = ["kind", "value", "where", "symbol", "queue/stream/via", "flags"]
     for title, sites in (("producers", result.producers), ("consumers", result.consumers),
                          ("candidates (value not resolved)", result.candidates)):
@@ -197,10 +203,10 @@ def cmd_impact(args: argparse.Namespace) -> int:
                     [[s.kind, f"{s.file}:{s.line}", s.symbol or "", s.detail.get("raw", ""), s.detail.get("reason", "")]
                      for s in result.unresolved], max_width=70)
     for note in result.notes:
-        print(f"note: {note}")
+        print_text(f"note: {note}")
     from tools.mesh_index.render import index_line
 
-    print(index_line(result.index))
+    print_text(index_line(result.index))
     return 0
 
 
@@ -219,8 +225,8 @@ def cmd_catalogue(args: argparse.Namespace) -> int:
                   ", ".join(e.failing_checks)]
                  for e in catalogue.entries], max_width=70)
     counts = ", ".join(f"{n} {k}" for k, n in sorted(catalogue.counts.items())) or "nothing"
-    print(f"\n{counts}; {catalogue.orphans} orphan(s)")
+    print_text(f"\n{counts}; {catalogue.orphans} orphan(s)")
     from tools.mesh_index.render import index_line
 
-    print(index_line(catalogue.index))
+    print_text(index_line(catalogue.index))
     return 0

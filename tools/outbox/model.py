@@ -253,7 +253,7 @@ class TraceReport(BaseModel):
         from tools.outbox.hop_ids import hop_ids_text
 
         for hop in self.hops:
-            mark = "ok" if hop.healthy else ("??" if hop.healthy is None else "XX")
+            mark = "ok" if hop.healthy else ("unknown" if hop.healthy is None else "broken")  # words, not [XX]/[??]
             line = f"  [{mark}] {hop.name} {hop.ref}: {hop.state or '-'} — {hop.detail}"
             lines.append(line + hop_ids_text(hop, line))
         for other in self.findings[1:]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from server.cli_support import add_common_flags, add_detail_flag, print_json, settings_from_args
+from server.cli_support import add_common_flags, add_detail_flag, print_json, print_text, settings_from_args
 
 if TYPE_CHECKING:
     from tools.trace_request.model import RequestReport
@@ -60,5 +60,6 @@ def cmd_trace_request(args: argparse.Namespace) -> int:
 
         print_json(shaped(report, args.detail, summarise_request, settings.limits.summary_items))
     else:
-        print("\n".join(filter(None, [report.summary_text(), related])))
+        marks = "legend: ok = this item's link is healthy, broken = the request breaks at this item"
+        print_text("\n".join(filter(None, [report.summary_text(), marks, related])))
     return 0 if report.verdict.code == "ok" and not report.inconclusive else 1

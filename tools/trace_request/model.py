@@ -97,7 +97,7 @@ class RequestReport(BaseModel):
         head = f"request {self.way}={self.value}: {v.code} — {v.sentence}"
         lines = [head + (" [INCONCLUSIVE]" if self.inconclusive else ""), f"next: {v.next_step}"]
         for item in self.items:
-            mark = "XX" if item.broken else "ok"
+            mark = "broken" if item.broken else "ok"
             lines.append(f"  [{mark}] {item.key} {item.type} {item.status} ({item.link}"
                          + (f" of {item.parent}" if item.parent else "") + f"): {item.verdict.code}")
         for ws in self.ws_messages:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from server.cli_support import fail, format_table, print_json, use_colour
+from server.cli_support import fail, format_table, print_json, print_text, use_colour
 from tools.mesh_index.commands import ProgressBar, make_service
 from tools.verify.model import EVENT_CHECKS, JOB_CHECKS, FlowReport, VerifyAllReport
 from tools.verify.service import verify_all, verify_flow
@@ -97,13 +97,13 @@ def cmd_verify(args: argparse.Namespace) -> int:
             if args.json:
                 print_json(report)
             else:
-                print(render_all(report))
+                print_text(render_all(report))
             return 1 if report.failed_flows else 0
         flow = verify_flow(index, args.target)
         if args.json:
             print_json(flow)
         else:
-            print(render_flow(flow))
+            print_text(render_flow(flow))
         return 1 if flow.summary.failed else 0
     finally:
         index.close()
