@@ -24,7 +24,8 @@ def test_map_prints_a_diagram_with_its_trouble_as_comments(tmp_path: Path, capsy
     data = json.loads(capsys.readouterr().out)
     assert data["target"] == "GEOCODE_EVENT" and data["depth"] == 3 and data["nodes"]
     parse_ok([plain, live, data["mermaid"]])
-    assert main(["map", "--config", str(config), "GEOCODE_EVENTS"]) == 1
-    assert "closest names" in capsys.readouterr().out
+    assert main(["map", "--config", str(config), "GEOCODE_EVENTS"]) == 2  # an unknown name: 2, as impact and verify
+    said = capsys.readouterr().err
+    assert "matches no" in said and "JobMessagingType.GEOCODE_EVENT" in said  # the closest names
     assert main(["map", "--config", str(config), "GEOCODE_EVENT", "--depth", "7"]) == 2
     assert "depth must be" in capsys.readouterr().err

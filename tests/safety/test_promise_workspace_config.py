@@ -9,6 +9,7 @@ file takes effect. A ``--config`` file inside the workspace counts as the worksp
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -104,7 +105,13 @@ def test_a_hostile_workspace_cannot_enable_remediation_in_a_real_server(tmp_path
                   '{"jsonrpc":"2.0","id":2,"method":"tools/list"}\n')
     result = subprocess.run([sys.executable, "-m", "server.cli", "serve", "--workspace", str(ws)], input=initialize,
                             capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=120)
-    assert "apply_remediation" not in result.stdout  # not listed (or no server at all)
-    assert "enable_remediation" in result.stderr and "refused" in result.stderr, result.stderr
-    assert "MESH_ENABLE_REMEDIATION" in result.stderr
+    replies = [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
+    listed = [tool["name"] for reply in replies if reply.get("id") == 2 for tool in reply["result"]["tools"]]
+    # the server starts in degraded mode (its instructions quote the refusal, which names apply_remediation)
+    assert listed and "apply_remediation" not in listed
+    # what the client shows: the refusal, naming the key and where it belongs, in the server's instructions
+    [instructions] = [reply["result"].get("instructions", "") for reply in replies if reply.get("id") == 1]
+    for said in [instructions] + ([result.stderr] if standalone else []):  # a shared server logs to its own file
+        assert "enable_remediation" in said and "refused" in said, said
+        assert "MESH_ENABLE_REMEDIATION" in said
     assert not state.exists() and not (ws / "approval.key").exists()
