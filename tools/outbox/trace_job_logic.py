@@ -9,9 +9,12 @@ output is the list of hops in chain order and the findings, also in chain order:
    active with its lock: ``running``; active without its lock: ``stalled``; delayed and not
    due: ``scheduled``, past due by ``[limits] delayed_overdue_ms``: ``pushed_not_consumed``;
    gone: lost or wrong queue);
-3. job_audit FAILED: ``handler_failed``; PROCESSING: BullMQ first (``stalled`` when the lock
+3. job_audit FAILED: ``handler_failed``; PROCESSING (or PENDING) while the completion guard is set:
+   ``audit_not_closed`` (the handler succeeded, the audit row could not be closed; the cause when the
+   live trigger check finds it); PROCESSING: BullMQ first (``stalled`` when the lock
    is gone, whatever the row's times say: they come from the worker's clock and time zone),
-   then ``stuck_processing`` when it has run for long, else ``running``;
+   then ``stuck_processing`` when it has run for long (counted from ``started_at``, else
+   ``created_at``: the worker never writes job_audit's ``updated_at``), else ``running``;
 4. job_audit COMPLETED with the jobs_outbox row still there: the success event's own
    problem if it has one (``event_pending``, ``in_dlq``, ...), else ``success_not_cleaned``;
 5. no row at all: ``purged`` when Redis or event_queue prove the job finished, else
@@ -196,6 +199,26 @@ def _pushed_without_audit(
                    "bullmq_job")
 
 
+def _audit_not_closed(settings: Settings, audit: OutboxRow, job_id: str, since: float, since_col: str,
+                      trigger_cause: str | None, service: str | None) -> Verdict:
+    """The guard says the handler succeeded; the audit row is still PROCESSING (or PENDING): not closed."""
+    conv = settings.conventions
+    guard = conv.job_completed_key.replace("{job_id}", job_id)
+    where = service or audit.service
+    sentence = (f"job {job_id}: the completion guard {guard} is set, so the handler succeeded, but its job_audit row "
+                f"is still {audit.status} ({since:.0f}s since its {since_col}): the audit row could not be closed")
+    reconcile = (f"propose_remediation(symptom='reconcile_outbox', service='{where}', ids=['{job_id}']) closes the "
+                 "audit row (its COMPLETED update fires the trigger, whose success event cleans the outbox row)")
+    if trigger_cause:
+        return verdict("audit_not_closed", "error", f"{sentence}. Cause: {trigger_cause}",
+                       f"run mesh-mcp doctor: it names the migration to add; once it is applied, {reconcile}",
+                       "job_audit")
+    return verdict("audit_not_closed", "error",
+                   f"{sentence}; the live check of the audit trigger found no cause (the worker's COMPLETED update "
+                   "failed or was lost: see the worker logs)",
+                   f"read the worker logs for the failed job_audit update; then {reconcile}", "job_audit")
+
+
 def job_findings(
     settings: Settings,
     *,
@@ -212,8 +235,14 @@ def job_findings(
     searched: list[str],
     unavailable: list[str],
     redis_known: bool = True,
+    trigger_cause: str | None = None,
+    service: str | None = None,
 ) -> tuple[list[Hop], list[Verdict]]:
-    """Hops in chain order and findings (chain order) of one job."""
+    """Hops in chain order and findings (chain order) of one job.
+
+    ``trigger_cause``: what the live check of the audit trigger (:mod:`tools.outbox.audit_trigger_check`)
+    found, as a sentence, when the tracer ran it (the audit row is not closed while the guard is set).
+    """
     conv = settings.conventions
     st = conv.statuses
     limits = settings.limits
@@ -275,7 +304,8 @@ def job_findings(
             findings.append(verdict("not_found", "warning", sentence, hop="jobs_outbox"))
         # the outcome events' own hops stay visible; their Redis state is history once the job is purged
         return hops, findings
-    since = audit.updated_age_s if audit.updated_age_s is not None else (audit.age_s or 0.0)
+    since = audit.since_s if audit.since_s is not None else (audit.age_s or 0.0)
+    since_col = audit.since_column or "created_at"
     if audit.status == st.failed:
         message = audit.columns.get(conv.columns.error_message)
         retrying = ""
@@ -287,6 +317,9 @@ def job_findings(
             hop="job_audit"))
         findings.extend(f for f in outcome_findings if f.code != "ok")
         return hops, findings
+    if audit.status != st.completed and guard_set:
+        findings.append(_audit_not_closed(settings, audit, job_id, since, since_col, trigger_cause, service))
+        return hops, findings
     if audit.status != st.completed:
         problem = bull_problem(settings, bull, queue, job_id)
         if problem is not None:
@@ -295,7 +328,7 @@ def job_findings(
         running_ms = bull.running_ms() if bull is not None and bull.state == "active" else None
         held = bull is not None and bull.lock_exists is True
         run_s = running_ms / 1000 if running_ms is not None else since
-        clock = "by Redis's clock" if running_ms is not None else "since its updated_at"
+        clock = "by Redis's clock" if running_ms is not None else f"since its {since_col}"
         if run_s > limits.processing_ageing_s:
             cause = ("its worker is alive (it renews the lock) but the handler hangs" if held else
                      "the worker died while running it, or it hangs")

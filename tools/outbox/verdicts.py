@@ -40,6 +40,13 @@ CATALOGUE: dict[str, tuple[str, str]] = {
         "Check the success event's stream and the common post-processor (trace its outcome event); then "
         "propose_remediation(symptom='reconcile_outbox').",
     ),
+    "audit_not_closed": (
+        "The job ran and succeeded (its job:completed guard is set) but its job_audit row is still PROCESSING: the "
+        "audit row could not be closed (the audit trigger raising on COMPLETED, e.g. a NOT NULL column its INSERT "
+        "leaves out), so no success event was written and nothing cleans the outbox row.",
+        "Fix the cause (mesh-mcp doctor names the migration to add); then "
+        "propose_remediation(symptom='reconcile_outbox', service=..., ids=[<job id>]) closes the audit row.",
+    ),
     "event_pending": (
         "The event_queue row has not been pushed (PENDING, or FAILED to push): outbox runner stopped or Redis "
         "unreachable.",
@@ -120,6 +127,8 @@ EVIDENCE: dict[str, str] = {
     "handler_failed": "job_audit FAILED, or BullMQ failed with no job_audit row",
     "success_not_cleaned": "job_audit COMPLETED (or the completion guard / BullMQ completed) while the jobs_outbox row "
                            "is still there and the success event shows no problem of its own",
+    "audit_not_closed": "job_audit PROCESSING (or PENDING) while the job:completed:<id> guard is set; the cause is the "
+                        "live check of the audit trigger against event_queue's NOT NULL columns (pg_catalog)",
     "event_pending": "the event_queue row is PENDING, FAILED, or PROCESSING for less than processing_ageing_s",
     "in_pel": "XPENDING lists the entry for the group, its consumer idle less than dead_consumer_idle_ms",
     "dead_consumer": "XPENDING lists the entry on a consumer whose XINFO CONSUMERS idle is at least "
