@@ -120,7 +120,8 @@ async def table_health(
                     severity="warning",
                     sentence=f"{schema.name}: {failed_count} FAILED job(s) ({top}): handlers raised errors",
                     next_step="trace_job on one of them for error_message; fix, then "
-                    "propose_remediation(symptom='retry_failed_job')",
+                    "propose_remediation(symptom='retry_failed_job', queue=..., ids=[...]) for the jobs BullMQ "
+                    "holds failed",
                 )
             )
         else:
@@ -130,7 +131,8 @@ async def table_health(
                     severity="warning",
                     sentence=f"{schema.name}: {failed_count} FAILED row(s) ({top}): the runner gave up pushing them",
                     next_step=f"query_outbox(table='{kind}', status='{st.failed}') for lastError; after the fix, "
-                    "propose_remediation(symptom='reconcile_outbox')",
+                    f"propose_remediation(symptom='requeue_stuck_job', service='{service}', ids=[...those ids]) "
+                    "puts them back to PENDING",
                 )
             )
     if not health.verdicts:

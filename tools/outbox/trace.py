@@ -222,7 +222,9 @@ class Tracer:
                 return hops, [verdict(
                     "stuck_processing", "error",
                     f"event {row.id} is PROCESSING for {since:.0f}s (> {limits.processing_ageing_s}s): the runner "
-                    "died between claim and push", hop=hop_name)]
+                    "died between claim and push",
+                    "restart the outbox runner and read its logs; trace_event shows whether the entry reached its "
+                    "streams (no remediation symptom re-pushes a PROCESSING event)", hop_name)]
             return hops, [verdict("event_pending", "info", f"event {row.id} is being pushed (PROCESSING {since:.0f}s)",
                                   hop=hop_name)]
         if row.status == st.failed:
@@ -230,7 +232,8 @@ class Tracer:
                 "event_pending", "error",
                 f"event {row.id} is FAILED: the outbox runner gave up pushing it"
                 + (f" ({str(last_error)[:300]})" if last_error else ""),
-                "fix the cause in the runner logs, then propose_remediation(symptom='reconcile_outbox')", hop_name)]
+                "fix the cause in the runner logs, then propose_remediation(symptom='requeue_stuck_job', "
+                f"service='{row.service}', ids=['{row.id}']) puts it back to PENDING", hop_name)]
         targets = row.columns.get(self.settings.conventions.columns.target_services)
         if not isinstance(targets, list) or not targets:
             return hops, [verdict("not_found", "error",

@@ -95,8 +95,9 @@ def bull_problem(settings: Settings, bull: BullJobState | None, queue: str | Non
             "stalled", "error",
             f"job {job_id} is active in BullMQ queue {q}{taken} but its lock {lock} is gone: the worker that ran it "
             f"died or lost its lock, so the job is stalled" + (f"; {live}" if live else ""),
-            f"inspect_queue(queue={q}) lists the stalled jobs; start or restart a worker of {q}; if none will run, "
-            "propose_remediation(symptom='requeue_stuck_job')", "bullmq_job")
+            f"inspect_queue(queue={q}) lists the stalled jobs; start or restart a worker of {q} (its stalled checker "
+            "moves the job back to wait); or propose_remediation(symptom='requeue_stuck_job', service=<the job's "
+            f"service>, ids=['{job_id}'])", "bullmq_job")
     overdue = bull.overdue_ms()
     if overdue is None or bull.delayed_until_ms is None:
         return None
@@ -136,16 +137,29 @@ def _not_pushed(settings: Settings, job: OutboxRow, times: RowTimes | None, job_
         if since > limits.processing_ageing_s:
             return verdict("stuck_processing", "error",
                            f"job {job_id} is PROCESSING in jobs_outbox for {since:.0f}s (> "
-                           f"{limits.processing_ageing_s}s): the runner died between claim and push", hop="jobs_outbox")
+                           f"{limits.processing_ageing_s}s): the runner died between claim and push",
+                           "restart the outbox runner; then propose_remediation(symptom='requeue_stuck_job', "
+                           f"service='{job.service}', ids=['{job_id}'])", "jobs_outbox")
         return verdict("pending_in_outbox", "info", f"job {job_id} was claimed {since:.0f}s ago and is being pushed",
                        hop="jobs_outbox")
     if job.status == st.failed:
         return verdict("pending_in_outbox", "error",
                        f"job {job_id} is FAILED in jobs_outbox: the outbox runner gave up pushing it"
                        + (f" ({str(last_error)[:300]})" if last_error else ""),
-                       "fix the cause (runner logs), then propose_remediation(symptom='requeue_stuck_job')",
+                       "fix the cause (runner logs), then propose_remediation(symptom='requeue_stuck_job', "
+                       f"service='{job.service}', ids=['{job_id}']) puts it back to PENDING",
                        "jobs_outbox")
     return None
+
+
+_NOT_AUDITED_NEXT = ("verify_flow on the job type: its worker does not write job_audit, so no success event is written "
+                     "and nothing deletes the outbox row; fix the worker. No remediation symptom deletes a row whose "
+                     "success no audit row records")
+
+
+def _retry_next(queue: str | None, job_id: str) -> str:
+    return ("read failedReason and the worker logs; fix the cause, then "
+            f"propose_remediation(symptom='retry_failed_job', queue='{queue}', ids=['{job_id}'])")
 
 
 def _pushed_without_audit(
@@ -165,7 +179,7 @@ def _pushed_without_audit(
             return verdict("success_not_cleaned", "warning",
                            f"job {job_id}: the completion guard is set but there is no job_audit row: the worker "
                            "completed it without auditing, so no success event cleaned the outbox row",
-                           hop="job_audit")
+                           _NOT_AUDITED_NEXT, "job_audit")
         return verdict("pushed_not_consumed", "error" if late else "info",
                        f"job {job_id} was pushed to queue {q} {since:.0f}s ago but BullMQ has no such job and "
                        "job_audit has no row: the job was lost (Redis flushed or evicted) or pushed to another queue",
@@ -174,7 +188,7 @@ def _pushed_without_audit(
         return verdict("handler_failed", "error",
                        f"job {job_id} failed in BullMQ after {bull.attempts_made} attempt(s): "
                        f"{bull.failed_reason or 'no reason recorded'} (no job_audit row)",
-                       hop="bullmq_job")
+                       _retry_next(queue, job_id), "bullmq_job")
     problem = bull_problem(settings, bull, queue, job_id)
     if problem is not None:
         return problem
@@ -190,7 +204,7 @@ def _pushed_without_audit(
     if bull.state == "completed":
         return verdict("success_not_cleaned", "warning",
                        f"job {job_id} is completed in BullMQ but has no job_audit row: the worker does not audit it, "
-                       "so no success event cleaned the outbox row", hop="job_audit")
+                       "so no success event cleaned the outbox row", _NOT_AUDITED_NEXT, "job_audit")
     paused = " (the queue is paused)" if bull.state == "paused" else ""
     return verdict("pushed_not_consumed", "error" if late else "info",
                    f"job {job_id} waits in BullMQ queue {q} (state {bull.state}){paused} since it was pushed "
@@ -311,10 +325,18 @@ def job_findings(
         retrying = ""
         if bull is not None and bull.state in ("delayed", "waiting") and (bull.attempts_made or 0) < conv.job_attempts:
             retrying = f"; BullMQ will retry it (attempt {bull.attempts_made or 0}/{conv.job_attempts})"
+        if bull is not None and bull.state == "failed":
+            failed_next = _retry_next(queue, job_id)
+        elif retrying:
+            failed_next = "BullMQ retries it by itself; read error_message and the worker logs, then trace again"
+        else:
+            failed_next = ("read error_message and the worker logs; BullMQ holds no failed job to retry ("
+                           + (f"state {bull.state}" if bull is not None else "removed") + "): after the fix, the "
+                           "service has to emit the job again")
         findings.append(verdict(
             "handler_failed", "error",
             f"job {job_id} ({audit.type}) failed in its handler: {str(message or 'no error_message')[:300]}{retrying}",
-            hop="job_audit"))
+            failed_next, "job_audit"))
         findings.extend(f for f in outcome_findings if f.code != "ok")
         return hops, findings
     if audit.status != st.completed and guard_set:
@@ -332,10 +354,19 @@ def job_findings(
         if run_s > limits.processing_ageing_s:
             cause = ("its worker is alive (it renews the lock) but the handler hangs" if held else
                      "the worker died while running it, or it hangs")
+            if held:
+                stuck_next = (f"the worker logs (the handler of {audit.type} hangs); restarting that worker ends its "
+                              "lock, the job then stalls and goes back to wait")
+            elif bull is None and job is not None:
+                stuck_next = (f"propose_remediation(symptom='requeue_stuck_job', service='{audit.service}', "
+                              f"ids=['{job_id}']): BullMQ lost the job, the outbox runner pushes it again")
+            else:
+                stuck_next = (f"inspect_queue(queue='{queue}', job_id='{job_id}') and the worker logs"
+                              if queue else "the worker logs; no jobs_outbox row says which queue to look at")
             findings.append(verdict(
                 "stuck_processing", "warning" if held else "error",
                 f"job {job_id} is {audit.status} in job_audit for {run_s:.0f}s {clock} "
-                f"(> {limits.processing_ageing_s}s): {cause}", hop="job_audit"))
+                f"(> {limits.processing_ageing_s}s): {cause}", stuck_next, "job_audit"))
         else:
             findings.append(verdict("running", "info",
                                     f"job {job_id} is running ({audit.status} for {run_s:.0f}s {clock}"
@@ -355,8 +386,8 @@ def job_findings(
             f"job {job_id} succeeded (job_audit COMPLETED) but event_queue has no success event for it "
             f"(types {', '.join(sorted(success_types))}): the audit trigger {conv.audit_trigger} did not fire, so "
             "nothing deletes the jobs_outbox row",
-            f"check the trigger {conv.audit_trigger} exists on job_audit; then "
-            "propose_remediation(symptom='reconcile_outbox')", "outcome_event"))
+            f"mesh-mcp doctor checks the trigger {conv.audit_trigger} on job_audit; no remediation symptom deletes the "
+            "row while no success event proves the success was delivered", "outcome_event"))
         return hops, findings
     row, event_findings = success[-1]
     problems = [f for f in event_findings if f.code != "ok"]
@@ -368,6 +399,8 @@ def job_findings(
         "success_not_cleaned", "info" if recent else "error",
         f"job {job_id} succeeded and its success event {row.id} ({row.type}) was delivered and acknowledged, yet the "
         "jobs_outbox row is still there: the common success post-processor did not delete it"
-        + (" (it may just be about to)" if recent else ""), hop="jobs_outbox"))
+        + (" (it may just be about to)" if recent else ""),
+        "check the common success post-processor's logs; then propose_remediation(symptom='reconcile_outbox', "
+        f"service='{job.service}', ids=['{job_id}']) deletes the row (backed up first)", "jobs_outbox"))
     return hops, findings
 
