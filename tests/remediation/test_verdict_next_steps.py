@@ -19,6 +19,7 @@ from server.config import Settings, load_settings
 from tests.helpers import in_process_client
 from tests.outbox import migration_chain as mc
 from tests.outbox import sim
+from tests.remediation.conftest import approve
 from tools.outbox.model import VerdictCode
 
 pytestmark = pytest.mark.anyio
@@ -59,6 +60,21 @@ async def walk(client: Any, tool: str, item: str, code: VerdictCode, args: dict[
     plan = proposed.structured_content
     assert plan["symptom"] == named[0] and plan["steps"], plan
     return plan
+
+
+async def apply(client: Any, settings: Settings, plan: dict[str, Any]) -> dict[str, Any]:
+    token = approve(settings, plan["plan_id"])
+    applied = await client.call_tool("apply_remediation", {"plan_id": plan["plan_id"], "approval_token": token})
+    assert not applied.is_error, applied.content[0].text
+    report = applied.structured_content
+    assert report["status"] == "completed", report
+    return report
+
+
+def backed_up(settings: Settings, plan: dict[str, Any]) -> list[dict[str, Any]]:
+    from tools.remediation.backups import backup_path, read_backup
+
+    return read_backup(backup_path(settings, plan["plan_id"]))
 
 
 def ids_in(plan: dict[str, Any]) -> set[str]:
@@ -105,7 +121,8 @@ async def test_job_verdicts_lead_to_plans_for_their_job(tmp_path: Path, make_pg_
         ((stream, _entry),) = mc.runner_push_event(conn, r, str(success["id"]))
         assert mc.group_consume(r, stream, GROUP)  # delivered and acknowledged; nobody deleted the outbox row
         conn.execute("UPDATE job_audit SET started_at = now() - interval '900 seconds' WHERE job_id = %s", (done,))
-    async with in_process_client(settings_for(tmp_path, url, redis_url)) as client:
+    settings = settings_for(tmp_path, url, redis_url)
+    async with in_process_client(settings) as client:
         ev = {"service": "event"}
         plan = await walk(client, "trace_job", gave_up, "pending_in_outbox", {**ev, "ids": [gave_up]})
         assert ids_in(plan) == {gave_up} and plan["steps"][0]["params"][0][0] == "PENDING"
@@ -115,11 +132,20 @@ async def test_job_verdicts_lead_to_plans_for_their_job(tmp_path: Path, make_pg_
         assert ids_in(plan) == {lost} and plan["steps"][0]["params"][0][:3] == ["PENDING", lost, "COMPLETED"]
         plan = await walk(client, "trace_job", stalled, "stalled", {**ev, "ids": [stalled]})
         assert ids_in(plan) == {stalled} and plan["steps"][0]["action"] == "bullmq_requeue_stalled"
+        await apply(client, settings, plan)
+        assert r.lrange(f"{mc.BULL}:{mc.QUEUE}:active", 0, -1) == []
+        assert stalled.encode() in r.lrange(f"{mc.BULL}:{mc.QUEUE}:wait", 0, -1)
+        assert [b["kind"] for b in backed_up(settings, plan)] == ["bull_job"]
         plan = await walk(client, "trace_job", failed, "handler_failed", {"queue": mc.QUEUE, "ids": [failed]})
         assert ids_in(plan) == {failed}
         plan = await walk(client, "trace_job", done, "success_not_cleaned", {**ev, "ids": [done]})
         assert ids_in(plan) == {done} and plan["steps"][0]["action"] == "delete_sql"
         assert plan["steps"][0]["command"].startswith('DELETE FROM "jobs_outbox"')
+        await apply(client, settings, plan)
+    (record,) = backed_up(settings, plan)
+    assert record["kind"] == "sql_row" and record["data"]["row"]["id"] == done
+    with psycopg.connect(url) as conn:
+        assert conn.execute("SELECT count(*) FROM jobs_outbox WHERE id = %s", (done,)).fetchone() == (0,)
 
 
 def push_event(conn: psycopg.Connection, r: Any, target: str) -> tuple[str, str, str]:
@@ -189,7 +215,11 @@ async def test_audit_not_closed_leads_to_closing_the_audit_row_once_the_trigger_
             for statement in mc.up_statements(mc.MIGRATIONS_DIR / f"{mc.V3}.ts"):
                 conn.execute(statement)
         plan = await walk(client, "trace_job", job_id, "audit_not_closed", {"service": "event", "ids": [job_id]})
-    (step,) = plan["steps"]
-    assert step["target"] == "event.job_audit" and step["params"][0][0] == "COMPLETED"
-    kinds = {c["kind"] for c in step["checks"]}
-    assert kinds == {"row_matches", "key_unchanged"}
+        (step,) = plan["steps"]
+        assert step["target"] == "event.job_audit" and step["params"][0][0] == "COMPLETED"
+        assert {c["kind"] for c in step["checks"]} == {"row_matches", "key_unchanged"}
+        await apply(client, settings, plan)
+    with psycopg.connect(url) as conn:
+        assert conn.execute("SELECT status FROM job_audit WHERE job_id = %s", (job_id,)).fetchone() == ("COMPLETED",)
+        (event,) = mc.outcome_rows(conn, job_id)  # the fixed trigger wrote the success event
+        assert event["type"] == "event:job:outbox:success" and str(event["emitterId"]) == job_id
