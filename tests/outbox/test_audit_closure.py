@@ -129,3 +129,26 @@ async def test_outbox_health_sees_an_audit_row_processing_for_15_minutes(
     (row,) = rows.structured_content["rows"]
     assert row["since_column"] == "started_at" and 890 < row["since_s"] < 1000 and row["updated_at"] is None
     assert "PROCESSING for" in row["hint"] and "since its started_at" in row["hint"]
+
+
+async def test_doctor_never_calls_a_trigger_it_could_not_read_fine(tmp_path: Path, make_pg_db, redis_url: str) -> None:
+    url = chain_db(make_pg_db, mc.RAISING)
+    settings = chain_settings(tmp_path, url, redis_url)
+    with psycopg.connect(url, autocommit=True) as conn:  # a BEFORE INSERT trigger of event_queue may fill the column
+        conn.execute("""CREATE FUNCTION fill_emitter_id() RETURNS trigger AS $$
+                        BEGIN NEW."emitterId" := coalesce(NEW."emitterId", gen_random_uuid()); RETURN NEW; END;
+                        $$ LANGUAGE plpgsql""")
+        conn.execute("CREATE TRIGGER fill_emitter_id BEFORE INSERT ON event_queue FOR EACH ROW "
+                     "EXECUTE FUNCTION fill_emitter_id()")
+    filled = (await _doctor(settings))["trigger:event"]
+    assert filled.status == "warn" and "fill_emitter_id" in filled.detail and '"emitterId"' in filled.detail
+    with psycopg.connect(url, autocommit=True) as conn:  # values by position: no column list to check
+        conn.execute("DROP TRIGGER fill_emitter_id ON event_queue")
+        conn.execute("""CREATE OR REPLACE FUNCTION notify_job_audit_status_change() RETURNS trigger AS $$
+                        BEGIN
+                          -- INSERT INTO event_queue (type) is only a comment
+                          INSERT INTO event_queue VALUES (DEFAULT, DEFAULT, DEFAULT, NULL, 'x', NEW.emitter, '{}');
+                          RETURN NEW;
+                        END; $$ LANGUAGE plpgsql""")
+    positional = (await _doctor(settings))["trigger:event"]
+    assert positional.status == "warn" and "no column list" in positional.detail
