@@ -121,6 +121,7 @@ def _not_pushed(settings: Settings, job: OutboxRow, times: RowTimes | None, job_
     limits = settings.limits
     age = job.age_s or 0.0
     since = job.updated_age_s if job.updated_age_s is not None else age
+    since_col = "updated_at" if job.updated_age_s is not None else "created_at"
     last_error = job.columns.get(settings.conventions.columns.last_error)
     if job.status == st.pending:
         if times is not None and times.scheduled_in_s is not None and times.scheduled_in_s > 0:
@@ -136,7 +137,7 @@ def _not_pushed(settings: Settings, job: OutboxRow, times: RowTimes | None, job_
     if job.status == st.processing:
         if since > limits.processing_ageing_s:
             return verdict("stuck_processing", "error",
-                           f"job {job_id} is PROCESSING in jobs_outbox for {since:.0f}s (> "
+                           f"job {job_id} is PROCESSING in jobs_outbox for {since:.0f}s since its {since_col} (> "
                            f"{limits.processing_ageing_s}s): the runner died between claim and push",
                            "restart the outbox runner; then propose_remediation(symptom='requeue_stuck_job', "
                            f"service='{job.service}', ids=['{job_id}'])", "jobs_outbox")
