@@ -108,7 +108,8 @@ async def test_an_event_the_runner_gave_up_on(settings) -> None:
     (f,) = findings
     assert (f.code, f.severity, f.hop) == ("event_pending", "error", "outcome_event")
     assert f.sentence == f"event e-1 is FAILED: the outbox runner gave up pushing it (READONLY {'z' * 291})"
-    assert f.next_step == "fix the cause in the runner logs, then propose_remediation(symptom='reconcile_outbox')"
+    assert f.next_step == ("fix the cause in the runner logs, then propose_remediation(symptom='requeue_stuck_job', "
+                           "service='user', ids=['e-1']) puts it back to PENDING")
     assert hops[0].name == "outcome_event"
     _, findings = await chain(settings, event("FAILED"))
     assert findings[0][2] == "event e-1 is FAILED: the outbox runner gave up pushing it"
