@@ -87,6 +87,10 @@ async def test_trace_of_a_job_whose_audit_row_could_not_be_closed(
     assert "worker died" not in verdict["sentence"]
     assert "reconcile_outbox" in verdict["next_step"] and job_id in verdict["next_step"]
     assert "audit_not_closed" in result.content[0].text
+    async with in_process_client(chain_settings(tmp_path, url, redis_url)) as client:  # trace_request says the same
+        request = await client.call_tool("trace_request", {"start": f"event:jobs_outbox:{job_id}"})
+    assert not request.is_error, request.content[0].text
+    assert request.structured_content["verdict"]["code"] == "audit_not_closed", request.structured_content["verdict"]
 
 
 async def test_dead_worker_is_aged_by_started_at_never_by_a_null_updated_at(
