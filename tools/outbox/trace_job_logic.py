@@ -196,6 +196,23 @@ def _pushed_without_audit(
                    "bullmq_job")
 
 
+def _failure_feedback(outcomes: list[tuple[OutboxRow, list[Hop], list[Verdict]]], success_types: set[str],
+                      accepted: set[str] | None) -> str:
+    """What becomes of a failed job's failure events: their count and types, and when the failure
+    post-processor does not accept their type, that mismatch (P4: acknowledged unprocessed)."""
+    failures = [row for row, _h, _f in outcomes if row.type not in success_types]
+    if not failures:
+        return ""
+    types = sorted({str(row.type) for row in failures})
+    out = f"; {len(failures)} failure event(s) traced ({', '.join(types)})"
+    refused = [t for t in types if accepted is not None and accepted and t not in accepted]
+    if refused:
+        out += (f"; the failure post-processor accepts only {', '.join(sorted(accepted or []))}, so these "
+                f"{', '.join(refused)} events are acknowledged unprocessed and no failure feedback is written (P4, "
+                "[conventions] job_failure_accepted_types)")
+    return out
+
+
 def job_findings(
     settings: Settings,
     *,
@@ -212,6 +229,7 @@ def job_findings(
     searched: list[str],
     unavailable: list[str],
     redis_known: bool = True,
+    failure_accepted: set[str] | None = None,
 ) -> tuple[list[Hop], list[Verdict]]:
     """Hops in chain order and findings (chain order) of one job."""
     conv = settings.conventions
@@ -283,8 +301,8 @@ def job_findings(
             retrying = f"; BullMQ will retry it (attempt {bull.attempts_made or 0}/{conv.job_attempts})"
         findings.append(verdict(
             "handler_failed", "error",
-            f"job {job_id} ({audit.type}) failed in its handler: {str(message or 'no error_message')[:300]}{retrying}",
-            hop="job_audit"))
+            f"job {job_id} ({audit.type}) failed in its handler: {str(message or 'no error_message')[:300]}{retrying}"
+            + _failure_feedback(outcomes, success_types, failure_accepted), hop="job_audit"))
         findings.extend(f for f in outcome_findings if f.code != "ok")
         return hops, findings
     if audit.status != st.completed:
