@@ -456,7 +456,7 @@ async def test_a_finished_job_of_another_emitter_is_ok_through_its_pushed_succes
     assert (guard.ref, guard.found, guard.state, guard.healthy) == (f"job:completed:{job_id}", True, "set", True)
     (outcome,) = [h for h in report.hops if h.name == "outcome_event"]
     assert outcome.ref == f"user.event_queue {outcome_id}" and outcome.row is not None
-    assert outcome.row.columns["payload"]["jobId"] == job_id and outcome.row.truncated is False
+    assert outcome.row.columns["payload"]["after"]["job_id"] == job_id and outcome.row.truncated is False
     assert [(h.name, h.state) for h in report.hops if h.name.startswith("outcome_event.")] == [
         ("outcome_event.stream_entry", "present"), ("outcome_event.group", "acknowledged")]
     assert next(h for h in report.hops if h.name == "outcome_event.stream_entry").ref == f"{stream} {entry}"

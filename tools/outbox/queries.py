@@ -18,6 +18,7 @@ from typing import Any
 
 from server.config import Conventions
 from server.lazy_modules import LazyModule
+from tools.outbox.outcome_paths import id_paths, path_sql
 from tools.outbox.schema_discovery import TableSchema
 
 sql = LazyModule("psycopg.sql")
@@ -174,17 +175,18 @@ def rows_by_column(
 def outcome_events_query(
     schema: TableSchema, conventions: Conventions, types: list[str], job_id: str, cap_bytes: int, limit: int
 ) -> tuple[sql.Composed, list[Any]]:
-    """Job-outcome rows of event_queue for ``job_id``: type among ``types`` and payload id key = job_id.
+    """Job-outcome rows of event_queue for ``job_id``: type among ``types`` and the value at one of the
+    payload's job id paths (``[conventions] job_outcome_id_keys``, ``after.job_id`` by default) = job_id.
 
-    Each id key ``k`` is matched as ``payload ? k AND payload->>k = job_id`` so the partial
-    expression index :mod:`tools.outbox.indexes` recommends can serve it (in a MATERIALIZED
-    CTE, as in :func:`rows_by_column`).
+    Each path is matched as ``((payload -> 'after') ->> 'job_id') = job_id``, the expression of the
+    partial index :mod:`tools.outbox.indexes` recommends (in a MATERIALIZED CTE, as in
+    :func:`rows_by_column`).
     """
-    payload = _ident(schema.col("payload") or "payload")
-    matches = [
-        sql.SQL("({p} ? {k} AND {p}->>{k} = %s)").format(p=payload, k=sql.Literal(key))
-        for key in conventions.job_outcome_id_keys
-    ]
+    payload = schema.col("payload") or "payload"
+    matches = [sql.SQL("{} = %s").format(path_sql(payload, path))
+               for path in id_paths(conventions.job_outcome_id_keys)]
+    if not matches:
+        matches = [sql.SQL("false")]
     query = sql.SQL(
         "WITH hits AS MATERIALIZED (SELECT * FROM {table} WHERE {type} = ANY(%s) AND ({matches})) "
         "SELECT {cols} FROM hits ORDER BY {created} ASC LIMIT %s"
@@ -195,7 +197,7 @@ def outcome_events_query(
         matches=sql.SQL(" OR ").join(matches),
         created=_ident(schema.col("created_at") or "created_at"),
     )
-    return query, [types, *([job_id] * len(matches)), limit]
+    return query, [types, *([job_id] * (len(matches) if conventions.job_outcome_id_keys else 0)), limit]
 
 
 def audit_statuses_query(audit: TableSchema, job_ids: list[str]) -> tuple[sql.Composed, list[Any]]:

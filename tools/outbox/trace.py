@@ -57,6 +57,7 @@ class ServiceRows:
     event: Found | None = None
     outcomes: list[Found] = field(default_factory=list)
     success_types: set[str] = field(default_factory=set)
+    failure_accepted: set[str] = field(default_factory=set)
     audit_by_row_id: Found | None = None
 
 
@@ -81,6 +82,8 @@ class Tracer:
         self.redis_down: set[str] = set()
         self.redis_used: list[str] = []
         self.trigger_causes: dict[str, str | None] = {}
+        self.failure_accepted: list[str] = []
+        """failure event types the failure post-processor accepts, for the last outcome_types() asked"""
 
     # -- SQL ------------------------------------------------------------------------------
 
@@ -118,6 +121,7 @@ class Tracer:
                         out.append(value)
             return out
 
+        self.failure_accepted = expand(conv.job_failure_accepted_types)
         return expand(conv.job_success_types), expand(conv.job_failure_types)
 
     async def _outcomes(self, rows: ServiceRows, job_id: str) -> None:
@@ -131,6 +135,7 @@ class Tracer:
                 emitters.append(col.get(schema.names.emitter))
         success, failure = self.outcome_types(rows.service, emitters)
         rows.success_types = set(success)
+        rows.failure_accepted = set(self.failure_accepted)
         cap = self.settings.limits.payload_max_bytes
         query, params = queries.outcome_events_query(schema, self.settings.conventions, success + failure, job_id,
                                                      cap, 10)
@@ -421,6 +426,7 @@ class Tracer:
             guard=guard,
             outcomes=[(o.row, h, f) for o, h, f in outcome_chains],
             success_types=hit.success_types if hit else set(),
+            failure_accepted=hit.failure_accepted if hit else set(),
             searched=self.searched(searched),
             unavailable=[p.service for p in self.unavailable if p.service in searched],
             redis_known=self.redis_ok,

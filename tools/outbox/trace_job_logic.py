@@ -234,6 +234,23 @@ def _audit_not_closed(settings: Settings, audit: OutboxRow, job_id: str, since: 
                    f"read the worker logs for the failed job_audit update; then {reconcile}", "job_audit")
 
 
+def _failure_feedback(outcomes: list[tuple[OutboxRow, list[Hop], list[Verdict]]], success_types: set[str],
+                      accepted: set[str] | None) -> str:
+    """What becomes of a failed job's failure events: their count and types, and when the failure
+    post-processor does not accept their type, that mismatch (P4: acknowledged unprocessed)."""
+    failures = [row for row, _h, _f in outcomes if row.type not in success_types]
+    if not failures:
+        return ""
+    types = sorted({str(row.type) for row in failures})
+    out = f"; {len(failures)} failure event(s) traced ({', '.join(types)})"
+    refused = [t for t in types if accepted is not None and accepted and t not in accepted]
+    if refused:
+        out += (f"; the failure post-processor accepts only {', '.join(sorted(accepted or []))}, so these "
+                f"{', '.join(refused)} events are acknowledged unprocessed and no failure feedback is written (P4, "
+                "[conventions] job_failure_accepted_types)")
+    return out
+
+
 def job_findings(
     settings: Settings,
     *,
@@ -252,6 +269,7 @@ def job_findings(
     redis_known: bool = True,
     trigger_cause: str | None = None,
     service: str | None = None,
+    failure_accepted: set[str] | None = None,
 ) -> tuple[list[Hop], list[Verdict]]:
     """Hops in chain order and findings (chain order) of one job.
 
@@ -336,8 +354,8 @@ def job_findings(
                            "service has to emit the job again")
         findings.append(verdict(
             "handler_failed", "error",
-            f"job {job_id} ({audit.type}) failed in its handler: {str(message or 'no error_message')[:300]}{retrying}",
-            failed_next, "job_audit"))
+            f"job {job_id} ({audit.type}) failed in its handler: {str(message or 'no error_message')[:300]}{retrying}"
+            + _failure_feedback(outcomes, success_types, failure_accepted), failed_next, "job_audit"))
         findings.extend(f for f in outcome_findings if f.code != "ok")
         return hops, findings
     if audit.status != st.completed and guard_set:
