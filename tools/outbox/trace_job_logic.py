@@ -28,6 +28,7 @@ from typing import Any
 
 from server.config import Settings
 from tools.outbox.bull_state import BullJobState
+from tools.outbox.job_next_steps import NOT_AUDITED_NEXT, audit_not_closed, retry_next
 from tools.outbox.model import Hop, OutboxRow, Verdict
 from tools.outbox.rows import RowTimes
 from tools.outbox.verdicts import verdict
@@ -153,16 +154,6 @@ def _not_pushed(settings: Settings, job: OutboxRow, times: RowTimes | None, job_
     return None
 
 
-_NOT_AUDITED_NEXT = ("verify_flow on the job type: its worker does not write job_audit, so no success event is written "
-                     "and nothing deletes the outbox row; fix the worker. No remediation symptom deletes a row whose "
-                     "success no audit row records")
-
-
-def _retry_next(queue: str | None, job_id: str) -> str:
-    return ("read failedReason and the worker logs; fix the cause, then "
-            f"propose_remediation(symptom='retry_failed_job', queue='{queue}', ids=['{job_id}'])")
-
-
 def _pushed_without_audit(
     settings: Settings, job: OutboxRow, queue: str | None, bull: BullJobState | None, bull_known: bool,
     guard_set: bool, job_id: str,
@@ -180,7 +171,7 @@ def _pushed_without_audit(
             return verdict("success_not_cleaned", "warning",
                            f"job {job_id}: the completion guard is set but there is no job_audit row: the worker "
                            "completed it without auditing, so no success event cleaned the outbox row",
-                           _NOT_AUDITED_NEXT, "job_audit")
+                           NOT_AUDITED_NEXT, "job_audit")
         return verdict("pushed_not_consumed", "error" if late else "info",
                        f"job {job_id} was pushed to queue {q} {since:.0f}s ago but BullMQ has no such job and "
                        "job_audit has no row: the job was lost (Redis flushed or evicted) or pushed to another queue",
@@ -189,7 +180,7 @@ def _pushed_without_audit(
         return verdict("handler_failed", "error",
                        f"job {job_id} failed in BullMQ after {bull.attempts_made} attempt(s): "
                        f"{bull.failed_reason or 'no reason recorded'} (no job_audit row)",
-                       _retry_next(queue, job_id), "bullmq_job")
+                       retry_next(queue, job_id), "bullmq_job")
     problem = bull_problem(settings, bull, queue, job_id)
     if problem is not None:
         return problem
@@ -205,33 +196,13 @@ def _pushed_without_audit(
     if bull.state == "completed":
         return verdict("success_not_cleaned", "warning",
                        f"job {job_id} is completed in BullMQ but has no job_audit row: the worker does not audit it, "
-                       "so no success event cleaned the outbox row", _NOT_AUDITED_NEXT, "job_audit")
+                       "so no success event cleaned the outbox row", NOT_AUDITED_NEXT, "job_audit")
     paused = " (the queue is paused)" if bull.state == "paused" else ""
     return verdict("pushed_not_consumed", "error" if late else "info",
                    f"job {job_id} waits in BullMQ queue {q} (state {bull.state}){paused} since it was pushed "
                    f"{since:.0f}s ago, and no worker took it: worker stopped or listening to another queue",
                    f"inspect_queue(queue={q}); check the worker for that queue runs (verify_flow checks the target)",
                    "bullmq_job")
-
-
-def _audit_not_closed(settings: Settings, audit: OutboxRow, job_id: str, since: float, since_col: str,
-                      trigger_cause: str | None, service: str | None) -> Verdict:
-    """The guard says the handler succeeded; the audit row is still PROCESSING (or PENDING): not closed."""
-    conv = settings.conventions
-    guard = conv.job_completed_key.replace("{job_id}", job_id)
-    where = service or audit.service
-    sentence = (f"job {job_id}: the completion guard {guard} is set, so the handler succeeded, but its job_audit row "
-                f"is still {audit.status} ({since:.0f}s since its {since_col}): the audit row could not be closed")
-    reconcile = (f"propose_remediation(symptom='reconcile_outbox', service='{where}', ids=['{job_id}']) closes the "
-                 "audit row (its COMPLETED update fires the trigger, whose success event cleans the outbox row)")
-    if trigger_cause:
-        return verdict("audit_not_closed", "error", f"{sentence}. Cause: {trigger_cause}",
-                       f"run mesh-mcp doctor: it names the migration to add; once it is applied, {reconcile}",
-                       "job_audit")
-    return verdict("audit_not_closed", "error",
-                   f"{sentence}; the live check of the audit trigger found no cause (the worker's COMPLETED update "
-                   "failed or was lost: see the worker logs)",
-                   f"read the worker logs for the failed job_audit update; then {reconcile}", "job_audit")
 
 
 def _failure_feedback(outcomes: list[tuple[OutboxRow, list[Hop], list[Verdict]]], success_types: set[str],
@@ -345,7 +316,7 @@ def job_findings(
         if bull is not None and bull.state in ("delayed", "waiting") and (bull.attempts_made or 0) < conv.job_attempts:
             retrying = f"; BullMQ will retry it (attempt {bull.attempts_made or 0}/{conv.job_attempts})"
         if bull is not None and bull.state == "failed":
-            failed_next = _retry_next(queue, job_id)
+            failed_next = retry_next(queue, job_id)
         elif retrying:
             failed_next = "BullMQ retries it by itself; read error_message and the worker logs, then trace again"
         else:
@@ -359,7 +330,7 @@ def job_findings(
         findings.extend(f for f in outcome_findings if f.code != "ok")
         return hops, findings
     if audit.status != st.completed and guard_set:
-        findings.append(_audit_not_closed(settings, audit, job_id, since, since_col, trigger_cause, service))
+        findings.append(audit_not_closed(settings, audit, job_id, since, since_col, trigger_cause, service))
         return hops, findings
     if audit.status != st.completed:
         problem = bull_problem(settings, bull, queue, job_id)
