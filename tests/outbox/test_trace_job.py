@@ -101,7 +101,8 @@ async def test_completed_job_still_in_outbox_is_success_not_cleaned(db, r, outbo
     sim.runner_push_job(db, r, job_id, pushed_age_s=3500)
     sim.worker_take(db, r, job_id, QUEUE, age_s=3400)
     sim.worker_complete(db, r, job_id, QUEUE)
-    db.execute("UPDATE job_audit SET updated_at = now() - interval '1 hour' WHERE job_id = %s", (job_id,))
+    # ages of job_audit rows come from started_at (the worker never writes its updated_at)
+    db.execute("UPDATE job_audit SET started_at = now() - interval '1 hour' WHERE job_id = %s", (job_id,))
     event_id, event_type = sim.outcome_event_of(db, job_id)
     assert event_type == "user:job:outbox:success"
     (stream, entry), = sim.runner_push_event(db, r, event_id)
