@@ -137,8 +137,8 @@ async def add_pushed_requeues(b: PlanBuilder, connections: Connections, service:
                     b.warnings.append(f"job {r['id']} started {audit['since_s']:.0f} s ago (< "
                                       f"{settings.limits.processing_ageing_s} s): it may still run; skipped")
             else:
-                state = job.state if job is not None else "no BullMQ job"
-                b.warnings.append(f"{table} row {r['id']} is {st.completed} (pushed): BullMQ {state}, job_audit "
+                state = f"BullMQ {job.state}" if job is not None else "no BullMQ job"
+                b.warnings.append(f"{table} row {r['id']} is {st.completed} (pushed): {state}, job_audit "
                                   f"{audit['status'] if audit else 'missing'}, guard {'set' if guard else 'unset'}: "
                                   "not stalled nor lost by a dead worker; skipped (trace_job says what it is)")
         for queue, ids in stalled.items():
