@@ -13,13 +13,14 @@ the way the real runner, worker and post-processors do: the job-outcome rows are
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
 
 from tests.outbox import migration_chain as mc
+from tests.outbox.migration_chain import chain_dbs  # noqa: F401  (the session's chain databases)
 
 pytestmark = pytest.mark.anyio
 
@@ -28,13 +29,12 @@ FAILURE_GROUP = "job-outbox-failed"
 
 
 @pytest.fixture
-def chain(make_pg_db: Callable[[], str], make_settings, redis_url: str, redis_client, tools_for) -> Iterator[Any]:
-    """``chain(upto)`` -> (connection, tools context) on a database migrated up to ``upto``."""
+def chain(chain_dbs, make_settings, redis_url: str, redis_client, tools_for) -> Iterator[Any]:  # noqa: F811
+    """``chain(upto)`` -> (connection, tools context) on the database migrated up to ``upto``."""
     opened: list[psycopg.Connection] = []
 
     def make(upto: str = mc.LATEST):
-        url = make_pg_db()
-        mc.apply_chain(url, upto)
+        url = chain_dbs.url(upto)
         conn = psycopg.connect(url, autocommit=True)
         opened.append(conn)
         settings = make_settings(services={"event": {"postgres": url}}, redis={"url": redis_url})
@@ -95,7 +95,7 @@ async def test_success_event_pushed_not_consumed(chain, redis_client) -> None:
     conn, tools_cm = chain()
     job_id, success = succeed(conn, redis_client)
     mc.runner_claim_events(conn)
-    (stream, entry), = mc.runner_push_event(conn, redis_client, str(success["id"]))
+    (stream, _entry), = mc.runner_push_event(conn, redis_client, str(success["id"]))
     redis_client.xgroup_create(stream, SUCCESS_GROUP, id="0")  # the group exists but has not read it
     async with tools_cm as tools:
         report = await tools.trace_job(job_id, service="event")
@@ -155,3 +155,46 @@ async def test_handler_failed_traces_its_failure_events_and_names_the_p4_mismatc
     assert outcome_hops(report) == [str(r["id"]) for r in failures]
     text = " ".join(f.sentence for f in report.findings)
     assert "event:job:outbox:failure" in text and "event:job:outbox:failed" in text and "P4" in text
+
+
+# -- trace_request starting from an outcome row ----------------------------------------------------------
+
+
+async def _request(make_settings, url: str, redis_url: str, start: str):
+    from server.runtime import Runtime
+    from tools.outbox.mcp_tools import catalog_of
+    from tools.trace_request.service import trace_request
+
+    settings = make_settings(services={"event": {"postgres": url}}, redis={"url": redis_url})
+    runtime = Runtime(settings)
+    try:
+        return await trace_request(runtime.connections, settings, catalog_of(runtime), start=start)
+    finally:
+        await runtime.aclose()
+
+
+async def test_trace_request_from_a_success_row_reaches_its_job(chain_dbs, make_settings, redis_url,  # noqa: F811
+                                                                redis_client) -> None:
+    url = chain_dbs.url()
+    with psycopg.connect(url, autocommit=True) as conn:
+        job_id, success = succeed(conn, redis_client)
+        age(conn, "event_queue", str(success["id"]), 3600)
+    report = await _request(make_settings, url, redis_url, f"event:event_queue:{success['id']}")
+    assert [(i.key, i.link.split(" ")[0]) for i in report.items] == [(f"event:jobs_outbox:{job_id}", "outcome")]
+    assert outcome_hops(report.items[0]) == [str(success["id"])]
+    assert report.verdict.code == "event_pending", report.verdict
+
+
+async def test_trace_request_from_a_failure_row_shows_every_failure_event(chain_dbs, make_settings,  # noqa: F811
+                                                                          redis_url, redis_client) -> None:
+    url = chain_dbs.url()
+    with psycopg.connect(url, autocommit=True) as conn:
+        job_id = mc.service_write_job(conn)
+        mc.runner_claim_jobs(conn)
+        mc.runner_push_job(conn, redis_client, job_id)
+        mc.run_failing_job(conn, redis_client, job_id, "geocoder down")
+        failures = [str(r["id"]) for r in mc.outcome_rows(conn, job_id)]
+    report = await _request(make_settings, url, redis_url, f"event:event_queue:{failures[1]}")
+    assert [i.key for i in report.items] == [f"event:jobs_outbox:{job_id}"]
+    assert outcome_hops(report.items[0]) == failures
+    assert report.verdict.code == "handler_failed" and "P4" in report.verdict.sentence
