@@ -473,7 +473,7 @@ def test_a_failed_handler_with_its_message_and_retry(settings) -> None:
                          outcomes=[(event_row("user:job.failed"), [], [verdict("ok", "ok", "fine"), problem])])
     assert [(f.code, f.severity, f.sentence, f.hop) for f in findings] == [
         ("handler_failed", "error", f"job {JOB} (send-email) failed in its handler: SMTP 550 {'y' * 291}; BullMQ will "
-         "retry it (attempt 1/3); 1 failure event(s) traced (user:job.failed)", "job_audit"),
+         "retry it (attempt 1/3); 1 failure event(s) (user:job.failed)", "job_audit"),
         ("in_pel", "warning", "pel", None),
     ]
 

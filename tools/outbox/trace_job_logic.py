@@ -204,12 +204,11 @@ def _failure_feedback(outcomes: list[tuple[OutboxRow, list[Hop], list[Verdict]]]
     if not failures:
         return ""
     types = sorted({str(row.type) for row in failures})
-    out = f"; {len(failures)} failure event(s) traced ({', '.join(types)})"
-    refused = [t for t in types if accepted is not None and accepted and t not in accepted]
+    out = f"; {len(failures)} failure event(s) ({', '.join(types)})"
+    refused = [t for t in types if accepted and t not in accepted]
     if refused:
-        out += (f"; the failure post-processor accepts only {', '.join(sorted(accepted or []))}, so these "
-                f"{', '.join(refused)} events are acknowledged unprocessed and no failure feedback is written (P4, "
-                "[conventions] job_failure_accepted_types)")
+        out += (f" that the failure post-processor does not process (it accepts only "
+                f"{', '.join(sorted(accepted or []))}): no failure feedback is written (P4)")
     return out
 
 
@@ -303,7 +302,8 @@ def job_findings(
             "handler_failed", "error",
             f"job {job_id} ({audit.type}) failed in its handler: {str(message or 'no error_message')[:300]}{retrying}"
             + _failure_feedback(outcomes, success_types, failure_accepted), hop="job_audit"))
-        findings.extend(f for f in outcome_findings if f.code != "ok")
+        # one failure event per attempt, all on the same streams: the latest one's delivery tells the story
+        findings.extend(f for f in (outcomes[-1][2] if outcomes else []) if f.code != "ok")
         return hops, findings
     if audit.status != st.completed:
         problem = bull_problem(settings, bull, queue, job_id)
