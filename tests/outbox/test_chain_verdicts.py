@@ -198,3 +198,37 @@ async def test_trace_request_from_a_failure_row_shows_every_failure_event(chain_
     assert [i.key for i in report.items] == [f"event:jobs_outbox:{job_id}"]
     assert outcome_hops(report.items[0]) == failures
     assert report.verdict.code == "handler_failed" and "P4" in report.verdict.sentence
+
+
+# -- the lookup is index-friendly ------------------------------------------------------------------------
+
+
+async def test_the_recommended_outcome_index_is_recognised_and_serves_the_lookup(chain, redis_client) -> None:
+    from server.config import Conventions
+    from tools.outbox.indexes import missing_indexes, recommended_indexes
+    from tools.outbox.queries import outcome_events_query
+
+    conn, tools_cm = chain(mc.V3)
+    job_id, _success = succeed(conn, redis_client)
+    conv = Conventions()
+    ddl = [r.ddl for r in recommended_indexes(_schema_of(conn), conv) if r.partial]
+    assert ddl == ["CREATE INDEX CONCURRENTLY ON event_queue (((payload -> 'after') ->> 'job_id')) "
+                   "WHERE ((payload -> 'after') ->> 'job_id') IS NOT NULL;"]
+    conn.execute(ddl[0])
+    async with tools_cm as tools:
+        events = (await tools.catalog.tables("event", with_indexes=True))["event_queue"]
+    assert [r for r in missing_indexes(events, conv) if r.partial] == []
+    conn.execute("SET enable_seqscan = off")  # a scratch table is small: ask whether the index CAN serve it
+    query, params = outcome_events_query(events, conv, ["event:job:outbox:success"], job_id, 4096, 10)
+    plan = "\n".join(r[0] for r in conn.execute(b"EXPLAIN " + query.as_bytes(conn), params).fetchall())
+    conn.execute("RESET enable_seqscan")
+    assert "Index" in plan and "job_id" in plan, plan
+
+
+def _schema_of(conn: psycopg.Connection):
+    """The TableSchema of event_queue with its columns only (what recommended_indexes needs)."""
+    from tools.outbox.schema_discovery import TableSchema
+
+    cols = dict(conn.execute("SELECT column_name, data_type FROM information_schema.columns "
+                             "WHERE table_name = 'event_queue' ORDER BY ordinal_position").fetchall())
+    return TableSchema(kind="event_queue", name="event_queue", exists=True, columns=cols)
