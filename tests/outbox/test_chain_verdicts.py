@@ -5,7 +5,7 @@ the way the real runner, worker and post-processors do: the job-outcome rows are
 - a job that ran and was cleaned: ``ok``, its success event among the hops;
 - a succeeded job whose outbox row remains: the success event is found and its own state is the verdict
   (PENDING: ``event_pending``; pushed, not consumed: ``pushed_not_consumed``; consumed but the row kept:
-  ``success_not_cleaned`` naming the delivered event), never "the audit trigger did not fire";
+  ``success_not_cleaned`` naming the delivered event), never "the audit trigger did not write one";
 - the first two trigger versions send the outcome to ``stream:ms-event``, which no group reads;
 - a failed job: ``handler_failed`` with its failure events (one per attempt) traced, and the P4 mismatch
   named (the failure post-processor accepts only ``...failed`` types, the trigger writes ``:failure``).
@@ -87,7 +87,7 @@ async def test_success_event_still_pending_is_the_verdict(chain, redis_client) -
         report = await tools.trace_job(job_id, service="event")
     assert report.verdict.code == "event_pending", report.verdict
     assert str(success["id"]) in report.verdict.sentence
-    assert "did not fire" not in " ".join(f.sentence for f in report.findings)
+    assert "did not write" not in " ".join(f.sentence for f in report.findings)
     assert outcome_hops(report) == [str(success["id"])]
 
 
@@ -117,7 +117,7 @@ async def test_success_event_consumed_but_row_kept(chain, redis_client) -> None:
         report = await tools.trace_job(job_id, service="event")
     assert report.verdict.code == "success_not_cleaned", report.verdict
     assert str(success["id"]) in report.verdict.sentence and "acknowledged" in report.verdict.sentence
-    assert "did not fire" not in report.verdict.sentence
+    assert "did not write" not in report.verdict.sentence
 
 
 @pytest.mark.parametrize("upto", [mc.V1, mc.V2])

@@ -560,8 +560,10 @@ def test_a_completed_job_without_a_success_event(settings) -> None:
     _, findings = run(settings, job=job_row(), audit=audit_row("COMPLETED"), outcomes=[failure],
                       success_types={"user:job.succeeded", "job.succeeded"})
     assert only(findings) == ("success_not_cleaned", "error", f"job {JOB} succeeded (job_audit COMPLETED) but "
-                              "event_queue has no success event for it (types job.succeeded, user:job.succeeded): the "
-                              "audit trigger notify_job_audit_status_change did not fire, so nothing deletes the "
+                              "event_queue has no success event for it (types job.succeeded, user:job.succeeded, job "
+                              "id at payload.after.job_id): the audit trigger notify_job_audit_status_change did not "
+                              "write one, or the row was purged (COMPLETED rows older than 86400s), or the trigger "
+                              "puts the job id elsewhere ([conventions] job_outcome_id_keys); nothing deletes the "
                               "jobs_outbox row", "outcome_event")
     assert findings[0].next_step == ("check the trigger notify_job_audit_status_change exists on job_audit; then "
                                      "propose_remediation(symptom='reconcile_outbox')")

@@ -338,7 +338,10 @@ def job_findings(
         findings.append(verdict(
             "success_not_cleaned", "error",
             f"job {job_id} succeeded (job_audit COMPLETED) but event_queue has no success event for it "
-            f"(types {', '.join(sorted(success_types))}): the audit trigger {conv.audit_trigger} did not fire, so "
+            f"(types {', '.join(sorted(success_types))}, job id at payload."
+            f"{' or payload.'.join(conv.job_outcome_id_keys) or '(no path configured)'}): the audit trigger "
+            f"{conv.audit_trigger} did not write one, or the row was purged (COMPLETED rows older than "
+            f"{conv.retention_s}s), or the trigger puts the job id elsewhere ([conventions] job_outcome_id_keys); "
             "nothing deletes the jobs_outbox row",
             f"check the trigger {conv.audit_trigger} exists on job_audit; then "
             "propose_remediation(symptom='reconcile_outbox')", "outcome_event"))
