@@ -21,6 +21,7 @@ component writes (target-system.md, "What the runners and workers write"):
 - :func:`success_post_processor`: deletes the ``jobs_outbox`` row and writes the feedback event in one
   transaction.
 
+The session fixture :func:`chain_dbs` shares one database per chain state (import it into a test module).
 Self-contained (no import of the project's tools): other test modules reuse it as it is.
 """
 
@@ -30,11 +31,13 @@ import json
 import re
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import psycopg
+import pytest
 import redis
 
 CHAIN_WORKSPACE = Path(__file__).resolve().parents[1] / "fixtures" / "migration_chain"
@@ -384,3 +387,46 @@ def success_post_processor(
                 (feedback_id, feedback_type, POST_PROCESSORS_EMITTER, json.dumps(original), [ws_target]),
             )
     return Feedback(event_id=feedback_id, type=feedback_type)
+
+
+# -- scratch databases per chain state ---------------------------------------------------
+
+
+class ChainDatabases:
+    """One scratch database per chain state, migrated on first use and shared (each test works on its own
+    jobs, which the tools look up by id); :meth:`close` drops them. Creating and dropping a database costs
+    seconds on a loaded machine: sharing keeps the tests of the chain fast."""
+
+    def __init__(self, admin_url: str) -> None:
+        self.admin_url = admin_url
+        self.urls: dict[str, str] = {}
+
+    def url(self, upto: str = LATEST) -> str:
+        if upto not in self.urls:
+            name = f"mesh_chain_{uuid.uuid4().hex[:10]}"
+            with psycopg.connect(self.admin_url, autocommit=True) as conn:
+                conn.execute(f'CREATE DATABASE "{name}"')
+            info = psycopg.conninfo.conninfo_to_dict(self.admin_url)
+            password = f":{info['password']}" if info.get("password") else ""
+            host, port = info.get("host", "127.0.0.1"), info.get("port", "5432")
+            url = (f"postgresql://{info.get('user', 'postgres')}{password}@/{name}?host={host}&port={port}"
+                   if str(host).startswith("/") else
+                   f"postgresql://{info.get('user', 'postgres')}{password}@{host}:{port}/{name}")
+            self.urls[upto] = url
+            apply_chain(url, upto)
+        return self.urls[upto]
+
+    def close(self) -> None:
+        with psycopg.connect(self.admin_url, autocommit=True) as conn:
+            for url in self.urls.values():
+                name = psycopg.conninfo.conninfo_to_dict(url)["dbname"]
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        self.urls.clear()
+
+
+@pytest.fixture(scope="session")
+def chain_dbs(pg_admin_url: str) -> Iterator[ChainDatabases]:
+    """Session-wide :class:`ChainDatabases` (import this fixture into the test module that uses it)."""
+    dbs = ChainDatabases(pg_admin_url)
+    yield dbs
+    dbs.close()

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
 
 import psycopg
 import pytest
 
 from tests.outbox import migration_chain as mc
+from tests.outbox.migration_chain import chain_dbs  # noqa: F401  (the session's chain databases)
 
 
 def _run_success(url: str) -> tuple[str, list[dict], psycopg.Error | None]:
@@ -30,9 +30,9 @@ def test_sql_is_extracted_from_each_up_only() -> None:
     assert mc.migration_names()[0] == mc.TABLES and mc.migration_names()[-1] == mc.LATEST
 
 
-def test_unknown_migration_is_refused(pg_url: str) -> None:
+def test_unknown_migration_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown migration"):
-        mc.apply_chain(pg_url, "1999-Nothing")
+        mc.apply_chain("postgresql://nowhere.invalid/none", "1999-Nothing")
 
 
 @pytest.mark.parametrize(
@@ -45,10 +45,9 @@ def test_unknown_migration_is_refused(pg_url: str) -> None:
     ],
 )
 def test_each_trigger_version_writes_its_row(
-    make_pg_db: Callable[[], str], upto: str, type_: str, targets: list[str], emitter_id: str | None
+    chain_dbs: mc.ChainDatabases, upto: str, type_: str, targets: list[str], emitter_id: str | None  # noqa: F811
 ) -> None:
-    url = make_pg_db()
-    mc.apply_chain(url, upto)
+    url = chain_dbs.url(upto)
     job_id, rows, error = _run_success(url)
     assert error is None
     assert len(rows) == 1
@@ -68,8 +67,8 @@ def test_each_trigger_version_writes_its_row(
     assert audit is not None and audit[0] == "COMPLETED" and audit[1] is not None and audit[2] is None
 
 
-def test_the_raising_state_keeps_the_audit_row_processing(pg_url: str) -> None:
-    mc.apply_chain(pg_url, mc.RAISING)
+def test_the_raising_state_keeps_the_audit_row_processing(chain_dbs: mc.ChainDatabases) -> None:  # noqa: F811
+    pg_url = chain_dbs.url(mc.RAISING)
     job_id, rows, error = _run_success(pg_url)
     assert isinstance(error, psycopg.errors.NotNullViolation) and "emitterId" in str(error)
     assert rows == []
@@ -79,9 +78,9 @@ def test_the_raising_state_keeps_the_audit_row_processing(pg_url: str) -> None:
 
 
 def test_a_failing_job_writes_one_failure_row_per_attempt_and_the_post_processor_cleans(
-    pg_url: str, redis_client
+    chain_dbs: mc.ChainDatabases, redis_client  # noqa: F811
 ) -> None:
-    mc.apply_chain(pg_url)
+    pg_url = chain_dbs.url()
     with psycopg.connect(pg_url, autocommit=True) as conn:
         failed = mc.service_write_job(conn)
         done = mc.service_write_job(conn)

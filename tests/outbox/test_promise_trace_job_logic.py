@@ -478,7 +478,7 @@ def test_a_failed_handler_with_its_message_and_retry(settings) -> None:
                          outcomes=[(event_row("user:job.failed"), [], [verdict("ok", "ok", "fine"), problem])])
     assert [(f.code, f.severity, f.sentence, f.hop) for f in findings] == [
         ("handler_failed", "error", f"job {JOB} (send-email) failed in its handler: SMTP 550 {'y' * 291}; BullMQ will "
-         "retry it (attempt 1/3); 1 failure event(s) traced (user:job.failed)", "job_audit"),
+         "retry it (attempt 1/3); 1 failure event(s) (user:job.failed)", "job_audit"),
         ("in_pel", "warning", "pel", None),
     ]
 
@@ -566,8 +566,10 @@ def test_a_completed_job_without_a_success_event(settings) -> None:
     _, findings = run(settings, job=job_row(), audit=audit_row("COMPLETED"), outcomes=[failure],
                       success_types={"user:job.succeeded", "job.succeeded"})
     assert only(findings) == ("success_not_cleaned", "error", f"job {JOB} succeeded (job_audit COMPLETED) but "
-                              "event_queue has no success event for it (types job.succeeded, user:job.succeeded): the "
-                              "audit trigger notify_job_audit_status_change did not fire, so nothing deletes the "
+                              "event_queue has no success event for it (types job.succeeded, user:job.succeeded, job "
+                              "id at payload.after.job_id): the audit trigger notify_job_audit_status_change did not "
+                              "write one, or the row was purged (COMPLETED rows older than 86400s), or the trigger "
+                              "puts the job id elsewhere ([conventions] job_outcome_id_keys); nothing deletes the "
                               "jobs_outbox row", "outcome_event")
     assert findings[0].next_step == ("mesh-mcp doctor checks the trigger notify_job_audit_status_change on job_audit; "
                                      "no remediation symptom deletes the row while no success event proves the "

@@ -213,12 +213,11 @@ def _failure_feedback(outcomes: list[tuple[OutboxRow, list[Hop], list[Verdict]]]
     if not failures:
         return ""
     types = sorted({str(row.type) for row in failures})
-    out = f"; {len(failures)} failure event(s) traced ({', '.join(types)})"
-    refused = [t for t in types if accepted is not None and accepted and t not in accepted]
+    out = f"; {len(failures)} failure event(s) ({', '.join(types)})"
+    refused = [t for t in types if accepted and t not in accepted]
     if refused:
-        out += (f"; the failure post-processor accepts only {', '.join(sorted(accepted or []))}, so these "
-                f"{', '.join(refused)} events are acknowledged unprocessed and no failure feedback is written (P4, "
-                "[conventions] job_failure_accepted_types)")
+        out += (f" that the failure post-processor does not process (it accepts only "
+                f"{', '.join(sorted(accepted or []))}): no failure feedback is written (P4)")
     return out
 
 
@@ -327,7 +326,8 @@ def job_findings(
             "handler_failed", "error",
             f"job {job_id} ({audit.type}) failed in its handler: {str(message or 'no error_message')[:300]}{retrying}"
             + _failure_feedback(outcomes, success_types, failure_accepted), failed_next, "job_audit"))
-        findings.extend(f for f in outcome_findings if f.code != "ok")
+        # one failure event per attempt, all on the same streams: the latest one's delivery tells the story
+        findings.extend(f for f in (outcomes[-1][2] if outcomes else []) if f.code != "ok")
         return hops, findings
     if audit.status != st.completed and guard_set:
         findings.append(audit_not_closed(settings, audit, job_id, since, since_col, trigger_cause, service))
@@ -374,7 +374,10 @@ def job_findings(
         findings.append(verdict(
             "success_not_cleaned", "error",
             f"job {job_id} succeeded (job_audit COMPLETED) but event_queue has no success event for it "
-            f"(types {', '.join(sorted(success_types))}): the audit trigger {conv.audit_trigger} did not fire, so "
+            f"(types {', '.join(sorted(success_types))}, job id at payload."
+            f"{' or payload.'.join(conv.job_outcome_id_keys) or '(no path configured)'}): the audit trigger "
+            f"{conv.audit_trigger} did not write one, or the row was purged (COMPLETED rows older than "
+            f"{conv.retention_s}s), or the trigger puts the job id elsewhere ([conventions] job_outcome_id_keys); "
             "nothing deletes the jobs_outbox row",
             f"mesh-mcp doctor checks the trigger {conv.audit_trigger} on job_audit; no remediation symptom deletes the "
             "row while no success event proves the success was delivered", "outcome_event"))

@@ -113,6 +113,20 @@ def outcomes_of_jobs(schema: TableSchema, id_keys: list[str], types: list[str], 
     return query, [list(types), *([list(job_ids)] * len(paths)), limit]
 
 
+def job_ids_of_outcomes(schema: TableSchema, id_keys: list[str], event_ids: list[str]) -> Query | None:
+    """The values at the payload's job id paths of the outcome rows ``event_ids`` (read whole, never cut:
+    a payload past the size cap still gives its job id)."""
+    payload = schema.col("payload")
+    typed = _typed(schema, "id", event_ids) if schema.col("id") else []
+    if not payload or not id_keys or not typed:
+        return None
+    keys = sql.SQL(", ").join(path_sql(payload, path) for path in id_paths(id_keys))
+    query = sql.SQL("SELECT jsonb_build_array({keys}) AS {extra} FROM {table} WHERE {id} = ANY(%s)").format(
+        keys=keys, extra=sql.Identifier(OUTCOME_KEYS), table=sql.Identifier(schema.name),
+        id=sql.Identifier(schema.col("id") or "id"))
+    return query, [typed]
+
+
 def rows_of_jobs(schema: TableSchema, job_ids: list[str], cap_bytes: int, limit: int) -> Query | None:
     """job_audit rows of several jobs (newest first)."""
     col = schema.col("job_id")
