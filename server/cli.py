@@ -17,6 +17,7 @@ from server import __version__
 from server.cli_support import add_common_flags, add_detail_flag, fail, setup_logging
 from server.commands import COMMANDS
 from server.errors import MeshError
+from server.text_safety import TerminalWriter
 from tools.lint.cli_parser import add_parser as add_lint_parser
 
 
@@ -58,6 +59,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="register apply_remediation (still needs a human-minted approval token per plan)",
     )
+    p.add_argument("--standalone", action="store_true",
+                   help="serve in this process, not through the workspace's shared server (also MESH_STANDALONE=1)")
+    p.add_argument("--idle-exit", type=float, default=600.0, metavar="SECONDS",
+                   help="a shared server exits after this long without a client (default 600)")
+    p.add_argument("--runtime-dir", type=Path, metavar="DIR",
+                   help="private folder of the shared servers' sockets (default $XDG_RUNTIME_DIR/mesh-mcp)")
+    p.add_argument("--shared-daemon", metavar="SOCKET", help=argparse.SUPPRESS)
     p.add_argument(
         "--allow-unprotected-approvers",
         action="store_true",
@@ -125,12 +133,31 @@ def build_parser() -> argparse.ArgumentParser:
     from tools.plan_flow.commands import add_parser as add_plan_flow
 
     add_plan_flow(sub)
+    from tools.pictures.commands import add_parser as add_graph_parser
+
+    add_graph_parser(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    out, err = sys.stdout, sys.stderr
+    # text from the workspace never reaches the terminal raw (escape sequences shown, not obeyed);
+    # `serve` keeps its stdout: it is the MCP channel
+    sys.stderr = TerminalWriter(err)
+    if args.command != "serve":
+        sys.stdout = TerminalWriter(out)
+    try:
+        return _run(parser, args)
+    finally:
+        if isinstance(sys.stdout, TerminalWriter):
+            sys.stdout = out
+        if isinstance(sys.stderr, TerminalWriter):
+            sys.stderr = err
+
+
+def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     setup_logging(args.verbose)
     if not args.command:
         parser.print_help(sys.stderr)

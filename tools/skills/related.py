@@ -14,11 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from resources.skills import Skill
 from resources.workspace_skills import WorkspaceSkill
 from tools.skills.model import RelatedSkill
-from tools.skills.paths import glob_regex, normalise
+from tools.skills.paths import GlobTooComplex, glob_matcher, normalise
 from tools.skills.spans import code_spans
 
 NOT_LINKING_KEYS = {"paths", "sources", "verified", "generated", "name", "description", "title"}
@@ -35,19 +36,42 @@ class TargetFacts:
     """Why a file is one of the target's (``a site of user.send_welcome``), said after a glob match."""
 
 
+_CACHED_BODY_CHARS = 262_144
+
+
+@lru_cache(maxsize=128)
+def _span_tokens_cached(body: str, first_line: int) -> tuple[tuple[frozenset[str], int], ...]:
+    return _span_tokens(body, first_line)
+
+
+def _span_tokens(body: str, first_line: int) -> tuple[tuple[frozenset[str], int], ...]:
+    """Each code span's tokens (the span, and its words split at parentheses and commas) and its line."""
+    return tuple(
+        (frozenset({span.text, *span.text.replace("(", " ").replace(")", " ").replace(",", " ").split()}), span.line)
+        for span in code_spans(body, first_line)
+    )
+
+
 def _mention(body: str, first_line: int, wanted: set[str]) -> tuple[str, int] | None:
-    for span in code_spans(body, first_line):
-        tokens = {span.text, *span.text.replace("(", " ").replace(")", " ").replace(",", " ").split()}
+    """The first name of ``wanted`` that a code span of ``body`` holds, and its line.
+
+    A body's spans are found once and kept (at most 128 bodies of up to 256 KB): every tool result
+    looks for its related skills in the same few runbooks, so they were parsed again on every call."""
+    spans = _span_tokens_cached(body, first_line) if len(body) <= _CACHED_BODY_CHARS else _span_tokens(body, first_line)
+    for tokens, line in spans:
         hit = sorted(tokens & wanted)
         if hit:
-            return hit[0], span.line
+            return hit[0], line
     return None
 
 
 def _workspace_reason(skill: WorkspaceSkill, facts: TargetFacts) -> tuple[int, str] | None:
     for glob in skill.paths:
-        regex = glob_regex(normalise(glob))
-        hit = next((f for f in facts.files if regex.match(f)), None)
+        try:
+            matcher = glob_matcher(normalise(glob))
+            hit = next((f for f in facts.files if matcher.match(f)), None)
+        except GlobTooComplex:  # over the matching budget: this glob links nothing
+            continue
         if hit:
             note = f" ({facts.file_notes[hit]})" if hit in facts.file_notes else ""
             return 0, f"its paths glob {glob} matches {hit}{note}"
