@@ -27,6 +27,7 @@ BENCHES: dict[str, tuple[list[str], list[str]]] = {
     "trace_request": ([], ["--rows", "2000", "--lookups", "20"]),
     "topology": ([], ["--streams", "200", "--queues", "50", "--runs", "5"]),
     "skills": ([], ["--files", "2000", "--runs", "3"]),
+    "code_nav": ([], ["--files", "1000", "--runs", "5"]),
     "plan_flow": ([], ["--domains", "5", "--jobs-per-domain", "10", "--events-per-domain", "4", "--samples", "10"]),
 }
 

@@ -22,8 +22,12 @@ def _size(value: object) -> int:
     return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
 
 
-INPUT_SIDE_GOAL = 20_000
-"""Bytes of names, titles, descriptions and input schemas of the default (read-only) listing."""
+INPUT_SIDE_GOAL = 22_500
+"""Bytes of names, titles, descriptions and input schemas of the default (read-only) listing.
+
+20,000 until issue 34 added the four tools the team's agents already call (smart_search,
+find_dependents, analyze_grpc, search_docs: 2.4 KB with one-line descriptions); the listing
+stood at 19.93 KB before them."""
 
 
 async def sizes(remediation: bool) -> list[tuple[str, int, int]]:

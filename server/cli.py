@@ -86,10 +86,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("impact", help="who produces and consumes TARGET, its routes and follow-ups")
     add_common_flags(p)
-    p.add_argument("target", help="member name, qualified name, string value, queue or stream")
+    p.add_argument("target", help="member name, qualified name, string value, queue or stream; or a class "
+                   "(post-processor, worker, handler, controller) or a config key")
     p.add_argument("--depth", type=_depth, default=1, help="follow-up levels to follow, 0 to 5 (default 1)")
     p.add_argument("--include-tests", action="store_true",
                    help="also list producers and consumers that exist only in tests")
+    p.add_argument("--direction", choices=["downstream", "upstream", "both"], default="downstream",
+                   help="downstream: follow-ups; upstream: who writes what it consumes; both (default downstream)")
+    p.add_argument("--limit", type=int, default=None, help="page size of every list (1-500; all when omitted)")
+    p.add_argument("--offset", type=int, default=0, help="first item of every list (paging)")
     add_detail_flag(p)
 
     p = sub.add_parser("catalogue", help="every job/event/queue/stream with producer and consumer counts")
@@ -133,6 +138,12 @@ def build_parser() -> argparse.ArgumentParser:
     from tools.plan_flow.commands import add_parser as add_plan_flow
 
     add_plan_flow(sub)
+    from tools.code_nav.commands import add_parser as add_code_nav
+
+    add_code_nav(sub)
+    from server.ide_config import add_parser as add_init
+
+    add_init(sub)
     from tools.pictures.commands import add_parser as add_graph_parser
 
     add_graph_parser(sub)

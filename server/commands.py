@@ -23,5 +23,10 @@ COMMANDS: dict[str, str] = {
     "lint": "tools.lint.commands:cmd_lint",
     "trace-request": "tools.trace_request.commands:cmd_trace_request",
     "plan-flow": "tools.plan_flow.commands:cmd_plan_flow",
+    "search": "tools.code_nav.commands:cmd_search",
+    "dependents": "tools.code_nav.commands:cmd_dependents",
+    "grpc": "tools.code_nav.commands:cmd_grpc",
+    "docs": "tools.code_nav.commands:cmd_docs",
+    "init": "server.ide_config:cmd_init",
     "graph": "tools.pictures.commands:cmd_graph",
 }

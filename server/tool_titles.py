@@ -33,6 +33,10 @@ TITLES: dict[str, str] = {
     "visualize_mesh": "Draw the whole mesh",
     "propose_remediation": "Propose a repair plan (read-only; a human approves it)",
     "apply_remediation": "Apply an approved repair plan",
+    "smart_search": "Find symbols by name",
+    "find_dependents": "Who imports a package or symbol",
+    "analyze_grpc": "gRPC rpc: handlers, clients, writes",
+    "search_docs": "Search the workspace docs",
 }
 
 

@@ -60,6 +60,10 @@ def every_tool_calls(scn: Scenario) -> list[Call]:
         ("list_queues", {}),
         ("lint_flows", {}),
         ("plan_flow", {"kind": "job", "name": "DEMO_NEW_JOB", "domain": "event"}),
+        ("smart_search", {"query": "Worker"}),
+        ("find_dependents", {"target": "@demo/messaging", "granularity": "package"}),
+        ("analyze_grpc", {"target": "EventService"}),
+        ("search_docs", {"query": STATIC_TARGET}),
         ("visualize_mesh", {}),
         ("visualize_mesh", {"format": "json"}),
     ]

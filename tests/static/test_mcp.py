@@ -24,7 +24,7 @@ async def test_tools_are_listed_read_only(settings):
             True, False, True, False)
     schema = tools["analyze_impact"].input_schema
     assert schema["required"] == ["target"]
-    assert set(schema["properties"]) == {"target", "depth", "include_tests", "detail"}
+    assert set(schema["properties"]) == {"target", "depth", "include_tests", "detail", "direction", "limit", "offset"}
 
 
 @pytest.mark.anyio

@@ -91,8 +91,14 @@ def fold(graph: FlowGraph, limit: int) -> tuple[FlowGraph, list[Folded]]:
                 continue
             branches.sort(key=lambda b: (not any(g.nodes[n].trouble for n in b[1]),
                                          g.nodes[b[0]].confidence != "exact", g.nodes[b[0]].label))
-            gone = branches[limit:]
-            members = [n for _head, branch in gone for n in sorted(branch, key=list(g.nodes).index)]
+            # two branches may share a node (both reach it without crossing `at`): fold it once, and never
+            # a node a kept branch still needs (a branch whose head a kept branch reaches is not folded)
+            kept = {n for _head, branch in branches[:limit] for n in branch}
+            gone = [(head, branch) for head, branch in branches[limit:] if head not in kept]
+            if not gone:
+                continue
+            members = list(dict.fromkeys(n for _head, branch in gone for n in sorted(branch, key=list(g.nodes).index)
+                                         if n not in kept))
             broken = sum(1 for n in members if g.nodes[n].trouble)
             fid = node_id("f", at, what, incoming)
             text = f"+{len(gone)} more {what}" + (f" ({broken} in trouble)" if broken else "")

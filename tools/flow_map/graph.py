@@ -34,6 +34,7 @@ from tools.flow_map.model import FlowEdge, FlowNode, Trouble
 from tools.mesh_index.impact import ImpactEngine, _split
 from tools.mesh_index.linked import Key, PostProcessorRec, SiteRec
 from tools.mesh_index.model import FollowUp, Match
+from tools.mesh_index.node_targets import resolve_nodes
 
 TYPE_KINDS = ("job", "event", "ws_event")
 KIND_WORD = {"job": "job", "event": "event", "ws_event": "ws message", "queue": "queue", "stream": "stream"}
@@ -129,9 +130,16 @@ class GraphBuilder:
     # -- building ----------------------------------------------------------------------------------
     def build(self, target: str, depth: int) -> FlowGraph:
         keys, loose = self.engine.resolve_target(target)
+        nodes = resolve_nodes(self.engine, target) if not keys else []
+        if nodes:  # a class or config key: the picture of what it consumes and emits, its own code the target
+            keys = list(dict.fromkeys(
+                [k for hit in nodes if hit.match.kind == "class"
+                 for k in self.engine.class_inputs((hit.match.file or "", hit.match.name))]
+                + [k for hit in nodes for s in hit.emits for k in self._key_of(s)]))
         if not keys:
             close = self.engine.suggestions(target)
-            raise NotFound(f"'{target}' matches no job, event, websocket type, queue or stream in the index"
+            raise NotFound(f"'{target}' matches no job, event, websocket type, queue, stream, class or config key "
+                           "in the index"
                            + (f"; closest names: {', '.join(close)}" if close else "")
                            + " (list_catalogue lists every name)")
         if loose:
@@ -156,13 +164,23 @@ class GraphBuilder:
         for key in dict.fromkeys(order):
             self.expand(key)
         for key in keys:
-            if key[0] in TYPE_KINDS:
+            if key[0] in TYPE_KINDS and not nodes:
                 self.graph.nodes[self.type_node(key)].target = True
+        owners = {(s.file, class_of(s.symbol)) for hit in nodes for s in [*hit.emits, *hit.consumes]}
+        for node in self.graph.nodes.values():
+            if nodes and node.role == "code" and (node.file, node.symbol) in owners:
+                node.target = True
+        if nodes:
+            self.graph.notes.append(f"'{target}' is a {nodes[0].match.kind} ({nodes[0].match.role}): the picture of "
+                                    "what it consumes and emits")
         for f in followups:
             self.follow(f)
         for key in route_starts:
             self._route_consumers(key)
         return self.graph
+
+    def _key_of(self, site: SiteRec) -> list[Key]:
+        return [(kind, site.value) for kind in TYPE_KINDS if site.value and (kind, site.value) in self.engine.known][:1]
 
     def _types_on_route(self, key: Key) -> list[Key]:
         kind, name = key

@@ -58,7 +58,12 @@ def static_graph(service: IndexService, target: str, depth: int) -> FlowGraph:
         folder = service.package_dir_of(rel)
         return folder.rsplit("/", 1)[-1] if folder else None
 
-    return GraphBuilder(engine_for(service), service_of).build(target, depth)
+    builder = GraphBuilder(engine_for(service), service_of)
+    # -- request-map hook (issue 34): an HTTP route or gRPC method is drawn by tools.code_nav.request_flow --
+    from tools.code_nav.request_flow import request_graph
+
+    graph = request_graph(service, target, depth, builder)
+    return graph if graph is not None else builder.build(target, depth)
 
 
 def fit(graph: FlowGraph, direction: str, limits: tuple[int, ...] = FOLD_LIMITS,

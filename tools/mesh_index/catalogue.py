@@ -31,7 +31,12 @@ def _reasons(engine: ImpactEngine, key: Key, prod: int, test_prod: int, cons: in
         if test_prod:
             reasons.append(f"only test producers ({test_prod})")
         else:
-            reasons.append("no producer (no code sends it)" if kind == "ws_event" else "no producer")
+            guessed = [c for c in engine.candidates(key) if c.kind != "post_processor" and not c.test_only]
+            if guessed:
+                reasons.append(f"no producer resolved ({len(guessed)} candidate(s) whose value is not resolved: "
+                               f"{', '.join(sorted({c.symbol or c.file for c in guessed})[:3])})")
+            else:
+                reasons.append("no producer (no code sends it)" if kind == "ws_event" else "no producer")
     if kind == "job":
         handlers = idx.handlers_by_job.get(value, [])
         switch = engine.switch_workers.get(value, [])
@@ -48,8 +53,14 @@ def _reasons(engine: ImpactEngine, key: Key, prod: int, test_prod: int, cons: in
                            f"{', '.join(sorted(listening))}")
     elif kind == "event" and cons == 0:
         idle = sorted({pp.key[1] for pp, _c in engine.event_consumers(key) if not pp.started})
-        reasons.append(f"no consumer (post-processor {', '.join(idle)} accepts it but nothing starts it)" if idle
-                       else "no consumer (no post-processor accepts it)")
+        maybe = sorted({c.symbol or c.file for c in engine.candidates(key) if c.kind == "post_processor"})
+        if idle:
+            reasons.append(f"no consumer (post-processor {', '.join(idle)} accepts it but nothing starts it)")
+        elif maybe:
+            reasons.append(f"no consumer resolved (candidate(s) {', '.join(maybe[:3])}: the filter accepts it, "
+                           "a stream is unknown)")
+        else:
+            reasons.append("no consumer (no post-processor accepts it)")
     elif kind == "queue":
         if cons == 0:
             reasons.append("no worker listens")

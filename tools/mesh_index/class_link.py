@@ -188,6 +188,9 @@ class ClassLinker:
         started |= {(p, n) for p, n, _i, _a in found if self.l.layout.package_dir_of(p) not in wired}
         for path, name, info, ancestors in found:
             accepts, patterns, mode = self.accepted(ancestors)
+            if mode == "unknown":  # a config list the subclass's super(...) argument chooses (gather filters)
+                accepts = self.l.extra.config_filter(path, name, ancestors)
+                mode = "types" if accepts else mode
             streams, groups, how, (raw, raw_path) = self.bindings.binding(path, name, ancestors)
             detail = {
                 "post_processor_class": name, "stream": ", ".join(streams), "group": ", ".join(groups),

@@ -143,7 +143,9 @@ def cmd_impact(args: argparse.Namespace) -> int:
     service = make_service(args)
     try:
         service.refresh(ProgressBar())
-        result = service.analyze_impact(args.target, depth=args.depth, include_tests=args.include_tests)
+        result = service.analyze_impact(args.target, depth=args.depth, include_tests=args.include_tests,
+                                        direction=getattr(args, "direction", "downstream"),
+                                        limit=getattr(args, "limit", None), offset=getattr(args, "offset", 0))
     finally:
         service.close()
     if args.json:
@@ -152,17 +154,25 @@ def cmd_impact(args: argparse.Namespace) -> int:
 
         items = settings_from_args(args).limits.summary_items
         print_json(shaped(result, args.detail, summarise_impact, items))
-        return 0 if result.matches else 1
-    if not result.matches:
-        print(f"'{args.target}' matches no job, event, websocket type, queue or stream.")
+        return 0 if result.matches or result.nodes else 1
+    if not result.matches and not result.nodes:
+        print(f"'{args.target}' matches no job, event, websocket type, queue, stream, class or config key.")
         if result.suggestions:
             print("closest names: " + ", ".join(result.suggestions))
         return 1
-    print_table(["kind", "name", "value", "defined at"],
-                [[m.kind, m.name, m.value, f"{m.defined_at.file}:{m.defined_at.line}" if m.defined_at else "(observed)"]
-                 for m in result.matches], max_width=90)
+    if result.matches:
+        print_table(["kind", "name", "value", "defined at"],
+                    [[m.kind, m.name, m.value,
+                      f"{m.defined_at.file}:{m.defined_at.line}" if m.defined_at else "(observed)"]
+                     for m in result.matches], max_width=90)
+    for n in result.nodes:
+        print(f"{n.kind} {n.name} ({n.role}) {n.file or ''}{':' + str(n.line) if n.line else ''}: its consumer sites "
+              "are what it consumes, its producer sites what it emits")
     headers = ["kind", "value", "where", "symbol", "queue/stream/via", "flags"]
-    for title, sites in (("producers", result.producers), ("consumers", result.consumers)):
+    for title, sites in (("producers", result.producers), ("consumers", result.consumers),
+                         ("candidates (value not resolved)", result.candidates)):
+        if title.startswith("candidates") and not sites:
+            continue
         print(f"\n{title} ({len(sites)})")
         if sites:
             print_table(headers, _site_rows(sites), max_width=80)
@@ -175,6 +185,12 @@ def cmd_impact(args: argparse.Namespace) -> int:
         print_table(["depth", "from", "next", "via", "confidence", "where"],
                     [[f.depth, f.from_value, f"{f.kind} {f.value}", f.via, f.confidence, f"{f.site.file}:{f.site.line}"]
                      for f in result.followups], max_width=70)
+    if result.direction != "downstream":
+        print(f"\nupstream ({len(result.upstream)})")
+        if result.upstream:
+            print_table(["depth", "from", "writes", "via", "confidence", "where"],
+                        [[f.depth, f.from_value, f"{f.kind} {f.value}", f.via, f.confidence,
+                          f"{f.site.file}:{f.site.line}"] for f in result.upstream], max_width=70)
     if result.unresolved:
         print(f"\nunresolved ({len(result.unresolved)})")
         print_table(["kind", "where", "symbol", "expression", "reason"],

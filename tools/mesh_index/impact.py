@@ -21,6 +21,8 @@ import difflib
 from tools.mesh_index.followups import FollowUpWalker
 from tools.mesh_index.linked import Key, LinkedIndex, PostProcessorRec, SiteRec, WorkerRec, norm
 from tools.mesh_index.model import ImpactResult, IndexInfo, Match, Route
+from tools.mesh_index.node_targets import resolve_nodes, upstream
+from tools.mesh_index.paging import page
 
 KIND_ORDER = {"job": 0, "event": 1, "ws_event": 2, "queue": 3, "stream": 4}
 MAX_UNRESOLVED = 50
@@ -61,6 +63,8 @@ class ImpactEngine(FollowUpWalker):
         for key in self.known:
             self.by_value.setdefault(key[1], []).append(key)
         self._by_norm: dict[str, set[Key]] | None = None
+        self._table_keys: list[set[str]] | None = None
+        self._pp_inputs: dict[tuple[str, str], list[Key]] | None = None
 
     @property
     def by_norm(self) -> dict[str, set[Key]]:
@@ -135,7 +139,7 @@ class ImpactEngine(FollowUpWalker):
                 if w.key not in workers_seen:
                     out.append(w.site.with_value(value, route="switch"))
         elif kind == "event":
-            out = [pp.site.with_value(value, conf, reason=why) for pp, conf, why in self.event_consumers_why(key)]
+            out = [pp.site.with_value(value, conf) for pp, conf, why in self.event_consumers_why(key) if not why]
         elif kind == "queue":
             out = [w.site.with_value(value) for w in idx.workers_by_queue.get(value, ())]
         elif kind == "stream":
@@ -143,8 +147,18 @@ class ImpactEngine(FollowUpWalker):
         return out
 
     def event_consumers(self, key: Key) -> list[tuple[PostProcessorRec, str]]:
-        """Post-processors that read a stream the event is written to *and* whose filter accepts it."""
-        return [(pp, conf) for pp, conf, _reason in self.event_consumers_why(key)]
+        """Post-processors that read a stream the event is written to *and* whose filter accepts it (a consumer
+        known only by its filter, a stream being unknown, is a candidate: :meth:`candidates`)."""
+        return [(pp, conf) for pp, conf, reason in self.event_consumers_why(key) if not reason]
+
+    def candidates(self, key: Key) -> list[SiteRec]:
+        """Sites that might concern ``key`` but whose value set is not resolved: producers matched only as "every
+        value of a table / config key", consumers whose filter accepts the type while a stream is unknown."""
+        out = list(self.idx.candidates.get(key, ()))
+        if key[0] == "event":
+            out += [pp.site.with_value(key[1], "heuristic", reason=why)
+                    for pp, _conf, why in self.event_consumers_why(key) if why]
+        return out
 
     def event_consumers_why(self, key: Key) -> list[tuple[PostProcessorRec, str, str]]:
         """(post-processor, confidence, reason) for each consumer of an event: its filter accepts the type and it
@@ -176,9 +190,55 @@ class ImpactEngine(FollowUpWalker):
                 where = f"{blind[0].file}:{blind[0].line}"
                 reason = (f"its filter accepts the type; it reads {', '.join(pp.streams)}, the event is written to "
                           f"{', '.join(sorted(routes))} and by a producer whose stream is unknown ({where})")
+            if reason and pp.streams and conf == "exact" and not self.idx.producers.get(key) \
+                    and not self.table_filter(pp):
+                # nothing writes the event: its filter names it and its stream is known, a consumer if it ever comes
+                reason = ""
+                conf = "heuristic"
             sure = not reason and not pp.stream_heuristic and pp.started
             out.append((pp, conf if sure else "heuristic", reason))
         return out
+
+    def table_filter(self, pp: PostProcessorRec) -> bool:
+        """Whether ``pp``'s filter is "any key of a mapping table" (it accepts every key of a table of two or more
+        entries): such a filter says nothing of which events reach it, only its stream does."""
+        if self._table_keys is None:
+            tables: dict[str, set[str]] = {}
+            for rec in self.idx.mappings:
+                tables.setdefault(rec.name, set()).update(f[1] for f, _t, _l, _h in rec.entries)
+            self._table_keys = [keys for keys in tables.values() if len(keys) >= 2]
+        accepted = set(pp.accepts)
+        return any(keys <= accepted for keys in self._table_keys)
+
+    def pp_inputs(self) -> dict[tuple[str, str], list[Key]]:
+        """Post-processor -> the events that reach it (built on first use)."""
+        if self._pp_inputs is None:
+            table: dict[tuple[str, str], list[Key]] = {}
+            for key in sorted(self.known):
+                if key[0] == "event":
+                    for pp, _conf in self.event_consumers(key):
+                        table.setdefault(pp.key, []).append(key)
+            self._pp_inputs = table
+        return self._pp_inputs
+
+    def class_inputs(self, owner: tuple[str, str], collaborators: bool = True) -> list[Key]:
+        """What a class consumes: a handler its jobs, a worker the jobs it routes, a post-processor the events that
+        reach it; a class a consumer names (an injected writer) works for that consumer's inputs."""
+        idx = self.idx
+        keys: list[Key] = []
+        if owner in idx.handlers:
+            keys += [("job", j) for j in idx.handlers[owner].jobs]
+        if owner in idx.workers:
+            w = idx.workers[owner]
+            keys += [("job", j) for h in w.handlers if h in idx.handlers for j in idx.handlers[h].jobs]
+            keys += [("job", j) for j in w.switch_jobs]
+        if owner in idx.post_processors:
+            keys += self.pp_inputs().get(owner, [])
+        if collaborators and not keys:
+            for consumer, others in idx.collaborators.items():
+                if owner in others and consumer != owner:
+                    keys += self.class_inputs(consumer, collaborators=False)
+        return list(dict.fromkeys(keys))
 
     def routes(self, key: Key) -> list[Route]:
         kind = key[0]
@@ -202,15 +262,27 @@ class ImpactEngine(FollowUpWalker):
         return out
 
     # -- the whole answer --------------------------------------------------------------------------------
-    def analyze(self, target: str, depth: int, include_tests: bool, info: IndexInfo) -> ImpactResult:
+    def analyze(self, target: str, depth: int, include_tests: bool, info: IndexInfo, direction: str = "downstream",
+                limit: int | None = None, offset: int = 0) -> ImpactResult:
         keys, loose = self.resolve_target(target)
         notes: list[str] = []
         if loose:
             notes.append("matched ignoring case and separators")
         producers: list[SiteRec] = []
         consumers: list[SiteRec] = []
+        candidates: list[SiteRec] = []
         routes: list[Route] = []
         test_producers = 0
+        nodes = resolve_nodes(self, target) if not keys else []
+        ups = list(keys)  # where the upstream walk starts: the values, or what the node consumes
+        downs = list(keys)  # where the follow-ups start: the values, or what the node emits
+        for hit in nodes:
+            producers += [s for s in hit.emits if include_tests or not s.test_only]
+            consumers += [c for c in hit.consumes if include_tests or not c.test_only]
+            ups += self.class_inputs((hit.match.file or "", hit.match.name)) if hit.match.kind == "class" else []
+            downs += [k for k in (_key_of(self, s) for s in hit.emits) if k is not None]
+        for key in dict.fromkeys([*ups, *downs]) if nodes else ():
+            routes.extend(self.routes(key))
         for key in keys:
             for s in self.producers(key):
                 if s.test_only:
@@ -218,6 +290,7 @@ class ImpactEngine(FollowUpWalker):
                 if include_tests or not s.test_only:
                     producers.append(s)
             consumers.extend(c for c in self.consumers(key) if include_tests or not c.test_only)
+            candidates.extend(c for c in self.candidates(key) if include_tests or not c.test_only)
             routes.extend(self.routes(key))
         for key in keys:
             hint = member_name_hint(self.idx, key)
@@ -247,19 +320,31 @@ class ImpactEngine(FollowUpWalker):
                          f"{', '.join(info.skipped_files[:3])}")
         if info.stale_files:
             notes.append(f"{len(info.stale_files)} file(s) changed since indexing; refresh the index")
-        followups = self.followups(keys, depth, include_tests) if depth > 0 else []
-        return ImpactResult(
+        if candidates:
+            notes.append(f"{len(candidates)} candidate site(s) might concern the target but their value is not "
+                         "resolved (every value of a table, a stream unknown): not counted as producers or "
+                         "consumers (see candidates, each with its reason)")
+        downs = list(dict.fromkeys(downs))
+        followups = self.followups(downs, depth, include_tests) if depth > 0 and direction != "upstream" else []
+        ups = list(dict.fromkeys(ups))
+        up = upstream(self, ups, max(depth, 1), include_tests) if direction in ("upstream", "both") else []
+        result = ImpactResult(
             target=target,
             matches=[self.match_model(k) for k in keys],
             producers=[s.model() for s in _dedupe(producers)],
             consumers=[s.model() for s in _dedupe(consumers)],
+            candidates=[s.model() for s in _dedupe(candidates)],
             routes=_merge_routes(routes),
             followups=followups,
             unresolved=[s.model() for s in unresolved[:MAX_UNRESOLVED]],
             index=info,
-            suggestions=[] if keys else self.suggestions(target),
+            suggestions=[] if keys or nodes else self.suggestions(target),
             notes=notes,
+            nodes=[h.match for h in nodes],
+            upstream=up,
+            direction=direction,
         )
+        return page(result, limit, offset)
 
 
 def member_name_hint(idx: LinkedIndex, key: Key) -> str | None:
@@ -271,6 +356,12 @@ def member_name_hint(idx: LinkedIndex, key: Key) -> str | None:
     named = [f"{idx.declared[k].name} (value '{k[1]}')" for k in members if k in idx.declared and k[0] == key[0]]
     named = named or [f"{idx.declared[k].name} (value '{k[1]}')" for k in members if k in idx.declared]
     return f"the member name of {' / '.join(named)}, not a value" if named else None
+
+
+def _key_of(engine: ImpactEngine, site: SiteRec) -> Key | None:
+    """The key a producer site writes (its value, of the kind the index knows it as)."""
+    kinds = ("job", "event", "ws_event")
+    return next(((k, site.value) for k in kinds if site.value is not None and (k, site.value) in engine.known), None)
 
 
 def _split(text: str | None) -> list[str]:

@@ -120,6 +120,8 @@ class LinkedIndex:
     by_qual: dict[str, Key] = field(default_factory=dict)
     by_member: dict[str, set[Key]] = field(default_factory=dict)
     producers: dict[Key, list[SiteRec]] = field(default_factory=dict)
+    # sites whose value could only be guessed ("every value of a table / config key"): never producers
+    candidates: dict[Key, list[SiteRec]] = field(default_factory=dict)
     routes_out: dict[Key, dict[Key, list[str]]] = field(default_factory=dict)  # key -> (queue|stream, name) -> via
     handlers: dict[tuple[str, str], HandlerRec] = field(default_factory=dict)
     workers: dict[tuple[str, str], WorkerRec] = field(default_factory=dict)
@@ -141,6 +143,9 @@ class LinkedIndex:
 
     def add_producer(self, key: Key, site: SiteRec) -> None:
         self.producers.setdefault(key, []).append(site)
+
+    def add_candidate(self, key: Key, site: SiteRec) -> None:
+        self.candidates.setdefault(key, []).append(site)
 
     def add_route(self, key: Key, route: Key, via: str) -> None:
         vias = self.routes_out.setdefault(key, {}).setdefault(route, [])

@@ -54,25 +54,26 @@ def register(server: MCPServer, runtime: Runtime) -> None:
     async def analyze_impact(
         target: Annotated[str, Field(
             min_length=1, max_length=512,
-            description="member name (GEOCODE_EVENT), qualified name, string value (events.geocode_event), "
-            "queue or stream key")],
+            description="name, value, queue, stream, class, config key, HTTP route or gRPC method")],
         ctx: Context,
         depth: Annotated[int, Field(ge=0, le=5, description="follow-up levels to follow (0-5)")] = 1,
         include_tests: Annotated[bool, Field(
-            description="also list producers and consumers that exist only in tests")] = False,
+            description="also list test-only sites")] = False,
         detail: DetailArg = "summary",
+        direction: Annotated[Literal["downstream", "upstream", "both"], Field(
+            description="follow-ups or upstream writers")] = "downstream",
+        limit: Annotated[int | None, Field(ge=1, le=500, description="page size")] = None,
+        offset: Annotated[int, Field(ge=0, description="paging offset")] = 0,
     ) -> Annotated[CallToolResult, ResultModel("tools.mesh_index.model:ImpactResult")]:
-        """Who produces and who consumes a job, event, websocket message, queue or stream, read from the code.
-        Call it first, before any runtime tool. Returns the matching types (an ambiguous name lists each), producer
-        and consumer sites (repo, file, line, symbol, kind, confidence, test_only), the queues and streams it travels
-        on, follow-ups up to `depth` (what handlers and triggers emit next) and unresolved references; an unknown
-        target returns `suggestions`.
+        """Who produces and consumes a job, event, ws message, queue, stream or class, from the code. Call it
+        first. Sites, `candidates` (guessed: not counted), routes, follow-ups, `upstream`; else `suggestions`.
         """
         from tools.mesh_index.summary import summarise_impact  # with its model: on the first call
 
         service = get_index_service(runtime)
         await refresh_with_progress(service, ctx)
-        result = await anyio.to_thread.run_sync(lambda: service.analyze_impact(target, depth, include_tests))
+        result = await anyio.to_thread.run_sync(lambda: service.analyze_impact(
+            target, depth, include_tests, direction, limit, offset))
         page = await anyio.to_thread.run_sync(get_skill_links(runtime).for_impact, result)
         text = "\n".join(filter(None, [result.summary_text(), attach_related(result, page)]))
         return tool_result(shaped(result, detail, summarise_impact, runtime.settings.limits.summary_items), text)

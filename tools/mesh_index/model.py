@@ -12,6 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tools.code_nav.model import RequestMap
 from tools.paging import Page
 from tools.skills.model import RelatedSkill
 
@@ -95,6 +96,17 @@ class FollowUp(_Model):
     site: Site
 
 
+class NodeMatch(_Model):
+    """A target that is not a value: a class (handler, worker, post-processor, any class that writes), a config key,
+    or a kind another module plugs in (see :mod:`tools.mesh_index.node_targets`)."""
+
+    kind: str = Field(description="class|config_key|... (the target kind that matched)")
+    name: str
+    role: str = Field(description="handler, worker, post_processor, producer (a class that writes), config, ...")
+    file: str | None = None
+    line: int | None = None
+
+
 class IndexInfo(_Model):
     """State of the index an answer comes from, so a partial answer is never silent."""
 
@@ -121,11 +133,27 @@ class ImpactResult(_Model):
     matches: list[Match]
     producers: list[Site]
     consumers: list[Site]
+    candidates: list[Site] = Field(
+        default_factory=list,
+        description="sites that might concern the target but whose value set is not resolved (every value of a "
+        "table or config key, a consumer whose stream is unknown): never producers/consumers; detail.reason says why",
+    )
     routes: list[Route]
     followups: list[FollowUp]
     unresolved: list[Site] = Field(
         description="references of the relevant kind the index could not resolve (they might concern the target)"
     )
+    nodes: list[NodeMatch] = Field(
+        default_factory=list, description="the target as a class or config key: its consumer sites are `consumers` "
+        "(what it consumes), its producer sites `producers` (what it emits)")
+    upstream: list[FollowUp] = Field(
+        default_factory=list, description="direction=upstream|both: who writes what the target consumes (or the "
+        "value), level by level: from_value is what that writer consumes in turn ('code' when nothing)")
+    direction: str = "downstream"
+    totals: dict[str, int] = Field(
+        default_factory=dict, description="length of each list before limit/offset paging")
+    offset: int = 0
+    limit: int | None = None
     index: IndexInfo
     suggestions: list[str] = Field(default_factory=list, description="closest known names for an unknown target")
     notes: list[str] = Field(default_factory=list, description="caveats worth reading before concluding")
@@ -133,10 +161,16 @@ class ImpactResult(_Model):
         default_factory=list, description="runbooks (workspace and bundled) about this target: URI and why"
     )
     related_skills_more: int = Field(default=0, description="related skills found beyond related_skills (capped)")
+    request_map: RequestMap | None = Field(default=None, description="an HTTP route or gRPC method target, "
+                                           "followed to the websocket messages (tools.code_nav.request_map)")
 
     def summary_text(self) -> str:
         from tools.mesh_index.render import impact_text
 
+        if self.request_map is not None:  # request-map hook (issue 34)
+            from tools.code_nav.render import request_map_text
+
+            return request_map_text(self.request_map) + "\n" + "\n".join(f"note: {n}" for n in self.notes)
         return impact_text(self)
 
 

@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # tree-sitter is imported only where files are parsed
     from tree_sitter import Node
 
 from tools.mesh_index.class_facts import ClassFacts
+from tools.mesh_index.decl_facts import DeclFacts
 from tools.mesh_index.expressions import (
     enclosing_symbol,
     line_of,
@@ -93,7 +94,7 @@ def extract(source: bytes, kind: str, cfg: ExtractConfig) -> dict[str, Any]:
     return facts
 
 
-class _FileExtractor(ClassFacts, LiteralFacts):
+class _FileExtractor(ClassFacts, LiteralFacts, DeclFacts):
     def __init__(self, source: bytes, kind: str, cfg: ExtractConfig, facts: dict[str, Any]):
         self.src = source
         self.kind = kind
@@ -119,6 +120,12 @@ class _FileExtractor(ClassFacts, LiteralFacts):
                 self.sql_strings(root)
         if b"migrations" in self.src:
             self.migration_refs(root)
+        if b"getService" in self.src:
+            self.grpc_clients(root)
+        if b"require(" in self.src or b"import(" in self.src:
+            self.dynamic_imports(root)
+        if b"setGlobalPrefix" in self.src or b"defaultVersion" in self.src:
+            self.http_prefix()
 
     # -- top level -------------------------------------------------------------------------
     def add(self, key: str, item: Any) -> None:
@@ -134,7 +141,8 @@ class _FileExtractor(ClassFacts, LiteralFacts):
             for child in node.named_children:
                 self.top_level(child, exported)
         elif t in ("enum_declaration", "class_declaration", "abstract_class_declaration",
-                   "function_declaration", "lexical_declaration", "variable_declaration", "interface_declaration"):
+                   "function_declaration", "lexical_declaration", "variable_declaration", "interface_declaration",
+                   "type_alias_declaration"):
             for name in self.declaration(node, decorators or []):
                 if exported:
                     self.add("exports", [name, name])
@@ -215,17 +223,25 @@ class _FileExtractor(ClassFacts, LiteralFacts):
                 elif m.type in ("property_identifier", "string"):
                     members.append([text(m).strip("'\""), ["?", "auto"], line_of(m)])
             self.f.setdefault("enums", {})[name] = [line_of(node), members]
+            self.record_decl(node, name, "enum")
             return [name]
         if t in ("class_declaration", "abstract_class_declaration"):
-            return [self.class_declaration(node, decorators)]
+            name = self.class_declaration(node, decorators)
+            self.record_decl(node, name, "class")
+            return [name]
+        if t == "type_alias_declaration":
+            self.record_decl(node, text(node.child_by_field_name("name")), "type")
+            return []
         if t == "interface_declaration":
             name = text(node.child_by_field_name("name"))
+            self.record_decl(node, name, "interface")
             if name in self.cfg.job_registries:
                 self.registry(node)
             return []
         if t == "function_declaration":
             name = text(node.child_by_field_name("name"))
             self.function(name, node)
+            self.record_decl(node, name, "function")
             return [name]
         if t in ("lexical_declaration", "variable_declaration"):
             names = []
@@ -237,7 +253,9 @@ class _FileExtractor(ClassFacts, LiteralFacts):
                     continue
                 name = text(name_node)
                 names.append(name)
-                self.variable(name, d.child_by_field_name("value"), line_of(d))
+                value = d.child_by_field_name("value")
+                self.variable(name, value, line_of(d))
+                self.record_var_decl(d, name, value)
             return names
         return []
 

@@ -13,7 +13,8 @@ MAX_LINES = 15
 
 def site_line(s: Site) -> str:
     extra = [f"{k}={v}" for k, v in s.detail.items() if k in ("queue", "stream", "group", "via", "handler_class",
-                                                                 "worker_class", "emitter", "raw", "reason") and v]
+                                                                 "worker_class", "emitter", "raw", "reason", "config",
+                                                                 "binding", "inputs") and v]
     flags = []
     if s.confidence == "heuristic":
         flags.append("heuristic")
@@ -41,22 +42,32 @@ def index_line(info: IndexInfo) -> str:
 
 
 def impact_text(r: ImpactResult) -> str:
-    if not r.matches:
-        lines = [f"'{r.target}' matches no job, event, websocket type, queue or stream."]
+    if not r.matches and not r.nodes:
+        lines = [f"'{r.target}' matches no job, event, websocket type, queue, stream, class or config key."]
         if r.suggestions:
             lines.append("closest names: " + ", ".join(r.suggestions))
         lines.append(index_line(r.index))
         return "\n".join(lines)
-    lines = [f"{r.target}: {len(r.matches)} match(es)"]
+    lines = [f"{r.target}: {len(r.matches) + len(r.nodes)} match(es)"]
+    lines += [f"  {n.kind} {n.name} ({n.role}) {n.file or ''}{':' + str(n.line) if n.line else ''}".rstrip()
+              for n in r.nodes]
+    if r.nodes:
+        lines.append("  (its consumer sites are what it consumes, its producer sites what it emits)")
     lines += [f"  {m.kind} {m.name} = '{m.value}'" + (f" ({m.defined_at.file}:{m.defined_at.line})"
                                                        if m.defined_at else " (not declared, observed in code)")
               for m in r.matches]
     lines += _section("producers", [site_line(s) for s in r.producers])
     lines += _section("consumers", [site_line(s) for s in r.consumers])
+    if r.candidates:
+        lines += _section("candidates (value not resolved: not producers/consumers)",
+                          [site_line(s) for s in r.candidates])
     lines += _section("routes", [f"  {rt.kind} {rt.name} ({rt.producers} producer(s), {rt.consumers} consumer(s); "
                                  f"{'; '.join(rt.via)})" for rt in r.routes])
     lines += _section("follow-ups", [f"  depth {f.depth}: {f.from_value} -> {f.kind} '{f.value}' via {f.via} "
                                      f"({f.confidence}) {f.site.file}:{f.site.line}" for f in r.followups])
+    if r.direction != "downstream":
+        lines += _section("upstream", [f"  depth {f.depth}: {f.from_value} -> {f.kind} '{f.value}' via {f.via} "
+                                       f"({f.confidence}) {f.site.file}:{f.site.line}" for f in r.upstream])
     if r.unresolved:
         lines += _section("unresolved", [site_line(s) for s in r.unresolved])
     lines += [f"note: {n}" for n in r.notes]

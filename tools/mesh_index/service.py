@@ -35,11 +35,13 @@ from server.errors import InvalidArgument, MeshError
 from tools.mesh_index.build_cache import BuildCacheMixin
 from tools.mesh_index.cache import FactCache
 from tools.mesh_index.catalogue import build_catalogue
+from tools.mesh_index.facts_access import FactsAccessMixin
 from tools.mesh_index.freshness import FreshnessMixin
 from tools.mesh_index.impact import ImpactEngine
 from tools.mesh_index.linked import LinkedIndex
 from tools.mesh_index.literal_facts import FACTS_VERSION
 from tools.mesh_index.model import Catalogue, ImpactResult, IndexInfo
+from tools.mesh_index.paging import validate_page
 from tools.mesh_index.ts_queries import ExtractConfig, extract_config  # noqa: F401 - extract_config: its old home
 from tools.mesh_index.warm_start import WarmStartMixin
 from tools.mesh_index.workspace import Discovery, Layout, Package, TsConfig, discover
@@ -77,7 +79,7 @@ def _import_linker() -> None:
     import tools.mesh_index.sites  # noqa: F401
 
 
-class IndexService(FreshnessMixin, BuildCacheMixin, WarmStartMixin):
+class IndexService(FreshnessMixin, BuildCacheMixin, WarmStartMixin, FactsAccessMixin):
     """The static index of ``workspace`` (see the module docstring).
 
     Change detection (folder watches, files to parse again, stale files) comes from
@@ -290,17 +292,25 @@ class IndexService(FreshnessMixin, BuildCacheMixin, WarmStartMixin):
         return self._engine
 
     # -- queries -------------------------------------------------------------------------------
-    def analyze_impact(self, target: str, depth: int = 1, include_tests: bool = False) -> ImpactResult:
-        """Producers, consumers, routes and follow-ups of ``target`` (see :mod:`tools.mesh_index.impact`)."""
+    def analyze_impact(self, target: str, depth: int = 1, include_tests: bool = False, direction: str = "downstream",
+                       limit: int | None = None, offset: int = 0) -> ImpactResult:
+        """Producers, consumers, routes and follow-ups of ``target`` (see :mod:`tools.mesh_index.impact`); a class or
+        config key as target (:mod:`tools.mesh_index.node_targets`); ``direction``; ``limit``/``offset`` paging."""
         if not isinstance(target, str) or not target.strip():
             raise InvalidArgument("target is empty: give a member name, qualified name, string value, queue or stream")
         if len(target) > MAX_TARGET:
             raise InvalidArgument(f"target is {len(target)} characters long (max {MAX_TARGET})")
         if not isinstance(depth, int) or depth < 0 or depth > MAX_DEPTH:
             raise InvalidArgument(f"depth must be between 0 and {MAX_DEPTH} (got {depth!r})")
+        validate_page(direction, limit, offset)
         with self._lock:
             engine = self._ensure()
-            return engine.analyze(target.strip(), depth, bool(include_tests), self._current_info())
+            result = engine.analyze(target.strip(), depth, bool(include_tests), self._current_info(), direction,
+                                    limit, offset)
+        # -- request-map hook (issue 34): an HTTP route or gRPC method is followed by tools.code_nav --
+        from tools.code_nav.request_map import attach_request_map
+
+        return attach_request_map(self, result, bool(include_tests))
 
     def catalogue(self, kind: str | None = None, orphans_only: bool = False, *, with_checks: bool = True) -> Catalogue:
         """Every job/event/ws_event/queue/stream with counts and orphan reasons.

@@ -20,6 +20,7 @@ from tools.mesh_index.explain import explain, render
 from tools.mesh_index.linked import LinkedIndex, SiteRec, TypeInfo
 from tools.mesh_index.sql_link import link_mappings, link_sql
 from tools.mesh_index.symbols import Decl, Resolver, Val
+from tools.mesh_index.table_narrowing import narrow_job_tables
 from tools.mesh_index.test_copies import test_only_migrations
 from tools.mesh_index.type_eval import eval_for_jobs, paired_lookup
 from tools.mesh_index.use_kinds import UseKinds
@@ -356,6 +357,7 @@ class Linker:
         link_sql(self)
         link_mappings(self)
         classes.post_processors()
+        narrow_job_tables(self)  # before websocket sends: their inputs are what these writes produce
         self.extra.link_ws()
         classes.collaborators()
         if self.secondary:

@@ -27,7 +27,7 @@ from tools.mesh_index.linked import (
 )
 from tools.mesh_index.workspace import Discovery
 
-FORMAT = 4
+FORMAT = 5  # 5: candidates
 
 
 def config_mtimes(workspace: Path, found: Discovery) -> dict[str, int]:
@@ -79,6 +79,7 @@ def dump(idx: LinkedIndex, parse_error_files: list[str]) -> dict[str, Any]:
         "by_qual": [[q, k[0], k[1]] for q, k in idx.by_qual.items()],
         "by_member": [[m, sorted(ks)] for m, ks in idx.by_member.items()],
         "producers": [[k[0], k[1], [ref(s) for s in sites]] for k, sites in idx.producers.items()],
+        "candidates": [[k[0], k[1], [ref(s) for s in sites]] for k, sites in idx.candidates.items()],
         "routes_out": [[k[0], k[1], [[r[0], r[1], via] for r, via in routes.items()]]
                        for k, routes in idx.routes_out.items()],
         "handlers": [[*h.key, ref(h.site), h.jobs, h.confidence, [list(w) for w in h.routed_by]]
@@ -119,6 +120,7 @@ def load(data: dict[str, Any]) -> tuple[LinkedIndex, list[str]]:
     idx.by_qual = {q: (k, v) for q, k, v in data["by_qual"]}
     idx.by_member = {m: {(k, v) for k, v in keys} for m, keys in data["by_member"]}
     idx.producers = {(k, v): [sites[i] for i in ids] for k, v, ids in data["producers"]}
+    idx.candidates = {(k, v): [sites[i] for i in ids] for k, v, ids in data["candidates"]}
     idx.routes_out = {(k, v): {(r0, r1): list(via) for r0, r1, via in routes} for k, v, routes in data["routes_out"]}
     for path, name, at, jobs, conf, routed in data["handlers"]:
         rec = HandlerRec((path, name), sites[at], list(jobs), conf, [tuple(w) for w in routed])

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from tools.code_nav.model import RequestMap
 from tools.detail import Cutter, SummaryBase
-from tools.mesh_index.model import ImpactResult, Route, Site
+from tools.mesh_index.model import ImpactResult, NodeMatch, Route, Site
 
 
 class MatchBrief(BaseModel):
@@ -45,11 +46,15 @@ class ImpactSummary(SummaryBase):
     matches: list[MatchBrief]
     producers: list[Site]
     consumers: list[Site]
+    candidates: list[Site] = Field(default_factory=list, description="sites whose value is not resolved (reason)")
     routes: list[Route]
     followups: list[FollowUpBrief]
+    upstream: list[FollowUpBrief] = Field(default_factory=list, description="direction=upstream|both")
+    nodes: list[NodeMatch] = Field(default_factory=list, description="the target as a class or config key")
     index: IndexBrief
     suggestions: list[str] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
+    request_map: RequestMap | None = None  # request-map hook (issue 34): every hop, even in summary
 
 
 def _where(site: Site | None) -> str | None:
@@ -62,19 +67,26 @@ def summarise_impact(result: ImpactResult, items: int) -> ImpactSummary:
     return ImpactSummary(
         target=result.target,
         counts={name: len(getattr(result, name))
-                for name in ("matches", "producers", "consumers", "routes", "followups", "unresolved")},
+                for name in ("matches", "producers", "consumers", "candidates", "routes", "followups",
+                              "upstream", "unresolved")},
         matches=[MatchBrief(kind=m.kind, name=m.name, value=m.value, defined_at=_where(m.defined_at))
                  for m in cut.first("matches", result.matches)],
         producers=cut.first("producers", result.producers),
         consumers=cut.first("consumers", result.consumers),
+        candidates=cut.first("candidates", result.candidates),
         routes=cut.first("routes", result.routes),
         followups=[FollowUpBrief(depth=f.depth, from_value=f.from_value, kind=f.kind, value=f.value, via=f.via,
                                  confidence=f.confidence, at=_where(f.site) or "")
                    for f in cut.first("followups", result.followups)],
+        upstream=[FollowUpBrief(depth=f.depth, from_value=f.from_value, kind=f.kind, value=f.value, via=f.via,
+                                confidence=f.confidence, at=_where(f.site) or "")
+                  for f in cut.first("upstream", result.upstream)],
+        nodes=result.nodes,
         index=IndexBrief(files=result.index.files, parse_errors=result.index.parse_errors,
                          indexed_at=result.index.indexed_at, stale_files=len(result.index.stale_files)),
         suggestions=cut.first("suggestions", result.suggestions),
         notes=cut.first("notes", result.notes),
         related_skills=cut.related(result.related_skills),
         omitted=cut.omitted(),
+        request_map=result.request_map,
     )

@@ -20,7 +20,18 @@ from tools.plan_flow.jobplan import JobPlanner, JobSibling, job_siblings, step
 from tools.plan_flow.model import FlowPlan, PlanPhase, PlanStep
 from tools.plan_flow.names import MEMBER_RE, ValueConvention, value_convention
 from tools.plan_flow.phases import in_repo, mark_fallback, publish_phase, repo_of, services_of, verify_phase
-from tools.plan_flow.picks import main_queue, pick, refine, resolve_queue, score, template_on, worker_domain
+from tools.plan_flow.picks import (
+    fallback_prefix,
+    fallback_values,
+    main_queue,
+    pick,
+    refine,
+    resolve_queue,
+    same_kind,
+    score,
+    template_on,
+    worker_domain,
+)
 from tools.plan_flow.queues import provide_steps, queue_value
 from tools.verify.model import JOB_CHECKS
 
@@ -54,16 +65,18 @@ class JobFlow:
                         "in UPPER_SNAKE_CASE (e.g. CALENDAR)"
                     )
                 self.new_queue = (queue, "")
-        else:
-            q = main_queue(self.sibs, self.used)
+        self.is_fallback = self._new_is_fallback()
+        kind_sibs = same_kind(self.sibs, self.is_fallback)
+        if queue is None:
+            q = main_queue(kind_sibs, self.used)
             self.target_q = resolve_queue(self.linked, self.used, q) if q else None
         wanted = self.target_q.info.value if self.target_q is not None else None
-        self.template = template_on(self.sibs, wanted) if wanted else None
+        self.template = (template_on(kind_sibs, wanted) or template_on(self.sibs, wanted)) if wanted else None
         self.own_worker = self.template is not None
         if self.template is None:
-            self.template = template_on(self.sibs, main_queue(self.sibs, self.used)) or pick(
-                [s for s in self.sibs if s.handler is not None and s.workers], lambda s: True
-            )
+            self.template = template_on(kind_sibs, main_queue(kind_sibs, self.used)) or pick(
+                [s for s in kind_sibs if s.handler is not None and s.workers], lambda s: True
+            ) or pick([s for s in self.sibs if s.handler is not None and s.workers], lambda s: True)
         if self.template is None:
             other = worker_domain(self.index, self.linked, self.used, self.package)
             if other is None:
@@ -87,9 +100,25 @@ class JobFlow:
         self.needs_worker = self.new_queue is not None or (wanted is not None and wanted not in self.worker.queues)
         owners = [m.owner for m in self.used.members]
         owner = t.member.owner if t.member.owner in owners else max(set(owners), key=owners.count)
-        self.last = max((m for m in self.used.members if m.owner == owner), key=lambda m: (m.file, m.line))
+        mine = [m for m in self.used.members if m.owner == owner]
+        fb = fallback_values(self.sibs)
+        kind = [m for m in mine if (m.info.value in fb) == self.is_fallback]  # beside the members of its kind
+        self.last = max(kind or mine, key=lambda m: (m.file, m.line))
         if t.member.owner != self.last.owner:  # a template from another domain: its enum names become ours
             self.planner.extra[t.member.owner] = self.last.owner
+
+    def _new_is_fallback(self) -> bool:
+        """Whether the new job is a fallback job: its queue is one only fallback jobs are sent to, or its name has
+        the prefix the domain's fallback jobs (by use: written by the fallback helper) share."""
+        fb = fallback_values(self.sibs)
+        if self.target_q is not None:
+            q = self.target_q.info.value
+            on_q = [s for s in self.sibs if any(q in w.queues for w in s.workers)]
+            if on_q:
+                return all(s.member.info.value in fb for s in on_q)
+        prefix = fallback_prefix(sorted(s.member.member for s in self.sibs if s.member.info.value in fb),
+                                 [s.member.member for s in self.sibs if s.member.info.value not in fb])
+        return bool(prefix) and self.name.startswith(prefix)  # type: ignore[arg-type]
 
     # --- phases -------------------------------------------------------------------------
     def contracts(self) -> list[PlanStep]:

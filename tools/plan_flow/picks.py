@@ -82,6 +82,43 @@ def main_queue(sibs: list[JobSibling], dom: Domain) -> str | None:
     return min(counts, key=lambda q: (-counts[q], order.get(q, ("~", 0))))
 
 
+def fallback_values(sibs: list[JobSibling]) -> set[str]:
+    """Values of the domain's fallback jobs, by use: written by the fallback helper (``withFallback``), or
+    routed only on queues that only fallback jobs are sent to."""
+    kinds: dict[str, set[str]] = {}
+    for sib in sibs:
+        for k, q in sib.queues_by_kind:
+            kinds.setdefault(q, set()).add(k)
+    fallback_only = {q for q, ks in kinds.items() if q and ks == {"fallback"}}
+    out = set()
+    for s in sibs:
+        routed = {q for w in s.workers for q in w.queues}
+        if any(k == "fallback" for k, _q in s.queues_by_kind) or (routed and routed <= fallback_only):
+            out.add(s.member.info.value)
+    return out
+
+
+def fallback_prefix(fallbacks: list[str], others: list[str]) -> str | None:
+    """The shortest leading words (``FALLBACK_``) every fallback member name has and no other member has;
+    None when there is none (a new job's kind is then known only from its queue)."""
+    if not fallbacks:
+        return None
+    words = fallbacks[0].split("_")
+    for k in range(1, len(words)):
+        prefix = "_".join(words[:k]) + "_"
+        if all(m.startswith(prefix) for m in fallbacks) and not any(m.startswith(prefix) for m in others):
+            return prefix
+    return None
+
+
+def same_kind(sibs: list[JobSibling], fallback: bool) -> list[JobSibling]:
+    """The siblings of the new job's kind (fallback beside fallbacks, any other beside the ordinary jobs); all of
+    them when the domain has none of that kind."""
+    fb = fallback_values(sibs)
+    mine = [s for s in sibs if (s.member.info.value in fb) == fallback]
+    return mine or sibs
+
+
 def template_on(sibs: list[JobSibling], queue: str | None) -> JobSibling | None:
     routed = [s for s in sibs if s.handler is not None and s.workers]
     return pick(routed, lambda s: bool(s.producers) and on_queue(s, queue)) or pick(

@@ -1,0 +1,111 @@
+"""``mesh-mcp init [--write-ide-config]``: register the server as ``mesh-mcp`` with the MCP clients.
+
+Without ``--write-ide-config`` it prints the configuration it would write. With it, it merges the
+``mesh-mcp`` entry into Claude Code's ``.mcp.json`` (key ``mcpServers``), Cursor's
+``.cursor/mcp.json`` (``mcpServers``) and VS Code's ``.vscode/mcp.json`` (``servers``) in the target
+folder (the workspace by default): every other server and key is kept; a file that is not valid
+JSON, not an object, or a symlink is left untouched and reported (never overwritten). Writes are
+atomic (a temporary file renamed over the old one). The tools then appear to Claude Code as
+``mcp__mesh-mcp__<tool>``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from server.cli_support import add_common_flags
+
+SERVER_NAME = "mesh-mcp"
+CLIENTS: tuple[tuple[str, str, str, bool], ...] = (
+    # (client, file, servers key, with "type")
+    ("Claude Code", ".mcp.json", "mcpServers", True),
+    ("Cursor", ".cursor/mcp.json", "mcpServers", False),
+    ("VS Code", ".vscode/mcp.json", "servers", True),
+)
+MAX_CONFIG_BYTES = 1024 * 1024
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("init", help="register the server as 'mesh-mcp' with Claude Code, Cursor and VS Code")
+    add_common_flags(p)
+    p.add_argument("--write-ide-config", action="store_true",
+                   help="merge the entry into .mcp.json, .cursor/mcp.json and .vscode/mcp.json (others kept)")
+    p.add_argument("--dir", type=Path, help="folder to write the files in (default: the workspace)")
+    p.add_argument("--command", dest="server_command", help="command that starts the server (default: mesh-mcp)")
+
+
+def server_entry(workspace: Path, command: str | None, with_type: bool) -> dict[str, Any]:
+    entry: dict[str, Any] = {"type": "stdio"} if with_type else {}
+    entry["command"] = command or ("mesh-mcp" if shutil.which("mesh-mcp") else sys.argv[0] or "mesh-mcp")
+    entry["args"] = ["serve", "--workspace", str(workspace)]
+    return entry
+
+
+def merge_file(path: Path, key: str, entry: dict[str, Any]) -> str:
+    """Merge ``entry`` as ``<key>.mesh-mcp`` into the JSON file ``path``; returns what was done."""
+    data: dict[str, Any] = {}
+    if path.is_symlink():
+        return f"skipped {path}: a symlink (not followed); add the entry by hand"
+    if path.exists():
+        try:
+            if not path.is_file() or path.stat().st_size > MAX_CONFIG_BYTES:
+                return f"skipped {path}: not a regular file under 1 MB"
+            data = json.loads(path.read_text(encoding="utf-8") or "{}")
+        except (OSError, ValueError) as exc:
+            return f"skipped {path}: not valid JSON ({exc}); fix it or add the entry by hand (nothing written)"
+        if not isinstance(data, dict) or not isinstance(data.get(key, {}), dict):
+            return f"skipped {path}: its top level or '{key}' is not a JSON object (nothing written)"
+    servers = data.setdefault(key, {})
+    before = servers.get(SERVER_NAME)
+    servers[SERVER_NAME] = entry
+    if before == entry:
+        return f"unchanged {path}"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".mesh-mcp-", suffix=".json")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=2)
+            fh.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    others = sorted(k for k in servers if k != SERVER_NAME)
+    return (f"{'updated' if before else 'added'} '{SERVER_NAME}' in {path}"
+            + (f" (kept {', '.join(others)})" if others else ""))
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    from server.cli_support import settings_from_args
+    from server.errors import MeshError
+
+    settings = settings_from_args(args)
+    if settings.workspace is None:
+        raise MeshError("no workspace: pass --workspace DIR (a folder of repositories) or set workspace in mesh.toml")
+    workspace = Path(settings.workspace).resolve()
+    folder = (args.dir or workspace).resolve()
+    plans = [(client, folder / rel, key, server_entry(workspace, args.server_command, typed))
+             for client, rel, key, typed in CLIENTS]
+    if not args.write_ide_config:
+        out = {str(path): {key: {SERVER_NAME: entry}} for _c, path, key, entry in plans}
+        if args.json:
+            print(json.dumps(out, indent=2))
+        else:
+            for client, path, key, entry in plans:
+                print(f"# {client}: {path}\n{json.dumps({key: {SERVER_NAME: entry}}, indent=2)}")
+            print("\nmesh-mcp init --write-ide-config merges these entries (other servers are kept). "
+                  "Claude Code then lists the tools as mcp__mesh-mcp__<tool>.")
+        return 0
+    results = [merge_file(path, key, entry) for _c, path, key, entry in plans]
+    if args.json:
+        print(json.dumps({"results": results}, indent=2))
+    else:
+        print("\n".join(results))
+    return 1 if any(r.startswith("skipped") for r in results) else 0

@@ -1,0 +1,51 @@
+"""search_docs (BM25 over Markdown sections, quoted and cleaned) and mesh-mcp init (merging IDE configs)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from server.cli import main
+from server.errors import InvalidArgument
+from tools.code_nav.doc_search import search_docs
+
+
+def test_sections_ranked_cleaned_and_bounded(nav_root: Path):
+    r = search_docs(nav_root, ["node_modules"], "replay fallback job", max_sections=2)
+    assert [(s.file, s.line, s.heading) for s in r.sections] == [
+        ("docs/runbooks/fallback-jobs.md", 6, "Replaying a fallback job"), ("docs/runbooks/fallback-jobs.md", 1,
+                                                                            "Fallback jobs")]
+    assert "# Not a heading" in r.sections[0].text  # a fenced comment is no section
+    hostile = search_docs(nav_root, ["node_modules"], "ignore previous instructions", max_sections=1).sections[0]
+    assert "\x1b" not in hostile.text and "red" in hostile.text
+    assert "<<< quoted workspace text" in search_docs(nav_root, [], "gateway").summary_text()
+    assert search_docs(nav_root, [], "zzzqqq").sections == []
+    with pytest.raises(InvalidArgument, match="max_sections"):
+        search_docs(nav_root, [], "x", max_sections=50)
+
+
+def test_init_merges_and_never_removes(tmp_path: Path, capsys):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / ".mcp.json").write_text(json.dumps({"mcpServers": {"other": {"command": "x"}}, "extra": 1}))
+    (ws / ".vscode").mkdir()
+    (ws / ".vscode" / "mcp.json").write_text("{ not json")
+    assert main(["init", "--workspace", str(ws)]) == 0  # a dry run prints, writes nothing
+    assert "mcp__mesh-mcp__" in capsys.readouterr().out and not (ws / ".cursor").exists()
+    assert main(["init", "--workspace", str(ws), "--write-ide-config", "--command", "mesh-mcp"]) == 1
+    out = capsys.readouterr().out
+    claude = json.loads((ws / ".mcp.json").read_text())
+    assert claude["extra"] == 1 and claude["mcpServers"]["other"] == {"command": "x"}
+    assert claude["mcpServers"]["mesh-mcp"] == {"type": "stdio", "command": "mesh-mcp",
+                                                "args": ["serve", "--workspace", str(ws.resolve())]}
+    cursor = json.loads((ws / ".cursor" / "mcp.json").read_text())
+    assert cursor["mcpServers"]["mesh-mcp"]["args"][0] == "serve" and "type" not in cursor["mcpServers"]["mesh-mcp"]
+    assert (ws / ".vscode" / "mcp.json").read_text() == "{ not json"  # never overwritten
+    assert "skipped" in out and "not valid JSON" in out
+    (ws / ".vscode" / "mcp.json").write_text(json.dumps({"servers": {"db": {"command": "y"}}}))
+    assert main(["init", "--workspace", str(ws), "--write-ide-config", "--command", "mesh-mcp"]) == 0
+    vscode = json.loads((ws / ".vscode" / "mcp.json").read_text())
+    assert set(vscode["servers"]) == {"db", "mesh-mcp"}
+    assert "unchanged" in capsys.readouterr().out

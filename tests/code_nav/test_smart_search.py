@@ -1,0 +1,76 @@
+"""smart_search: declared symbols from the index's facts (one parse), ranked, scoped, with skeletons."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from server.config import Conventions
+from server.errors import InvalidArgument
+from tools.code_nav.symbol_search import smart_search
+
+
+def test_exact_then_prefix_then_substring(nav_service):
+    r = smart_search(nav_service, "eventserviceclient")
+    assert [(h.name, h.match, h.kind) for h in r.hits][:1] == [("EventServiceClient", "exact", "interface")]
+    hit = r.hits[0]
+    assert (hit.file, hit.line, hit.exported) == ("npm-packages/packages/contracts-nest/src/clients/event.client.ts",
+                                                  14, True)
+    assert hit.signature == "export interface EventServiceClient"
+    assert hit.skeleton == ["createEvent(request: CreateEventRequest): Observable<EventReply>",
+                            "deleteEvent(request: { userId: string; eventId: string; userRole: string }): "
+                            "Observable<EventReply>"]
+    r = smart_search(nav_service, "GatewayServ")
+    assert [h.match for h in r.hits] == ["substring"] * len(r.hits) and r.hits[0].name == "EventsGatewayService"
+    order = [h.match for h in smart_search(nav_service, "EventService", limit=200).hits]
+    assert order == sorted(order, key=["exact", "prefix", "substring"].index)
+
+
+def test_kinds_signatures_and_class_skeleton(nav_service):
+    kinds = {h.name: h.kind for h in smart_search(nav_service, "EVENT_SERVICE_NAME").hits}
+    assert kinds == {"EVENT_SERVICE_NAME": "const"}
+    assert smart_search(nav_service, "DigestFrequency").hits[0].kind == "type"
+    cls = smart_search(nav_service, "EventsGatewayService", limit=1).hits[0]
+    assert cls.kind == "class" and cls.signature == "export class EventsGatewayService implements OnModuleInit"
+    assert "private eventService!: EventServiceClient" in cls.skeleton
+    assert "async create(dto: { userId: string; title: string })" in cls.skeleton
+    assert not any("lastValueFrom" in s for s in cls.skeleton)  # bodies stripped
+    method = smart_search(nav_service, "EventsGatewayService.create").hits[0]
+    assert (method.kind, method.line, method.end_line) == ("method", 16, 18)
+
+
+def test_include_body_scope_and_paging(nav_service):
+    hit = smart_search(nav_service, "EventsGatewayService.create", include_body=True).hits[0]
+    assert hit.body is not None and "this.eventService.createEvent" in hit.body and hit.skeleton == []
+    scoped = smart_search(nav_service, "Controller", scope="api-gateway", limit=200)
+    assert scoped.hits and all(h.file.startswith("api-gateway/") for h in scoped.hits)
+    assert smart_search(nav_service, "Controller", scope="api-gateway/src/events").scope == "api-gateway/src/events"
+    for bad in ("../", "/etc", "api-gateway/../../x"):
+        with pytest.raises(InvalidArgument, match="scope"):
+            smart_search(nav_service, "x", scope=bad)
+    first = smart_search(nav_service, "e", limit=3)
+    second = smart_search(nav_service, "e", limit=3, offset=3)
+    assert first.page.next_offset == 3 and {h.name for h in first.hits}.isdisjoint({h.name for h in second.hits})
+
+
+def test_fuzzy_falls_back_to_text(nav_service):
+    plain = smart_search(nav_service, "sendNothing")
+    assert plain.hits == [] and plain.text_hits == [] and "fuzzy=true" in plain.notes[0]
+    fuzzy = smart_search(nav_service, "sendNothing", fuzzy=True)
+    assert [(t.file, t.line) for t in fuzzy.text_hits] == [
+        ("api-gateway/src/notifications/notifications.client.ts", 14)]
+
+
+def test_warm_start_answers_from_the_cache(nav_root: Path, nav_service, tmp_path: Path):
+    from tools.mesh_index.service import IndexService
+
+    before = smart_search(nav_service, "EventReply").hits
+    cache = nav_service.cache_dir
+    again = IndexService(nav_root, Conventions(), cache_dir=cache)
+    try:
+        info = again.refresh()
+        assert info.reparsed == 0
+        assert smart_search(again, "EventReply").hits == before
+    finally:
+        again.close()
