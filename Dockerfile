@@ -24,6 +24,8 @@ USER mesh
 WORKDIR /home/mesh
 # plans, backups, the audit log and the index cache live here, not in the (read-only) workspace
 ENV MESH_STATE_DIR=/home/mesh/state
+# one server per container: a stdio client (docker run -i ... serve) serves in-process, no shared server
+ENV MESH_STANDALONE=1
 
 EXPOSE 8765
 ENTRYPOINT ["mesh-mcp"]

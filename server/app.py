@@ -56,6 +56,7 @@ REGISTRARS: tuple[str, ...] = (
     "tools.trace_request.mcp_tools",
     "resources.completions",
     "tools.plan_flow.mcp_tools",
+    "tools.pictures.mcp_tools",  # last: it names its app on the tools registered before it
 )
 """Modules exposing ``register(server, runtime)``, in listing order."""
 

@@ -58,6 +58,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="register apply_remediation (still needs a human-minted approval token per plan)",
     )
+    p.add_argument("--standalone", action="store_true",
+                   help="serve in this process, not through the workspace's shared server (also MESH_STANDALONE=1)")
+    p.add_argument("--idle-exit", type=float, default=600.0, metavar="SECONDS",
+                   help="a shared server exits after this long without a client (default 600)")
+    p.add_argument("--runtime-dir", type=Path, metavar="DIR",
+                   help="private folder of the shared servers' sockets (default $XDG_RUNTIME_DIR/mesh-mcp)")
+    p.add_argument("--shared-daemon", metavar="SOCKET", help=argparse.SUPPRESS)
     p.add_argument(
         "--allow-unprotected-approvers",
         action="store_true",
@@ -125,6 +132,9 @@ def build_parser() -> argparse.ArgumentParser:
     from tools.plan_flow.commands import add_parser as add_plan_flow
 
     add_plan_flow(sub)
+    from tools.pictures.commands import add_parser as add_graph_parser
+
+    add_graph_parser(sub)
     return parser
 
 

@@ -23,4 +23,5 @@ COMMANDS: dict[str, str] = {
     "lint": "tools.lint.commands:cmd_lint",
     "trace-request": "tools.trace_request.commands:cmd_trace_request",
     "plan-flow": "tools.plan_flow.commands:cmd_plan_flow",
+    "graph": "tools.pictures.commands:cmd_graph",
 }

@@ -245,7 +245,8 @@ def _env_overrides(environ: dict[str, str]) -> dict[str, Any]:
     for key, raw in environ.items():
         if not key.startswith("MESH_") or key.startswith("MESH_TEST_"):
             continue
-        if key in ("MESH_CONFIG", "MESH_HTTP_TOKEN"):  # the token is read by server.http_auth, never stored
+        # the token is read by server.http_auth, never stored; MESH_STANDALONE is serve's own switch
+        if key in ("MESH_CONFIG", "MESH_HTTP_TOKEN", "MESH_STANDALONE"):
             continue
         path = short.get(key) or key[len("MESH_") :].lower()
         parts = [p for p in path.split("__") if p]

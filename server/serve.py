@@ -70,6 +70,16 @@ def run_http(server: MCPServer, settings: Settings, host: str, port: int) -> Non
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    if getattr(args, "shared_daemon", None):
+        from server.shared_daemon import run_daemon
+
+        return run_daemon(args, build_stdio_server, load_index_now)
+    if not args.http:
+        from server.shared_front import serve_through_shared
+
+        code = serve_through_shared(args)  # None: shared mode refused or unavailable, serve in-process
+        if code is not None:
+            return code
     with collector_paused():  # the start-up makes long-lived objects, hardly any garbage (server/startup_gc.py)
         server, settings, http = _start(args)
     if http is not None:
@@ -77,6 +87,32 @@ def cmd_serve(args: argparse.Namespace) -> int:
     else:
         server.run("stdio")
     return 0
+
+
+def build_stdio_server(args: argparse.Namespace) -> MCPServer:
+    """The server ``serve`` runs over stdio (the shared server runs it over its socket), warm-up started."""
+    return _start(args)[0]
+
+
+def load_index_now(server: MCPServer) -> None:
+    """Load the workspace's index and the tools' result models into memory (the shared server does it after
+    binding its socket, so that its clients' first call is answered from memory; a start-up from the manifest
+    loads them on first use)."""
+    from server.sdk_tools import load_output_model
+    from tools.mesh_index.service import get_index_service
+
+    for tool in server._tool_manager.list_tools():  # each tool's result model, imported on a first call otherwise
+        load_output_model(server, tool.name)
+    import tools.mesh_index.summary  # noqa: F401  (analyze_impact's summary, the agents' first call)
+
+    runtime = server.runtime  # type: ignore[attr-defined]
+    if runtime.settings.workspace is not None:
+        service = get_index_service(runtime)
+        service.info()
+        service.refresh()  # what a call does first: sets the folder watches when the start came from the manifest
+        from tools.skills.service import get_skill_links
+
+        get_skill_links(runtime).workspace_skills()  # every result links its related skills: the first walks
 
 
 def _start(args: argparse.Namespace) -> tuple[MCPServer, Settings, tuple[str, int] | None]:

@@ -30,6 +30,7 @@ TITLES: dict[str, str] = {
     "flow_map": "Draw a flow as a Mermaid map",
     "lint_flows": "Find flow defects across the workspace",
     "plan_flow": "Plan the edits for a new job or event",
+    "visualize_mesh": "Draw the whole mesh",
     "propose_remediation": "Propose a repair plan (read-only; a human approves it)",
     "apply_remediation": "Apply an approved repair plan",
 }

@@ -29,6 +29,10 @@ from server.demo.embedded import EmbeddedServices, port_answers
 from tests.helpers import render_toml
 from tests.scratch_redis import claim_database
 
+# every `mesh-mcp serve` a test starts serves in-process unless the test asks for the shared server
+# (tests/foundation/test_shared_serve.py): a shared server would outlive the test by its idle time
+os.environ.setdefault("MESH_STANDALONE", "1")
+
 DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/postgres"
 DEFAULT_REDIS = "redis://127.0.0.1:6379/0"
 

@@ -60,4 +60,6 @@ def every_tool_calls(scn: Scenario) -> list[Call]:
         ("list_queues", {}),
         ("lint_flows", {}),
         ("plan_flow", {"kind": "job", "name": "DEMO_NEW_JOB", "domain": "event"}),
+        ("visualize_mesh", {}),
+        ("visualize_mesh", {"format": "json"}),
     ]

@@ -56,33 +56,31 @@ def register(server: MCPServer, runtime: Runtime) -> None:
     async def flow_map_tool(
         target: Annotated[str, Field(
             min_length=1, max_length=512,
-            description="a job, event or websocket type (member name, qualified name or string value), "
-            "a queue name or a stream key")],
+            description="a job, event or websocket type (member, qualified name or value), a queue or a stream key")],
         ctx: Context,
         depth: Annotated[int, Field(ge=0, le=MAX_DEPTH, description=f"follow-up levels drawn (0-{MAX_DEPTH})")] = 3,
         live: Annotated[bool, Field(
-            description="also read each hop once at run time (outbox counts, BullMQ counts, stream groups, "
-            "dead letters) and colour it by the trace verdict codes")] = False,
+            description="read each hop once at run time and colour it")] = False,
         direction: Annotated[Literal["LR", "TB", "TD", "RL", "BT"], Field(
-            description="layout of the flowchart: LR (left to right), TB/TD (top down), RL, BT")] = "LR",
+            description="layout")] = "LR",
         detail: DetailArg = "summary",
     ) -> Annotated[CallToolResult, ResultModel("tools.flow_map.model:FlowMap")]:
-        """The flow of a job, event, websocket message, queue or stream as a Mermaid flowchart.
-        The picture is in the text (```mermaid) and, with detail="full", in `mermaid`, `nodes`, `edges`.
-        Producers, queues, streams, workers, handlers, post-processors and groups, SQL triggers, outcome
-        events; trouble in red (dead end, unrouted handler, queue without worker, filter matching nothing).
-        live=true reads each hop once and colours it by the trace verdict; what could not be read is in
-        `unavailable`.
+        """The flow of a job, event, websocket message, queue or stream as a Mermaid flowchart (in the text;
+        with detail="full" also `mermaid`, `nodes`, `edges`). Trouble in red (dead end, unrouted handler, queue
+        without worker, filter matching nothing). live=true colours each hop by the trace verdict.
         """
         service = get_index_service(runtime)
         await refresh_with_progress(service, ctx)
         from tools.flow_map.service import flow_map
         from tools.flow_map.summary import summarise_flow
+        from tools.pictures.attach import with_view
+        from tools.pictures.view import flow_view
 
         result = await flow_map(service, target, depth, live, direction, runtime)
         page = await anyio.to_thread.run_sync(related_to_flow, runtime, result)
         text = "\n".join(filter(None, [result.summary_text(), attach_related(result, page)]))
-        return tool_result(shaped(result, detail, summarise_flow, runtime.settings.limits.summary_items), text)
+        shown = tool_result(shaped(result, detail, summarise_flow, runtime.settings.limits.summary_items), text)
+        return with_view(ctx, shown, lambda: flow_view(result))
 
     with_summary(server, "flow_map", "tools.flow_map.summary:FlowSummary")
 

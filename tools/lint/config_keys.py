@@ -6,6 +6,11 @@ other keys is read key by key in the workspace's production sources (``parent.ke
 appears in none of them (as an identifier, a property or a word of a string such as
 ``'postProcessor.maxRetries'``). A key read through a computed name, or by a library outside
 the workspace, is not seen: the finding says so.
+
+The sources are scanned once, whatever the number of keys: one pass collects every
+``name.member`` / ``name['member']`` pair (:func:`member_reads`), and each key is then a set
+lookup. (The check used to run one regular expression per key over all sources joined: its
+time grew with keys x source size.)
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -43,23 +49,38 @@ def _line_of_key(lines: list[str], key: str, start: int) -> int:
     return 1
 
 
-def _read_key_by_key(corpus: str, parent: str, key: str) -> bool:
-    """``parent.key`` / ``parent?.key`` / ``parent['key']`` in code, or ``'...parent.key'`` in a string."""
-    p, k = re.escape(parent), re.escape(key)
-    return re.search(rf"\b{p}\s*\??\.\s*{k}\b|\b{p}\s*\[\s*['\"`]{k}['\"`]\s*\]", corpus) is not None
+# ``parent.key`` / ``parent?.key`` (the member's run of word characters and dashes, so a dashed key
+# named in a string such as 'parent.max-retries' counts), each name of a chain ``a.b.c`` paired with
+# the next one; ``parent['key']`` with any quote.
+_DOT_READ = re.compile(r"\b(\w+)(?=\s*\??\.\s*([\w$-]+))")
+_INDEX_READ = re.compile(r"\b(\w+)\s*\[\s*['\"`]([^'\"`\n]+)['\"`]\s*\]")
 
 
-def _walk(obj: dict[str, Any], path: list[str], words: set[str], corpus: str, lines: list[str],
+def member_reads(texts: Iterable[str]) -> set[tuple[str, str]]:
+    """Every ``(parent, key)`` read key by key in ``texts``: one pass of two expressions per text."""
+    pairs: set[tuple[str, str]] = set()
+    for text in texts:
+        for parent, member in _DOT_READ.findall(text):
+            pairs.add((parent, member))
+            # 'parent.max-retries' names max-retries, code 'parent.key-1' reads key: both count
+            head = member.split("-", 1)[0]
+            if head != member:
+                pairs.add((parent, head))
+        pairs.update(_INDEX_READ.findall(text))
+    return pairs
+
+
+def _walk(obj: dict[str, Any], path: list[str], words: set[str], reads: set[tuple[str, str]], lines: list[str],
           found: list[tuple[str, int, list[str]]], cursor: list[int]) -> None:
     parent = path[-1] if path else ""
-    read = [k for k in obj if parent and _read_key_by_key(corpus, parent, k)]
+    read = [k for k in obj if parent and (parent, k) in reads]
     for key, value in obj.items():
         line = _line_of_key(lines, key, cursor[0])
         cursor[0] = max(cursor[0], line - 1)
         if read and key not in words:
             found.append((".".join([*path, key]), line, read))
         if isinstance(value, dict) and key in words:
-            _walk(value, [*path, key], words, corpus, lines, found, cursor)
+            _walk(value, [*path, key], words, reads, lines, found, cursor)
 
 
 def check(ctx: LintContext) -> list[Finding]:
@@ -69,7 +90,7 @@ def check(ctx: LintContext) -> list[Finding]:
     words: set[str] = set()
     for rel in ctx.production_files:
         words.update(_WORD.findall(ctx.text(rel)))
-    corpus = "\n".join(ctx.text(rel) for rel in ctx.production_files)
+    reads = member_reads(ctx.text(rel) for rel in ctx.production_files)
     findings = []
     for rel in files:
         path = ctx.workspace / rel
@@ -84,7 +105,7 @@ def check(ctx: LintContext) -> list[Finding]:
         if not isinstance(data, dict):
             continue
         found: list[tuple[str, int, list[str]]] = []
-        _walk(data, [], words, corpus, text.splitlines(), found, [0])
+        _walk(data, [], words, reads, text.splitlines(), found, [0])
         for dotted, line, siblings in found:
             findings.append(Finding(
                 code="config-key-unread", severity="warning", file=rel, line=line, heuristic=True,

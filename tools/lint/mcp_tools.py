@@ -15,6 +15,7 @@ from server.toolkit import READ_ONLY_LOCAL, mesh_tool, tool_result
 from tools.lint.rules import CODES
 from tools.mesh_index.mcp_tools import refresh_with_progress
 from tools.mesh_index.service import get_index_service
+from tools.paging import DEFAULT_LIMIT, MAX_LIMIT, page
 
 
 def register(server: MCPServer, runtime: Runtime) -> None:
@@ -26,18 +27,20 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         ctx: Context,
         codes: Annotated[list[Annotated[str, Field(max_length=60)]] | None, Field(
             max_length=len(CODES),
-            description="only these codes (all when omitted): " + ", ".join(CODES))] = None,
+            description="only these codes: " + ", ".join(CODES))] = None,
         min_severity: Annotated[Literal["info", "warning", "error"], Field(
-            description="hide findings below this severity (catalogue orphans are info)")] = "warning",
+            description="hide findings below this (catalogue orphans are info)")] = "warning",
+        limit: Annotated[int, Field(ge=1, le=MAX_LIMIT, description="page size")] = DEFAULT_LIMIT,
+        offset: Annotated[int, Field(ge=0, description="first finding (page.next_offset)")] = 0,
     ) -> Annotated[CallToolResult, ResultModel("tools.lint.model:LintReport")]:
-        """Workspace-wide flow defects that no single flow's check sees, each with file:line evidence.
-        Filters matching nothing, types and streams nothing consumes, workers on unregistered queues, payload
-        fields read at the wrong level, diverging shared migrations, dropped option keys, unread config keys,
-        impossible preconditions, contract members newer than the pinned package. Errors first.
+        """Workspace-wide flow defects no single flow's check sees, with file:line evidence: filters matching
+        nothing, types nothing consumes, unregistered queues, payload fields read at the wrong level, diverging
+        migrations, dropped options, unread config keys, contract members newer than the pin. Errors first; paged.
         """
         service = get_index_service(runtime)
         await refresh_with_progress(service, ctx)
         from tools.lint.engine import lint
 
         report = await anyio.to_thread.run_sync(lambda: lint(service, codes, min_severity))
+        report.findings, report.page = page(report.findings, limit, offset)
         return tool_result(report, report.summary_text())

@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field
 
 from tools.lint.rules import SEVERITIES
 from tools.mesh_index.model import IndexInfo
+from tools.paging import Page
 
 Severity = Literal["info", "warning", "error"]
 
@@ -71,6 +72,7 @@ class LintReport(BaseModel):
     min_severity: Severity
     notes: list[str] = Field(default_factory=list, description="what could not be read, caveats")
     index: IndexInfo
+    page: Page | None = Field(default=None, description="which findings this answer holds (the MCP tool pages them)")
 
     def summary_text(self) -> str:
         from tools.lint.render import report_text

@@ -30,6 +30,8 @@ def report_text(report: LintReport) -> str:
     if s.baselined:
         tail += f"; {s.baselined} accepted by the baseline"
     lines.append(tail)
+    if report.page is not None and (cut := report.page.text("findings")):
+        lines.append(cut)
     lines.extend(f"note: {n}" for n in report.notes)
     i = report.index
     lines.append(f"index: {i.files} files, {i.parse_errors} with parse errors, built {i.indexed_at}")

@@ -24,6 +24,7 @@ from server.toolkit import READ_ONLY_LOCAL, mesh_tool, tool_result
 from tools.detail import DetailArg, shaped, with_summary
 from tools.mesh_index.model import Catalogue
 from tools.mesh_index.service import IndexService, get_index_service
+from tools.paging import DEFAULT_LIMIT, MAX_LIMIT, page
 from tools.skills.model import attach_related
 from tools.skills.service import get_skill_links
 
@@ -83,16 +84,16 @@ def register(server: MCPServer, runtime: Runtime) -> None:
     async def list_catalogue(
         ctx: Context,
         kind: Annotated[Literal["job", "event", "ws_event", "queue", "stream"] | None, Field(
-            description="only this kind (job, event, ws_event, queue or stream); all kinds when omitted")] = None,
-        orphans_only: Annotated[bool, Field(
-            description="only entries with a problem: no producer, no handler, handler not routed, queue without "
-            "worker, event without consumer, ...")] = False,
+            description="only this kind; all kinds when omitted")] = None,
+        orphans_only: Annotated[bool, Field(description="only the entries with a problem (orphans)")] = False,
+        limit: Annotated[int, Field(ge=1, le=MAX_LIMIT, description="page size")] = DEFAULT_LIMIT,
+        offset: Annotated[int, Field(ge=0, description="first entry (page.next_offset)")] = 0,
     ) -> Annotated[CallToolResult, Catalogue]:
-        """Every job, event, websocket type, queue and stream of the workspace with producer and consumer counts.
-        Orphans carry `reasons`: no producer, no handler, handler not routed, queue without worker, event nobody
-        accepts, stream nobody reads (test-only sites are counted apart).
+        """Every job, event, websocket type, queue and stream, with producer and consumer counts; orphans say why.
+        Paged.
         """
         service = get_index_service(runtime)
         await refresh_with_progress(service, ctx)
         result = await anyio.to_thread.run_sync(lambda: service.catalogue(kind, orphans_only))
+        result.entries, result.page = page(result.entries, limit, offset)
         return tool_result(result, result.summary_text())

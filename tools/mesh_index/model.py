@@ -12,6 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tools.paging import Page
 from tools.skills.model import RelatedSkill
 
 
@@ -159,6 +160,7 @@ class Catalogue(_Model):
     counts: dict[str, int] = Field(description="entries per kind")
     orphans: int
     index: IndexInfo
+    page: Page | None = Field(default=None, description="which entries this answer holds (the MCP tool pages them)")
 
     def summary_text(self) -> str:
         from tools.mesh_index.render import catalogue_text

@@ -73,5 +73,7 @@ def catalogue_text(c: Catalogue) -> str:
         f"  {e.kind} {e.name} = '{e.value}': {', '.join(e.failing_checks)}" for e in c.entries if e.failing_checks
     ]
     lines += _section("failing verify_flow checks", failing)
+    if c.page is not None and (cut := c.page.text("entries")):
+        lines.append(cut)
     lines.append(index_line(c.index))
     return "\n".join(lines)

@@ -6,7 +6,7 @@ result plus a short text. All four only read (READ_ONLY_REMOTE).
 
 from typing import TYPE_CHECKING, Annotated, Literal
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
@@ -105,19 +105,22 @@ def register(server: MCPServer, runtime: Runtime) -> None:
     @mesh_tool
     async def trace_job(
         job_id: Annotated[str, Field(min_length=1, max_length=100, description="the jobs_outbox id (= BullMQ job id)")],
+        ctx: Context,
         service: Annotated[str | None, Field(min_length=1, max_length=100, description=SERVICE_DOC)] = None,
         detail: DetailArg = "summary",
     ) -> Annotated[CallToolResult, ResultModel(TRACE_REPORT)]:
         """Follow one job hop by hop and name the first broken link.
         Hops: jobs_outbox row, BullMQ job, job:completed guard, job_audit row, outcome events, their stream entries
-        and delivery per consumer group. verdict.code: ok, pending_in_outbox, stuck_processing, pushed_not_consumed,
+        and delivery per group. verdict.code: ok, pending_in_outbox, stuck_processing, pushed_not_consumed,
         handler_failed, success_not_cleaned, event_pending, in_pel, dead_consumer, in_dlq, trimmed,
-        idempotency_lock_stale, purged or not_found, with a sentence and the next step.
+        idempotency_lock_stale, purged or not_found, with the next step.
         """
         from tools.flow_map.trace_mermaid import trace_mermaid
         from tools.outbox.learnt_shape import settings_for_runtime
         from tools.outbox.summary import summarise_trace
         from tools.outbox.trace import Tracer
+        from tools.pictures.attach import with_view
+        from tools.pictures.view import trace_view
         from tools.skills.trace_links import related_to_trace
 
         settings = await settings_for_runtime(runtime)
@@ -125,23 +128,27 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         report.mermaid = trace_mermaid(report)
         related = attach_related(report, await related_to_trace(runtime, report))
         shown = shaped(report, detail, summarise_trace, limits.summary_items)
-        return tool_result(shown, "\n".join(filter(None, [with_picture(report), related])))
+        result = tool_result(shown, "\n".join(filter(None, [with_picture(report), related])))
+        return with_view(ctx, result, lambda: trace_view(report))
 
     @server.tool(name="trace_event", annotations=READ_ONLY_REMOTE)
     @mesh_tool
     async def trace_event(
         event_id: Annotated[str, Field(min_length=1, max_length=100, description="the event_queue id")],
+        ctx: Context,
         service: Annotated[str | None, Field(min_length=1, max_length=100, description=SERVICE_DOC)] = None,
         detail: DetailArg = "summary",
     ) -> Annotated[CallToolResult, ResultModel(TRACE_REPORT)]:
         """Follow one event_queue row to its stream entries and, per consumer group, whether it was delivered.
-        Pending (on which consumer, for how long), acknowledged or dead-lettered, with retry keys and idempotency lock.
+        Pending (consumer, idle time), acknowledged or dead-lettered; retry keys, idempotency lock.
         verdict.code (the first broken link): event_pending, stuck_processing, pushed_not_consumed, in_pel,
         dead_consumer, in_dlq, trimmed, idempotency_lock_stale, not_found or ok, with the next step.
         """
         from tools.flow_map.trace_mermaid import trace_mermaid
         from tools.outbox.summary import summarise_trace
         from tools.outbox.trace import Tracer
+        from tools.pictures.attach import with_view
+        from tools.pictures.view import trace_view
         from tools.skills.trace_links import related_to_trace
 
         report = await Tracer(runtime.connections, runtime.settings, catalog_of(runtime)).trace_event(
@@ -150,7 +157,8 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         report.mermaid = trace_mermaid(report)
         related = attach_related(report, await related_to_trace(runtime, report))
         shown = shaped(report, detail, summarise_trace, limits.summary_items)
-        return tool_result(shown, "\n".join(filter(None, [with_picture(report), related])))
+        result = tool_result(shown, "\n".join(filter(None, [with_picture(report), related])))
+        return with_view(ctx, result, lambda: trace_view(report))
 
     with_summary(server, "trace_job", TRACE_SUMMARY)
     with_summary(server, "trace_event", TRACE_SUMMARY)

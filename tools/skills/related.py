@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from resources.skills import Skill
 from resources.workspace_skills import WorkspaceSkill
@@ -35,12 +36,32 @@ class TargetFacts:
     """Why a file is one of the target's (``a site of user.send_welcome``), said after a glob match."""
 
 
+_CACHED_BODY_CHARS = 262_144
+
+
+@lru_cache(maxsize=128)
+def _span_tokens_cached(body: str, first_line: int) -> tuple[tuple[frozenset[str], int], ...]:
+    return _span_tokens(body, first_line)
+
+
+def _span_tokens(body: str, first_line: int) -> tuple[tuple[frozenset[str], int], ...]:
+    """Each code span's tokens (the span, and its words split at parentheses and commas) and its line."""
+    return tuple(
+        (frozenset({span.text, *span.text.replace("(", " ").replace(")", " ").replace(",", " ").split()}), span.line)
+        for span in code_spans(body, first_line)
+    )
+
+
 def _mention(body: str, first_line: int, wanted: set[str]) -> tuple[str, int] | None:
-    for span in code_spans(body, first_line):
-        tokens = {span.text, *span.text.replace("(", " ").replace(")", " ").replace(",", " ").split()}
+    """The first name of ``wanted`` that a code span of ``body`` holds, and its line.
+
+    A body's spans are found once and kept (at most 128 bodies of up to 256 KB): every tool result
+    looks for its related skills in the same few runbooks, so they were parsed again on every call."""
+    spans = _span_tokens_cached(body, first_line) if len(body) <= _CACHED_BODY_CHARS else _span_tokens(body, first_line)
+    for tokens, line in spans:
         hit = sorted(tokens & wanted)
         if hit:
-            return hit[0], span.line
+            return hit[0], line
     return None
 
 

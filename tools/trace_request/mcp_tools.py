@@ -2,7 +2,7 @@
 
 from typing import TYPE_CHECKING, Annotated
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult
 from pydantic import Field
 
@@ -33,6 +33,7 @@ def register(server: MCPServer, runtime: Runtime) -> None:
     @server.tool(name="trace_request", annotations=READ_ONLY_REMOTE)
     @mesh_tool
     async def trace_request(
+        ctx: Context,
         correlation_id: Annotated[
             str | None, Field(min_length=1, max_length=200, description="event_queue.correlation_id of the request")
         ] = None,
@@ -57,11 +58,12 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         detail: DetailArg = "summary",
     ) -> Annotated[CallToolResult, ResultModel("tools.trace_request.model:RequestReport")]:
         """Follow one request across every service: give exactly one of correlation_id, trace_id, entity_id, start.
-        Finds its rows in every service, follows the correlation and trace ids, traces each item like
-        trace_job. verdict: the first broken link (`inconclusive` with `unavailable` when a service could not
-        be searched); also `trace_context` findings and `ws_messages` (static).
+        Each item is traced like trace_job. verdict: the first broken link (`inconclusive` with `unavailable` when
+        a service could not be searched); also `trace_context` findings and `ws_messages` (static).
         """
         from tools.outbox.learnt_shape import settings_for_runtime
+        from tools.pictures.attach import with_view
+        from tools.pictures.view import request_view
         from tools.skills.trace_links import related_to_request
         from tools.trace_request.service import trace_request as trace_request_lib
         from tools.trace_request.summary import request_text, summarise_request
@@ -74,6 +76,7 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         )
         related = attach_related(report, await related_to_request(runtime, report))
         shown = shaped(report, detail, summarise_request, runtime.settings.limits.summary_items)
-        return tool_result(shown, "\n".join(filter(None, [request_text(report), related])))
+        result = tool_result(shown, "\n".join(filter(None, [request_text(report), related])))
+        return with_view(ctx, result, lambda: request_view(report))
 
     with_summary(server, "trace_request", "tools.trace_request.summary:RequestSummary")

@@ -1,0 +1,67 @@
+"""``visualize_mesh`` rendered: the Mermaid flowchart, the text summary and the standalone HTML page.
+
+Every label comes from the workspace (service folders, queue names, stream keys, type values): it is
+escaped by :mod:`tools.flow_map.mermaid` in Mermaid and drawn as text (never as markup) by the page.
+"""
+
+from __future__ import annotations
+
+from tools.flow_map import mermaid as mm
+from tools.pictures.mesh_model import MeshGraph
+
+SHAPE = {"service": ("[", "]"), "queue": ("[(", ")]"), "stream": ("[(", ")]"), "websocket": (">", "]"),
+         "folded": ("{{", "}}")}
+CLASS_STYLES = {
+    "service": "fill:#ffffff,stroke:#555555",
+    "queue": "fill:#f4f0ff,stroke:#7a5cc4",
+    "stream": "fill:#eef4ff,stroke:#3b6fd8",
+    "websocket": "fill:#eefaf0,stroke:#2e8b57",
+    "folded": "fill:#f6f6f6,stroke:#999999,stroke-dasharray:3 3",
+    "broken": "fill:#ffe0e0,stroke:#cc0000,stroke-width:2px,color:#800000",
+}
+
+
+def mesh_mermaid(graph: MeshGraph) -> str:
+    out = ["flowchart LR"]
+    classes: dict[str, list[str]] = {name: [] for name in CLASS_STYLES}
+    for node in graph.nodes:
+        left, right = SHAPE[node.kind]
+        lines = [node.label]
+        if node.kind in ("queue", "stream", "websocket") and node.types:
+            lines.append(f"{len(node.types)} type{'s' * (len(node.types) != 1)}")
+        lines.extend(f"⚠ {t}" for t in node.trouble[:2])
+        out.append(f"  {node.id}{left}{mm.label(*lines)}{right}")
+        classes["broken" if node.trouble else node.kind].append(node.id)
+    for edge in graph.edges:
+        out.append(mm.edge_line(edge.source, edge.target, edge.label, dashed=edge.confidence == "heuristic"))
+    out.extend(mm.assign_lines(classes))
+    out.extend(f"  classDef {name} {style}" for name, style in CLASS_STYLES.items() if classes[name])
+    return "\n".join(out) + "\n"
+
+
+def summary_lines(graph: MeshGraph) -> list[str]:
+    """The head line (counts), trouble, notes and gRPC lines (no picture)."""
+    c = graph.counts
+    head = (f"mesh{f' around {graph.service}' if graph.service else ''}: {c['services']} services, {c['queues']} "
+            f"queues, {c['streams']} streams, {c['websocket_types']} websocket types, {c['edges']} edges"
+            + (f", {graph.folded} folded" if graph.folded else ""))
+    lines = [head]
+    lines.extend(f"trouble: {n.label}: {'; '.join(n.trouble)}" for n in graph.nodes if n.trouble)
+    lines.extend(f"note: {n}" for n in graph.notes)
+    lines.append(f"gRPC: {graph.grpc}")
+    lines.append("look closer: visualize_mesh(service=S), inspect_queue(queue=Q), inspect_stream(stream=K)")
+    return lines
+
+
+def mesh_text(graph: MeshGraph) -> str:
+    """The text content of visualize_mesh: the summary lines, then the picture (mermaid) or where the page is."""
+    lines = summary_lines(graph)
+    if graph.format != "mermaid":  # the ids and names of what is drawn (the Mermaid text has them otherwise)
+        lines.append("nodes: " + "; ".join(f"{n.id} {n.label}" + (f" ({', '.join(n.members)})" if n.members else "")
+                                           for n in graph.nodes))
+    if graph.format == "mermaid" and graph.mermaid:
+        lines.append(f"```mermaid\n{graph.mermaid.rstrip()}\n```")
+    elif graph.format == "html" and graph.html:
+        lines.append(f"html: a standalone page of {len(graph.html)} bytes is in `html` (save it as a .html file); "
+                     "`mesh-mcp graph --format html --open` opens it")
+    return "\n".join(lines)
