@@ -30,14 +30,17 @@ from resources.catalogue import CATALOGUE_MIME_TYPE, CATALOGUE_URI, catalogue_js
 from resources.skill_catalog import get_skill_catalog
 from resources.skills import NAME_PATTERN, SKILL_MIME_TYPE, Skill, find_skill, load_skills
 from resources.workspace_skills import (
+    MAX_SKILL_BYTES,
     WORKSPACE_SKILL_PREFIX,
     SkillDiscovery,
     WorkspaceSkill,
     discover_workspace_skills,
 )
+from server import workspace_files
 from server.config import Settings
 from server.errors import InvalidArgument, MeshError
 from server.runtime import Runtime
+from server.text_safety import one_line
 
 log = logging.getLogger("mesh.resources")
 
@@ -58,18 +61,21 @@ def _skill_resource(skill: Skill) -> TextResource:
 
 
 def _workspace_skill_listing(skill: WorkspaceSkill) -> MCPResource:
-    """How a workspace SKILL.md is listed: its front-matter name and description, problems said."""
+    """How a workspace SKILL.md is listed: its front-matter name and description, problems said. Every
+    text from the workspace is kept on one line with its control characters shown, not obeyed
+    (:func:`server.text_safety.one_line`): a title is what a client prints in a list."""
     description = skill.description or "(no description in its front matter)"
     if skill.error:
         description = f"{description} [listed with a problem: {skill.error}]"
     return MCPResource(
         uri=skill.uri,
-        name=f"{skill.repo}/{skill.slug}",
-        title=skill.title,
-        description=description,
+        name=one_line(f"{skill.repo}/{skill.slug}"),
+        title=one_line(skill.title),
+        description=one_line(description),
         mime_type=SKILL_MIME_TYPE,
         annotations=FOR_EVERYONE,
-        _meta={"source": "workspace", "repo": skill.repo, "path": skill.rel_path, "tags": skill.tags,
+        _meta={"source": "workspace", "repo": one_line(skill.repo), "path": one_line(skill.rel_path),
+               "tags": skill.tags,
                "front_matter_keys": sorted(skill.front_matter), "error": skill.error},
     )
 
@@ -128,9 +134,9 @@ def _reader(runtime: Runtime, uri: str) -> Callable[[], str]:
         if skill is None:
             known = ", ".join(s.uri for s in skills) or "(none)"
             raise ResourceNotFoundError(f"no workspace skill {uri}; known: {known} (resources/list shows them)")
-        path = runtime.settings.workspace / skill.rel_path
-        try:
-            return path.read_text(encoding="utf-8")
+        try:  # the guarded reader: no symlink out of the workspace, no FIFO or device, capped
+            return workspace_files.read_text(runtime.settings.workspace, skill.rel_path, MAX_SKILL_BYTES,
+                                             errors="strict")
         except (OSError, UnicodeDecodeError) as exc:
             raise ResourceError(f"{skill.rel_path} cannot be read: {exc}") from None
 

@@ -85,7 +85,7 @@ class SkillCatalog:
         for rel in changed:
             old = by_path[rel]
             files[rel] = file_stat(self.workspace / rel)
-            by_path[rel] = read_skill_file(self.workspace / rel, rel, old.repo, old.slug)
+            by_path[rel] = read_skill_file(self.workspace, rel, old.repo, old.slug)
             self.reads += 1
         skills = sorted(by_path.values(), key=lambda s: s.uri)
         racy = is_racy((files[rel][1] for rel in changed), started)

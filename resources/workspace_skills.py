@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from server import workspace_files
 from server.lazy_modules import LazyModule
 
 yaml = LazyModule("yaml")
@@ -40,6 +41,8 @@ SKILL_FOLDERS = (".agents", ".claude")
 """A ``SKILL.md`` counts when its path holds ``<one of these>/skills/``."""
 MAX_SKILL_FILES = 500
 MAX_SKILL_BYTES = 1_000_000
+MAX_FRONT_MATTER_NODES = 50_000
+MAX_FRONT_MATTER_DEPTH = 64
 MAX_WALK_DIRS = 50_000
 RACY_NS = 2_000_000_000
 """Mtimes this close to a walk are not trusted as freshness proof (coarse file-system clocks: up to 2 s)."""
@@ -122,7 +125,10 @@ def parse_workspace_skill(text: str, *, rel_path: str, repo: str, slug: str) -> 
             where = f" at line {mark.line + 2}" if mark is not None else ""
             error = f"front matter is not valid YAML{where}: {getattr(exc, 'problem', None) or exc}"
             loaded = {}
-        if isinstance(loaded, dict):
+        if isinstance(loaded, dict) and not _bounded(loaded):
+            error = (f"front matter holds over {MAX_FRONT_MATTER_NODES} values once its YAML aliases are expanded "
+                     "(or an alias refers to itself): not read")
+        elif isinstance(loaded, dict):
             data = {str(k): v for k, v in loaded.items()}
         else:
             error = f"front matter is a {type(loaded).__name__}, expected 'key: value' lines"
@@ -141,6 +147,25 @@ def parse_workspace_skill(text: str, *, rel_path: str, repo: str, slug: str) -> 
         text=text,
         error=error,
     )
+
+
+def _bounded(value: Any) -> bool:
+    """Whether ``value`` (loaded YAML) holds at most :data:`MAX_FRONT_MATTER_NODES` values and
+    :data:`MAX_FRONT_MATTER_DEPTH` levels counted as if its aliases were copies: a few lines of
+    nested aliases ("billion laughs") or an alias to itself would otherwise cost every later
+    walk of the front matter (``str()`` of the tags) billions of steps."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    count = 0
+    while stack:
+        item, depth = stack.pop()
+        count += 1
+        if count > MAX_FRONT_MATTER_NODES or depth > MAX_FRONT_MATTER_DEPTH:
+            return False
+        if isinstance(item, dict):
+            stack.extend((x, depth + 1) for pair in item.items() for x in pair)
+        elif isinstance(item, list | tuple | set):
+            stack.extend((x, depth + 1) for x in item)
+    return True
 
 
 def _is_skill_path(rel_dir_parts: list[str]) -> bool:
@@ -207,7 +232,7 @@ def discover_workspace_skills(
     skip = {d for d in skip_dirs if d not in SKILL_FOLDERS}
     started = time.time_ns()
     found, dirs, truncated = _walk(workspace, skip, max_files)
-    return _discovery(found, dirs, truncated, started, max_files)
+    return _discovery(workspace, found, dirs, truncated, started, max_files)
 
 
 def discovery_from_walk(workspace: Path, skip_dirs: Iterable[str], skill_files: list[str], dirs: dict[str, int],
@@ -218,10 +243,10 @@ def discovery_from_walk(workspace: Path, skip_dirs: Iterable[str], skill_files: 
     if any(d in SKILL_FOLDERS for d in skip_dirs) or len(dirs) >= MAX_WALK_DIRS or len(skill_files) >= MAX_SKILL_FILES:
         return None
     found = [(rel, workspace / rel) for rel in skill_files]
-    return _discovery(found, dict(dirs), False, started_ns, MAX_SKILL_FILES)
+    return _discovery(workspace, found, dict(dirs), False, started_ns, MAX_SKILL_FILES)
 
 
-def _discovery(found: list[tuple[str, Path]], dirs: dict[str, int], truncated: bool, started: int,
+def _discovery(workspace: Path, found: list[tuple[str, Path]], dirs: dict[str, int], truncated: bool, started: int,
                max_files: int) -> SkillDiscovery:
     skills: list[WorkspaceSkill] = []
     files: dict[str, tuple[int, int]] = {}
@@ -235,7 +260,7 @@ def _discovery(found: list[tuple[str, Path]], dirs: dict[str, int], truncated: b
             slug, n = f"{base}-{n}", n + 1
         used.add(f"{repo}/{slug}")
         files[rel] = file_stat(path)
-        skills.append(read_skill_file(path, rel, repo, slug))
+        skills.append(read_skill_file(workspace, rel, repo, slug))
     racy = is_racy([*dirs.values(), *(mtime for _size, mtime in files.values())], started)
     return SkillDiscovery(sorted(skills, key=lambda s: s.uri), truncated, dirs, files, racy)
 
@@ -254,20 +279,21 @@ def file_stat(path: Path) -> tuple[int, int]:
     return st.st_size, st.st_mtime_ns
 
 
-def read_skill_file(path: Path, rel: str, repo: str, slug: str) -> WorkspaceSkill:
+def read_skill_file(workspace: Path, rel: str, repo: str, slug: str) -> WorkspaceSkill:
+    """The skill at ``rel``, read through the guarded reader (:mod:`server.workspace_files`): a symlink
+    leaving the workspace, a FIFO, a device or a file over the cap is an unreadable skill, never read."""
     def unreadable(reason: str) -> WorkspaceSkill:
         return WorkspaceSkill(
             uri=f"{WORKSPACE_SKILL_PREFIX}{slugify(repo) if repo != '.' else '_root'}/{slug}", repo=repo,
             slug=slug, rel_path=rel, name=Path(rel).parent.name, description="", error=reason,
         )
 
-    try:
-        size = path.stat().st_size
-        if size > MAX_SKILL_BYTES:
-            return unreadable(f"file is {size} bytes, over the {MAX_SKILL_BYTES}-byte cap")
-        text = path.read_text(encoding="utf-8-sig")  # a BOM is not part of the front matter
+    try:  # a BOM is not part of the front matter
+        text = workspace_files.read_text(workspace, rel, MAX_SKILL_BYTES, encoding="utf-8-sig", errors="strict")
     except UnicodeDecodeError:
         return unreadable("not UTF-8 text")
+    except workspace_files.UnsafeWorkspaceFile as exc:
+        return unreadable(f"refused: {exc.reason}")
     except OSError as exc:
         return unreadable(f"cannot be read: {exc.strerror or exc}")
     return parse_workspace_skill(text, rel_path=rel, repo=repo, slug=slug)

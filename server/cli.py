@@ -17,6 +17,7 @@ from server import __version__
 from server.cli_support import add_common_flags, add_detail_flag, fail, setup_logging
 from server.commands import COMMANDS
 from server.errors import MeshError
+from server.text_safety import TerminalWriter
 from tools.lint.cli_parser import add_parser as add_lint_parser
 
 
@@ -141,6 +142,22 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    out, err = sys.stdout, sys.stderr
+    # text from the workspace never reaches the terminal raw (escape sequences shown, not obeyed);
+    # `serve` keeps its stdout: it is the MCP channel
+    sys.stderr = TerminalWriter(err)
+    if args.command != "serve":
+        sys.stdout = TerminalWriter(out)
+    try:
+        return _run(parser, args)
+    finally:
+        if isinstance(sys.stdout, TerminalWriter):
+            sys.stdout = out
+        if isinstance(sys.stderr, TerminalWriter):
+            sys.stderr = err
+
+
+def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     setup_logging(args.verbose)
     if not args.command:
         parser.print_help(sys.stderr)

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from server.text_safety import colour
+
 if TYPE_CHECKING:  # settings (pydantic) are imported by the commands that read them, not by ``--help``
     from server.config import Settings
 
@@ -82,7 +84,7 @@ def use_colour(stream: Any = None) -> bool:
 def colour_status(padded: str) -> str:
     """``padded`` (a table cell, spaces included) coloured by the status word it holds."""
     code = SEVERITY_COLOURS.get(padded.strip())
-    return f"\033[{code}m{padded}\033[0m" if code else padded
+    return colour(code, padded) if code else padded  # shown as colour by the CLI's TerminalWriter only
 
 
 def terminal_width() -> int | None:

@@ -20,6 +20,7 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel
 
 from server.errors import MeshError
+from server.text_safety import visible
 
 log = logging.getLogger("mesh.tools")
 
@@ -48,9 +49,11 @@ DESTRUCTIVE_REMOTE = ToolAnnotations(
 
 
 def tool_result(model: BaseModel, text: str) -> CallToolResult:
-    """Structured content from ``model`` plus ``text`` for humans and models."""
+    """Structured content from ``model`` plus ``text`` for humans and models. The text's control
+    characters (from the workspace, a database, Redis) are shown as ``\\uXXXX``, never passed to a
+    client that may print them in a terminal (:func:`server.text_safety.visible`)."""
     return CallToolResult(
-        content=[TextContent(type="text", text=text)],
+        content=[TextContent(type="text", text=visible(text))],
         structured_content=model.model_dump(mode="json"),
     )
 
@@ -86,11 +89,12 @@ def mesh_tool(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
         except ToolError:
             raise
         except MeshError as exc:
-            raise ToolError(str(exc)) from None
+            raise ToolError(visible(str(exc))) from None
         except Exception as exc:
             log.exception("tool %s crashed", fn.__name__)
             raise ToolError(
-                f"internal error ({type(exc).__name__}: {str(exc)[:300]}); the server log on stderr has details"
+                f"internal error ({type(exc).__name__}: {visible(str(exc)[:300])}); the server log on stderr has "
+                "details"
             ) from None
 
     return wrapper

@@ -21,6 +21,8 @@ import hashlib
 import re
 from collections.abc import Iterable
 
+from server.text_safety import one_line
+
 DIRECTIONS = ("LR", "TB", "RL", "BT")
 
 _ESCAPES = {
@@ -62,7 +64,7 @@ LEGEND_TEXT: dict[str, str] = {
 
 def escape(text: str) -> str:
     """``text`` made safe inside a quoted Mermaid label (one line; see the module docstring)."""
-    flat = " ".join(str(text).split())
+    flat = one_line(" ".join(str(text).split()))  # control characters written as \uXXXX
     return "".join(_ESCAPES.get(ch, ch) for ch in flat)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from server.text_safety import defuse_fences, one_line
 from tools.flow_map import mermaid as mm
 
 if TYPE_CHECKING:  # the models call these renderers (summary_text): types only here
@@ -83,24 +84,26 @@ def render(nodes: Iterable[FlowNode], edges: Iterable[FlowEdge], direction: str,
 
 
 def summary_text(result: FlowMap) -> str:
-    """The picture and what it shows, for clients that only show text."""
-    matches = ", ".join(f"{m.kind} {m.value}" for m in result.matches)
-    head = (f"flow of {result.target} ({matches}), depth {result.depth}: {len(result.nodes)} nodes, "
+    """The picture and what it shows, for clients that only show text. Every value from the workspace
+    (labels, files, values, sentences) is kept on its line (:func:`server.text_safety.one_line`) and no
+    line before the picture can open a Markdown fence: the ```mermaid block below is the only one."""
+    matches = ", ".join(f"{m.kind} {one_line(m.value)}" for m in result.matches)
+    head = (f"flow of {one_line(result.target)} ({matches}), depth {result.depth}: {len(result.nodes)} nodes, "
             f"{len(result.edges)} edges, {result.trouble} in trouble, {result.mermaid_bytes} bytes of Mermaid")
     lines = [head]
     for node in result.nodes:
-        where = f" ({node.file}:{node.line})" if node.file else ""
+        label = one_line(node.label)
+        where = f" ({one_line(node.file)}:{node.line})" if node.file else ""
         for t in node.trouble:
-            lines.append(f"! [{t.code}] {node.label}{where}: {t.sentence}")
+            lines.append(f"! [{t.code}] {label}{where}: {one_line(t.sentence)}")
         if node.live is not None and node.live.status != "ok":
             codes = f" [{', '.join(node.live.verdicts)}]" if node.live.verdicts else ""
-            lines.append(f"live {node.live.status}{codes} {node.label}: {node.live.sentence}")
+            lines.append(f"live {node.live.status}{codes} {label}: {one_line(node.live.sentence)}")
     for f in result.folded:
-        lines.append(f"folded at {f.at}: {f.count} {f.what} ({len(f.items)} node(s), listed in folded[].items)")
+        lines.append(f"folded at {f.at}: {f.count} {one_line(f.what)} ({len(f.items)} node(s), listed in "
+                     "folded[].items)")
     for p in result.unavailable:
-        lines.append(f"unavailable: {p.service}: {p.error}")
-    lines.extend(f"note: {n}" for n in result.notes)
-    lines.append("```mermaid")
-    lines.append(result.mermaid.rstrip("\n"))
-    lines.append("```")
-    return "\n".join(lines)
+        lines.append(f"unavailable: {one_line(p.service)}: {one_line(p.error)}")
+    lines.extend(f"note: {one_line(n)}" for n in result.notes)
+    text = defuse_fences("\n".join(lines))
+    return f"{text}\n```mermaid\n{result.mermaid.rstrip(chr(10))}\n```"

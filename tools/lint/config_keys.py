@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from server import workspace_files
 from tools.lint.context import LintContext
 from tools.lint.model import Evidence, Finding
 
@@ -93,13 +94,12 @@ def check(ctx: LintContext) -> list[Finding]:
     reads = member_reads(ctx.text(rel) for rel in ctx.production_files)
     findings = []
     for rel in files:
-        path = ctx.workspace / rel
         try:
-            if path.stat().st_size > MAX_CONFIG_BYTES:
-                continue
-            text = path.read_text(errors="replace")
+            text = workspace_files.read_text(ctx.workspace, rel, MAX_CONFIG_BYTES)
             data = json.loads(text)
-        except (OSError, ValueError):
+        except workspace_files.FileTooLarge:
+            continue
+        except (OSError, ValueError, RecursionError):
             ctx.notes.append(f"{rel}: not readable as JSON, its keys were not checked")
             continue
         if not isinstance(data, dict):

@@ -13,6 +13,7 @@ import os
 from functools import cached_property
 from pathlib import Path
 
+from server import workspace_files
 from server.config import Conventions
 from tools.lint.model import Evidence
 from tools.mesh_index.impact import ImpactEngine
@@ -62,9 +63,8 @@ class LintContext:
 
     def text(self, rel: str) -> str:
         if rel not in self._texts:
-            path = self.workspace / rel
-            try:
-                self._texts[rel] = "" if path.stat().st_size > MAX_FILE_BYTES else path.read_text(errors="replace")
+            try:  # the guarded reader: a file over the cap, a FIFO or a symlink out reads as empty
+                self._texts[rel] = workspace_files.read_text(self.workspace, rel, MAX_FILE_BYTES)
             except OSError:
                 self._texts[rel] = ""
         return self._texts[rel]

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
+from server import workspace_files
 from tools.lint.context import LintContext
 from tools.lint.model import Evidence, Finding
 
@@ -22,6 +22,8 @@ _HEADING = re.compile(r"^#{1,4}\s*\[?v?(\d+)\.(\d+)\.(\d+)\b")
 _VERSION = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)")
 
 Version = tuple[int, int, int]
+MAX_TEXT_BYTES = 2_000_000
+MAX_LOCK_BYTES = 64_000_000  # a package-lock.json of a large service is tens of MB
 
 
 def _version(text: str) -> Version | None:
@@ -36,7 +38,15 @@ def _fmt(v: Version) -> str:
 _ADDED = re.compile(r"\badd|\bnew\b|introduc|\bfeat", re.I)
 
 
-def changelog(path: Path) -> list[tuple[Version, int, str]]:
+def _read(ctx: LintContext, rel: str, max_bytes: int = MAX_TEXT_BYTES) -> str | None:
+    """A workspace file's text through the guarded reader; None when missing, refused or over the cap."""
+    try:
+        return workspace_files.read_text(ctx.workspace, rel, max_bytes)
+    except OSError:
+        return None
+
+
+def changelog(text: str) -> list[tuple[Version, int, str]]:
     """(version, line, text of the section's additions) in file order.
 
     A line counts as an addition when it, or the sub-heading it sits under (``### Added``,
@@ -45,7 +55,7 @@ def changelog(path: Path) -> list[tuple[Version, int, str]]:
     """
     sections: list[tuple[Version, int, list[str]]] = []
     heading = ""
-    for i, line in enumerate(path.read_text(errors="replace").splitlines(), start=1):
+    for i, line in enumerate(text.splitlines(), start=1):
         m = _HEADING.match(line)
         if m:
             sections.append(((int(m.group(1)), int(m.group(2)), int(m.group(3))), i, []))
@@ -58,16 +68,15 @@ def changelog(path: Path) -> list[tuple[Version, int, str]]:
 
 
 def pinned(ctx: LintContext, package_dir: str, name: str) -> tuple[Version, str, int] | None:
-    base = ctx.workspace / package_dir
+    base = f"{package_dir}/" if package_dir else ""
     for lock in ctx.lint.lock_files:
-        path = base / lock
-        if not path.is_file():
+        text = _read(ctx, base + lock, MAX_LOCK_BYTES)
+        if text is None:
             continue
-        text = path.read_text(errors="replace")
         if lock.endswith(".json"):
             try:
                 data = json.loads(text)
-            except ValueError:
+            except (ValueError, RecursionError):
                 continue
             entry = (data.get("packages") or {}).get(f"node_modules/{name}") \
                 or (data.get("dependencies") or {}).get(name)
@@ -83,15 +92,17 @@ def pinned(ctx: LintContext, package_dir: str, name: str) -> tuple[Version, str,
                         m = re.match(r'\s+version:?\s+"?([^"\s]+)"?', follow)
                         if m and (v := _version(m.group(1))):
                             return v, f"{package_dir}/{lock}".lstrip("/"), i + 1
-    manifest = base / "package.json"
+    manifest = _read(ctx, base + "package.json")
     try:
-        data = json.loads(manifest.read_text())
-    except (OSError, ValueError):
+        data = json.loads(manifest or "")
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict):
         return None
     for field in ("resolutions", "overrides"):
         value = (data.get(field) or {}).get(name) if isinstance(data.get(field), dict) else None
         if isinstance(value, str) and re.match(r"^v?\d+\.\d+\.\d+$", value.strip()):
-            line = next((i for i, ln in enumerate(manifest.read_text().splitlines(), 1) if f'"{name}"' in ln
+            line = next((i for i, ln in enumerate((manifest or "").splitlines(), 1) if f'"{name}"' in ln
                          and field not in ln), 1)
             return _version(value), f"{package_dir}/package.json".lstrip("/"), line  # type: ignore[return-value]
     return None
@@ -100,15 +111,15 @@ def pinned(ctx: LintContext, package_dir: str, name: str) -> tuple[Version, str,
 def check(ctx: LintContext) -> list[Finding]:
     contracts_dir = ctx.static.messaging_package.strip("/")
     try:
-        contracts_name = json.loads((ctx.workspace / contracts_dir / "package.json").read_text()).get("name")
-    except (OSError, ValueError):
+        contracts_name = json.loads(_read(ctx, f"{contracts_dir}/package.json".lstrip("/")) or "").get("name")
+    except (ValueError, RecursionError, AttributeError):
         return []
     sections: list[tuple[Version, int, str]] = []
     log_file = ""
     for name in ctx.lint.changelog_files:
-        path = ctx.workspace / contracts_dir / name
-        if path.is_file():
-            sections, log_file = changelog(path), f"{contracts_dir}/{name}"
+        text = _read(ctx, f"{contracts_dir}/{name}".lstrip("/"))
+        if text is not None:
+            sections, log_file = changelog(text), f"{contracts_dir}/{name}"
             break
     if not sections or not contracts_name:
         return []

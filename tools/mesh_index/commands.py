@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from server.cli_support import print_json, print_table, settings_from_args
 from server.errors import MeshError
+from server.text_safety import TerminalWriter, carriage_return
 
 if TYPE_CHECKING:  # the service and the result models are imported once the workers parse (cmd_index)
     from tools.mesh_index.model import Site
@@ -74,7 +75,8 @@ class ProgressBar:
             self.last = now
             filled = int(self.width * done / total)
             bar = "#" * filled + "." * (self.width - filled)
-            self.stream.write(f"\rindexing [{bar}] {done}/{total} files")
+            cr = carriage_return() if isinstance(self.stream, TerminalWriter) else "\r"
+            self.stream.write(f"{cr}indexing [{bar}] {done}/{total} files")
             if done >= total:
                 self.stream.write("\n")
         else:

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from server import workspace_files
 from server.config import StaticConventions
 from tools.mesh_index.cache import FactCache
 from tools.mesh_index.linked import LinkedIndex
@@ -262,7 +263,7 @@ class FreshnessMixin:
             if same_stat and not verify and f.rel not in self._racy:
                 continue
             try:
-                data = (self.workspace / f.rel).read_bytes()
+                data = workspace_files.read_bytes(self.workspace, f.rel)
             except OSError:
                 continue
             if hashlib.sha1(data, usedforsecurity=False).hexdigest() == known[2]:

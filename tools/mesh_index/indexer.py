@@ -30,6 +30,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from server import workspace_files
 from tools.mesh_index.parser import FACTS_VERSION, ExtractConfig, extract
 from tools.mesh_index.ts_queries import parser, queries
 
@@ -51,8 +52,7 @@ def parse_one(root: str, rel: str, kind: str, cfg: ExtractConfig) -> Result | No
     path = os.path.join(root, rel)
     try:
         st = os.stat(path)
-        with open(path, "rb") as fh:
-            data = fh.read()
+        data = workspace_files.read_bytes(root, rel)
     except OSError:
         return None
     sha = hashlib.sha1(data, usedforsecurity=False).hexdigest()

@@ -30,6 +30,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from server import workspace_files
+
 FORMAT = 1
 RACY_NS = 2_000_000_000
 """Mtimes this close to the moment the manifest is written are not trusted (coarse clocks: up to 2 s),
@@ -129,9 +131,8 @@ def check(workspace: str, data: dict[str, Any] | None, key: str, snapshot_digest
             if st.st_mtime_ns != mtime or st.st_size != size or not isreg(st.st_mode):
                 return None
         for rel, sha in data["racy"].items():
-            with open(root + "/" + rel, "rb") as fh:
-                if hashlib.sha1(fh.read(), usedforsecurity=False).hexdigest() != sha:
-                    return None
+            if hashlib.sha1(workspace_files.read_bytes(root, rel), usedforsecurity=False).hexdigest() != sha:
+                return None
         for rel, mtime in data["configs"].items():
             if stat_(root + "/" + rel).st_mtime_ns != mtime:
                 return None

@@ -3,7 +3,9 @@
 :func:`read_package` gives a package's name and the source files its entry points name
 (``exports``/``types``/``main`` mapped from the built ``dist/`` back to ``src/``, then
 ``src/index``); :func:`read_tsconfig` gives the ``baseUrl`` and ``paths`` aliases of a
-tsconfig (JSON with comments and trailing commas, relative ``extends`` followed).
+tsconfig (JSON with comments and trailing commas, relative ``extends`` followed inside the workspace).
+Both are read through the guarded reader (:mod:`server.workspace_files`): an ``extends`` naming
+``../../dev/zero`` or a symlink out of the workspace is not followed.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import posixpath
 import re
 from dataclasses import dataclass
 from pathlib import Path
+
+from server import workspace_files
 
 
 @dataclass(slots=True)
@@ -53,8 +57,8 @@ def _export_targets(value: object) -> list[str]:
 def read_package(workspace: Path, rel: str) -> Package | None:
     """The npm package described by ``rel`` (a package.json), or None without a name."""
     try:
-        data = json.loads((workspace / rel).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = json.loads(workspace_files.read_text(workspace, rel, errors="strict"))
+    except (OSError, ValueError, RecursionError):
         return None
     if not isinstance(data, dict) or not isinstance(data.get("name"), str):
         return None
@@ -119,8 +123,8 @@ def _strip_jsonc(text: str) -> str:
 def _compiler_options(workspace: Path, rel: str, depth: int = 0) -> tuple[dict, str]:
     """compilerOptions of a tsconfig (following relative ``extends``) and the folder baseUrl is relative to."""
     try:
-        data = json.loads(_strip_jsonc((workspace / rel).read_text(encoding="utf-8")))
-    except (OSError, ValueError):
+        data = json.loads(_strip_jsonc(workspace_files.read_text(workspace, rel, errors="strict")))
+    except (OSError, ValueError, RecursionError):  # outside the workspace, not a regular file, over 2 MB
         return {}, posixpath.dirname(rel)
     if not isinstance(data, dict):
         return {}, posixpath.dirname(rel)

@@ -34,10 +34,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from server import __version__
+from server import __version__, workspace_files
 from tools.mesh_index import manifest
 
 CACHE_FILE = "static-index.sqlite"  # tools.mesh_index.cache.FILE_NAME (not imported: it imports logging, threads)
+MAX_WORKSPACE_CONFIG_BYTES = 1_000_000
 _CODE_DIRS = ("server", "server/approval", "tools/mesh_index")
 
 
@@ -60,11 +61,15 @@ def inputs_fingerprint(args: Any) -> str | None:
     explicit = getattr(args, "config", None)
     env = sorted((k, v) for k, v in os.environ.items() if k.startswith("MESH_") and k != "MESH_HTTP_TOKEN")
     h.update(json.dumps([manifest.FORMAT, __version__, os.getcwd(), str(workspace), str(explicit), env]).encode())
-    for candidate in (explicit, os.environ.get("MESH_CONFIG"), workspace / "mesh.toml"):
+    own = workspace / "mesh.toml"
+    for candidate in (explicit, os.environ.get("MESH_CONFIG"), own):
         if not candidate:
             continue
         try:
-            data = Path(candidate).expanduser().read_bytes()
+            if candidate is own:  # the workspace's own mesh.toml: the guarded reader (no FIFO, capped)
+                data = workspace_files.read_bytes(workspace, "mesh.toml", MAX_WORKSPACE_CONFIG_BYTES)
+            else:
+                data = Path(candidate).expanduser().read_bytes()
         except OSError:
             data = b"\0absent"
         h.update(f"\n{candidate}\n".encode())

@@ -28,6 +28,7 @@ from tools.mesh_index.symbols import Decl
 if TYPE_CHECKING:
     from tools.mesh_index.sites import Linker
 
+MAX_SPREAD_DEPTH = 64  # objects spreading objects: a longer chain is not followed
 KIND_ORDER = ("job", "event", "ws_event", "queue", "stream")
 
 
@@ -155,9 +156,11 @@ class UseKinds:
                     if e[0] == "k" and e[1] in sc.post_processor_stream_fields:
                         self.vote(e[2], path, "stream")
 
-    def kind(self, decl: tuple[str, str], hint: str | None) -> str | None:
+    def kind(self, decl: tuple[str, str], hint: str | None,
+             _seen: frozenset[tuple[str, str]] = frozenset()) -> str | None:
         """The kind uses give ``decl`` (the name's ``hint`` breaks a tie), else the hint; for an object that only
-        spreads others, the one kind of its sources."""
+        spreads others, the one kind of its sources (an object spreading itself, directly or in a cycle, adds
+        nothing: ``_seen`` guards the walk)."""
         votes = self.votes.get(decl)
         if votes:
             best = max(votes.values())
@@ -170,8 +173,8 @@ class UseKinds:
             kinds = set()
             for e in info[1]:
                 src = self.r.resolve_decl(e[1], decl[0])
-                if isinstance(src, Decl):
-                    kinds.add(self.kind((src.path, src.name), None))
+                if isinstance(src, Decl) and (src.path, src.name) not in _seen and len(_seen) < MAX_SPREAD_DEPTH:
+                    kinds.add(self.kind((src.path, src.name), None, _seen | {decl}))
             if len(kinds) == 1:
                 return kinds.pop()
         return None

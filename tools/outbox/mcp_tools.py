@@ -35,8 +35,11 @@ def catalog_of(runtime: Runtime) -> "SchemaCatalog":
 
 
 def with_picture(report: "TraceReport") -> str:
-    """The trace's text followed by its picture, for clients that only show text."""
-    return f"{report.summary_text()}\n```mermaid\n{report.mermaid or ''}```"
+    """The trace's text followed by its picture, for clients that only show text (no line of the text can
+    open a Markdown fence of its own: values read from the database are untrusted too)."""
+    from server.text_safety import defuse_fences
+
+    return f"{defuse_fences(report.summary_text())}\n```mermaid\n{report.mermaid or ''}```"
 
 
 def register(server: MCPServer, runtime: Runtime) -> None:

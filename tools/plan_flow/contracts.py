@@ -11,6 +11,7 @@ from pathlib import Path
 
 from tree_sitter import Node
 
+from server import workspace_files
 from server.config import StaticConventions
 from tools.plan_flow.domain import Member, cite
 from tools.plan_flow.edits import Edit, find_identifiers, read_source, sibling_edits, walk
@@ -74,7 +75,7 @@ class ContractSteps:
         if found is None:
             return None
         file, start, end, exported = found
-        lines = (self.ws / file).read_text(encoding="utf-8").splitlines()
+        lines = workspace_files.read_text(self.ws, file, errors="strict").splitlines()
         fields = [x.strip() for x in lines[start : end - 1] if x.strip() and not x.strip().startswith("//")]
         inner = "  // the fields of " + self.new + (f" (the sibling has: {' '.join(fields)})" if fields else "")
         snippet = "\n" + ("export " if exported else "") + f"interface {p_new} {{\n{inner}\n}}"

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from tree_sitter import Node, Parser
 
+from server import workspace_files
 from tools.mesh_index.ts_queries import language
 
 LIST_TYPES = frozenset(
@@ -74,7 +75,7 @@ def parse_text(text: str, tsx: bool = False) -> Source:
 
 def read_source(path: Path) -> Source | None:
     try:
-        return parse_text(path.read_text(encoding="utf-8"), path.suffix == ".tsx")
+        return parse_text(workspace_files.read_regular_file(path).decode("utf-8"), path.suffix == ".tsx")
     except (OSError, UnicodeDecodeError):
         return None
 

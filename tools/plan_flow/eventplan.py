@@ -16,6 +16,7 @@ from typing import Any
 
 from tree_sitter import Node
 
+from server import workspace_files
 from server.errors import NotFound
 from tools.mesh_index.linked import PostProcessorRec, SiteRec
 from tools.plan_flow.copying import package_imports, producer_copy
@@ -75,7 +76,7 @@ def _migration_copy(ws: Path, site: SiteRec, rename: Any) -> tuple[str, str] | N
     """(new file, text) of a migration copied from the one holding ``site``, with the next timestamp."""
     path = ws / site.file
     try:
-        text = path.read_text(encoding="utf-8")
+        text = workspace_files.read_text(ws, site.file, errors="strict")
     except (OSError, UnicodeDecodeError):
         return None
     stamp = re.match(r"(\d{10,})", path.name)
@@ -162,7 +163,7 @@ def plan_event(
             )
     elif site is not None:
         try:
-            mig_text = (ws / site.file).read_text(encoding="utf-8")
+            mig_text = workspace_files.read_text(ws, site.file, errors="strict")
         except (OSError, UnicodeDecodeError):
             mig_text = ""
         made = _migration_copy(ws, site, planner.renamer(sib, mig_text + "\n" + site.file, None))

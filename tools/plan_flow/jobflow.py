@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from server import workspace_files
 from server.errors import InvalidArgument, NotFound
 from tools.mesh_index.linked import SiteRec
 from tools.plan_flow.domain import Domain, Member, cite
@@ -158,7 +159,7 @@ class JobFlow:
         key = keys[-1]
         p_old = key.entry.payload_type
         self.payload = self.planner.payload_type(p_old, other)
-        lines = (self.ws / self.last.file).read_text(encoding="utf-8").splitlines()
+        lines = workspace_files.read_text(self.ws, self.last.file, errors="strict").splitlines()
         out = [
             step(
                 "add_payload_interface",

@@ -10,6 +10,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from server import workspace_files
+
 LOCKFILES = (
     ("yarn.lock", "yarn"),
     ("pnpm-lock.yaml", "pnpm"),
@@ -21,8 +23,8 @@ LOCKFILES = (
 
 def read_json(path: Path) -> dict:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, UnicodeDecodeError):
+        data = json.loads(workspace_files.read_regular_file(path).decode("utf-8"))
+    except (OSError, ValueError, RecursionError):
         return {}
     return data if isinstance(data, dict) else {}
 
@@ -107,7 +109,8 @@ def package_info(workspace: Path, package_dir: str) -> tuple[str | None, str | N
 def dependency_line(workspace: Path, package_dir: str, dep: str) -> tuple[int, str] | None:
     """(1-based line, text) of ``"dep": "..."`` in the package's package.json."""
     try:
-        lines = (workspace / package_dir / "package.json").read_text(encoding="utf-8").splitlines()
+        lines = workspace_files.read_text(workspace, f"{package_dir}/package.json".lstrip("/"),
+                                          errors="strict").splitlines()
     except (OSError, UnicodeDecodeError):
         return None
     for i, line in enumerate(lines, 1):

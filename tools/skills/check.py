@@ -17,7 +17,7 @@ from server.config import Settings
 from server.errors import InvalidArgument, MeshError
 from tools.skills.model import SkillCheck, SkillFinding, SkillsReport
 from tools.skills.names import NameChecker, Stale
-from tools.skills.paths import literal_head
+from tools.skills.paths import GlobTooComplex, literal_head
 from tools.skills.runs import check_commands
 from tools.skills.sources import check_sources
 from tools.skills.spans import code_spans
@@ -55,7 +55,12 @@ def check_one(skill: WorkspaceSkill, root: Path, names: NameChecker, vocab: Voca
     if skill.error:
         findings.append(_finding(skill, "unreadable", "error", 1, skill.rel_path, skill.error))
     for glob in skill.paths:
-        if names.find_path(glob) is not None:
+        try:
+            if names.find_path(glob) is not None:
+                continue
+        except GlobTooComplex as exc:
+            findings.append(_finding(skill, "path_unchecked", "info", _line_of(skill, glob), glob,
+                                     f"paths glob not checked: {exc} (nested '**' over a deep tree); simplify it"))
             continue
         head = literal_head(glob)
         line = _line_of(skill, glob)
@@ -66,7 +71,7 @@ def check_one(skill: WorkspaceSkill, root: Path, names: NameChecker, vocab: Voca
             findings.append(_finding(skill, "path_unmatched", "warning", line, glob,
                                      "paths glob matches no file or folder of the workspace", names.moved_to(glob)))
     for verdict in check_sources(root, skill.front_matter):
-        severity = {"source_missing": "error", "source_changed": "warning"}.get(verdict.code, "info")
+        severity = {"source_missing": "error", "source_outside": "error"}.get(verdict.code, "info")
         suggestion = names.moved_to(verdict.resource) if verdict.code == "source_missing" else None
         findings.append(_finding(skill, verdict.code, severity, _line_of(skill, verdict.resource.split(", ")[0]),
                                  verdict.resource, verdict.message, suggestion))

@@ -7,7 +7,8 @@ from typing import Literal, NamedTuple
 from pydantic import BaseModel, Field
 
 FindingCode = Literal[
-    "unreadable", "unknown_name", "path_unmatched", "repo_missing", "source_missing", "source_changed",
+    "unreadable", "unknown_name", "path_unmatched", "path_unchecked", "repo_missing", "source_missing",
+    "source_outside",
     "source_unverified", "unknown_command",
 ]
 Severity = Literal["error", "warning", "info"]
@@ -16,10 +17,12 @@ FINDING_CODES: dict[str, str] = {
     "unreadable": "the SKILL.md cannot be read or its front matter is not YAML",
     "unknown_name": "a table, stream, type, class or identifier named in code that nothing in the workspace declares",
     "path_unmatched": "a path or glob that matches no file or folder of the workspace",
+    "path_unchecked": "a paths glob too long or too costly to match (over the matching budget): not checked",
     "repo_missing": "a path whose first folder (a repository) is not in the workspace",
     "source_missing": "a sources[].resource that no longer exists",
-    "source_changed": "a source changed after the skill's last verification record",
-    "source_unverified": "a verification digest that cannot be recomputed, with no history to compare (unknown)",
+    "source_outside": "a sources[].resource that is absolute or leaves the workspace: refused, not looked at",
+    "source_unverified": "the recorded verification digest is not mesh-mcp's digest of the sources now: a source "
+                         "changed or the record was computed another way (unknown; git is never run)",
     "unknown_command": "a command the skill tells people to run that no package, Makefile or mesh-mcp defines",
 }
 

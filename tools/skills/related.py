@@ -19,7 +19,7 @@ from functools import lru_cache
 from resources.skills import Skill
 from resources.workspace_skills import WorkspaceSkill
 from tools.skills.model import RelatedSkill
-from tools.skills.paths import glob_regex, normalise
+from tools.skills.paths import GlobTooComplex, glob_matcher, normalise
 from tools.skills.spans import code_spans
 
 NOT_LINKING_KEYS = {"paths", "sources", "verified", "generated", "name", "description", "title"}
@@ -67,8 +67,11 @@ def _mention(body: str, first_line: int, wanted: set[str]) -> tuple[str, int] | 
 
 def _workspace_reason(skill: WorkspaceSkill, facts: TargetFacts) -> tuple[int, str] | None:
     for glob in skill.paths:
-        regex = glob_regex(normalise(glob))
-        hit = next((f for f in facts.files if regex.match(f)), None)
+        try:
+            matcher = glob_matcher(normalise(glob))
+            hit = next((f for f in facts.files if matcher.match(f)), None)
+        except GlobTooComplex:  # over the matching budget: this glob links nothing
+            continue
         if hit:
             note = f" ({facts.file_notes[hit]})" if hit in facts.file_notes else ""
             return 0, f"its paths glob {glob} matches {hit}{note}"

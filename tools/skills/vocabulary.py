@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from resources.workspace_skills import is_racy
+from server import workspace_files
 
 SOURCE_EXTENSIONS = (
     ".ts", ".tsx", ".mts", ".cts", ".js", ".mjs", ".cjs", ".sql", ".json", ".yml", ".yaml", ".toml",
@@ -97,7 +98,7 @@ def _tables_in(text: str) -> Iterable[str]:
 def _read_package(vocab: Vocabulary, rel: str, text: str) -> None:
     try:
         data = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested deeper than the parser's recursion limit
         return
     if not isinstance(data, dict):
         return
@@ -108,13 +109,11 @@ def _read_package(vocab: Vocabulary, rel: str, text: str) -> None:
             vocab.scripts.setdefault(str(script), set()).update({owner, os.path.dirname(rel) or "."})
 
 
-def _read_file(vocab: Vocabulary, path: str, rel: str, name: str) -> int:
-    """Add one source file's names; the characters read (0 when skipped)."""
+def _read_file(vocab: Vocabulary, root: str, rel: str, name: str) -> int:
+    """Add one source file's names; the characters read (0 when skipped: over the cap, not a regular
+    file, a symlink leaving the workspace; see :mod:`server.workspace_files`)."""
     try:
-        if os.path.getsize(path) > MAX_FILE_BYTES:
-            return 0
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            text = handle.read()
+        text = workspace_files.read_text(root, rel, MAX_FILE_BYTES)
     except OSError:
         return 0
     vocab.words.update(WORD.findall(text))
@@ -185,7 +184,7 @@ def build_vocabulary(root: Path, skip_dirs: Iterable[str] = (), *, max_files: in
                 continue
             path = f"{dirpath}/{name}"
             vocab.file_stats[rel] = _stat(path)
-            read = _read_file(vocab, path, rel, name)
+            read = _read_file(vocab, base, rel, name)
             if read:
                 seen += 1
                 total += read

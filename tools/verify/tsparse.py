@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 from tree_sitter import Node, Parser
 
+from server import workspace_files
 from tools.mesh_index.ts_queries import language
 from tools.mesh_index.workspace import MAX_FILE_BYTES, TS_EXTENSIONS
 
@@ -87,7 +88,7 @@ class _ParseCache:
                 self._items.move_to_end(key)
                 return hit
         try:
-            source = path.read_bytes()
+            source = workspace_files.read_regular_file(path, MAX_FILE_BYTES)
         except OSError:
             return None
         parser = Parser(language("tsx" if path.suffix == ".tsx" else "ts"))
@@ -128,7 +129,7 @@ def marked_files(
                 return
             path = Path(dirpath) / name
             try:
-                if path.stat().st_size > MAX_FILE_BYTES or not any(m in path.read_bytes() for m in wanted):
+                if not any(m in workspace_files.read_regular_file(path, MAX_FILE_BYTES) for m in wanted):
                     continue
             except OSError:
                 continue
