@@ -131,9 +131,9 @@ async def test_trace_job_uses_the_shape_the_workspace_trigger_writes(tmp_path: P
         assert mc.worker_succeed(conn, None, job_id) is None
         conn.execute("UPDATE event_queue SET created_at = created_at - interval '1 hour'")
     settings = make_settings(workspace=str(tmp_path / "ws"), services={"event": {"postgres": pg_url}},
-                             redis={"url": redis_url})
+                             redis={"url": redis_url}, limits={"related_skills_index_wait_s": 60})
     async with in_process_client(settings) as client:
         got = await client.call_tool("trace_job", {"job_id": job_id, "service": "event", "detail": "full"})
     report = got.structured_content
-    assert report["verdict"]["code"] == "event_pending", report["verdict"]
+    assert report["verdict"]["code"] == "event_pending", report["verdict"]  # (a cold index is waited for 60 s)
     assert [h["row"]["type"] for h in report["hops"] if h["name"] == "outcome_event"] == ["event:job:done"]

@@ -5,15 +5,18 @@ With a workspace, the index's SQL strings give every version of ``[conventions] 
 the job id in their payload. Those replace the defaults of ``job_success_types``,
 ``job_failure_types`` and ``job_outcome_id_keys`` (every version's, the latest first; a setting
 written in mesh.toml is kept as written). No workspace, no definition found, or an index that
-cannot be read: the settings are unchanged (their defaults are the real trigger's shape).
+cannot be read in time: the settings are unchanged (their defaults are the real trigger's shape).
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from server.config import Settings
 from server.errors import MeshError
+
+log = logging.getLogger(__name__)
 
 
 def learnt_settings(settings: Settings, texts: list[tuple[str, int, str]]) -> Settings:
@@ -42,16 +45,24 @@ def learnt_settings(settings: Settings, texts: list[tuple[str, int, str]]) -> Se
 
 
 async def settings_for_runtime(runtime: Any) -> Settings:
-    """The runtime's settings with the learnt outcome conventions (the index is read in a thread)."""
+    """The runtime's settings with the learnt outcome conventions. The index is read in a thread for at
+    most ``[limits] related_skills_index_wait_s`` (the wait the traces already give the index): a trace is
+    never held up by a cold index build; it then uses the defaults (the real shape)."""
     settings = runtime.settings
-    if settings.workspace is None:
+    wait = settings.limits.related_skills_index_wait_s
+    if settings.workspace is None or wait <= 0:
         return settings
     import anyio
 
     from tools.mesh_index.service import get_index_service
 
+    texts = None
     try:
-        texts = await anyio.to_thread.run_sync(get_index_service(runtime).sql_texts)
+        with anyio.move_on_after(wait):
+            texts = await anyio.to_thread.run_sync(get_index_service(runtime).sql_texts, abandon_on_cancel=True)
     except (MeshError, OSError):
         return settings
-    return learnt_settings(settings, texts)
+    except Exception:  # the learnt shape is an aid: never the reason a trace fails
+        log.exception("outcome shape of the workspace")
+        return settings
+    return settings if texts is None else learnt_settings(settings, texts)
