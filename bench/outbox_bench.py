@@ -91,7 +91,7 @@ def seed(dsn: str, rows: int) -> None:
                    CASE WHEN n %% 100 < 92 THEN 'COMPLETED' WHEN n %% 100 < 98 THEN 'FAILED' ELSE 'PROCESSING' END,
                    'worker-' || (n %% 4), emitter, 1, created_at, created_at + interval '1 second',
                    CASE WHEN n %% 100 BETWEEN 92 AND 97 THEN 'handler error ' || n END,
-                   created_at + interval '1 second', created_at + interval '2 seconds'
+                   created_at + interval '1 second', NULL  -- the worker never writes job_audit.updated_at
             FROM (SELECT id, type, emitter, created_at, row_number() OVER () AS n
                   FROM jobs_outbox WHERE status = 'COMPLETED' LIMIT %s) j
             """,
@@ -100,15 +100,20 @@ def seed(dsn: str, rows: int) -> None:
         # event_queue: one outcome event per audited job, the rest domain events
         conn.execute(
             """
-            INSERT INTO event_queue (id, status, type, emitter, payload, target_services, created_at, updated_at,
-                                     processed_at)
+            INSERT INTO event_queue (id, status, type, emitter, "emitterId", payload, version, target_services,
+                                     created_at, updated_at, processed_at)
             SELECT gen_random_uuid(), 'COMPLETED',
                    CASE WHEN status = 'FAILED' THEN 'bench:job:outbox:failure' ELSE 'bench:job:outbox:success' END,
-                   'ms-bench', jsonb_build_object('jobId', job_id, 'jobType', job_type, 'status', status),
+                   'ms-bench', job_id::uuid,
+                   -- the audit trigger's payload: the old and the new job_audit row (job id at after.job_id)
+                   jsonb_build_object('before', to_jsonb(a) || jsonb_build_object('status', 'PROCESSING'),
+                                      'after', to_jsonb(a)),
+                   1,
                    ARRAY[CASE WHEN status = 'FAILED' THEN 'bench:job:outbox:failure'
                               ELSE 'bench:job:outbox:success' END],
-                   updated_at, updated_at + interval '1 second', updated_at + interval '1 second'
-            FROM job_audit WHERE status IN ('COMPLETED', 'FAILED')
+                   coalesce(finished_at, started_at, created_at), coalesce(finished_at, started_at, created_at)
+                   + interval '1 second', coalesce(finished_at, started_at, created_at) + interval '1 second'
+            FROM job_audit a WHERE status IN ('COMPLETED', 'FAILED')
             """
         )
         done = conn.execute("SELECT count(*) FROM event_queue").fetchone()[0]
@@ -147,7 +152,7 @@ def prepare_traced_jobs(dsn: str, r: redis.Redis) -> list[str]:
         rows = conn.execute(
             """SELECT j.id::text, j.target, e.id::text FROM jobs_outbox j
                JOIN job_audit a ON a.job_id = j.id::text AND a.status = 'COMPLETED'
-               JOIN event_queue e ON e.payload->>'jobId' = a.job_id
+               JOIN event_queue e ON e.payload->'after'->>'job_id' = a.job_id
                ORDER BY j.created_at DESC LIMIT %s""",
             (TRACED_JOBS,),
         ).fetchall()
@@ -164,8 +169,8 @@ def prepare_traced_jobs(dsn: str, r: redis.Redis) -> list[str]:
             row = next(traced, None) if i % every == every // 2 else None
             if row is not None:
                 job_id, _queue, event_id = row
-                pipe.xadd(stream, {"id": event_id, "type": STREAM_TARGET, "payload": json.dumps({"jobId": job_id})},
-                          id=entry_id)
+                pipe.xadd(stream, {"id": event_id, "type": STREAM_TARGET, "emitterId": job_id,
+                                   "payload": json.dumps({"before": None, "after": {"job_id": job_id}})}, id=entry_id)
                 order.append(event_id)
             else:
                 pipe.xadd(stream, {"id": str(uuid.uuid4()), "type": STREAM_TARGET, "n": str(i)}, id=entry_id)

@@ -9,9 +9,10 @@ something overrides it in ``mesh.toml`` (or ``MESH_CONVENTIONS__...``). Patterns
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from server.lint_conventions import LintConventions
 
@@ -171,6 +172,11 @@ class Conventions(_Strict):
         ["job.outbox.failed", "{domain}:job:outbox:failure", "{domain}:job:outbox:failed"],
         "event types of a failed job (both versions, and the name the failure post-processor expects)",
     )
+    job_failure_accepted_types: list[str] = _d(
+        ["job.outbox.failed", "{domain}:job:outbox:failed"],
+        "event types the common failure post-processor accepts; a failure event of another type (the trigger's "
+        "<d>:job:outbox:failure) is acknowledged unprocessed, so no failure feedback is written (P4)",
+    )
     stream_prefix: str = _d("stream:", "stream key = prefix + target service")
     dlq_suffix: str = _d("-dlq", "dead-letter stream key = full stream key + suffix")
     stream_maxlen: int = _d(10000, "approximate MAXLEN of the runner's XADD")
@@ -200,7 +206,11 @@ class Conventions(_Strict):
     bullmq_state_sorted_sets: list[str] = _d(
         ["delayed", "prioritized", "waiting-children", "failed", "completed"], "BullMQ states kept in sorted sets"
     )
-    job_outcome_id_keys: list[str] = _d(["jobId"], "payload keys of a job-outcome event holding the job id")
+    job_outcome_id_keys: list[str] = _d(
+        ["after.job_id"],
+        "JSON paths (dot-separated) in a job-outcome event's payload holding the job id, all searched; the audit "
+        "trigger writes {before, after} rows, so after.job_id; a flat key (jobId) is a one-step path",
+    )
     job_completed_key: str = _d("job:completed:{job_id}", "the worker's idempotency guard of a finished job")
     job_attempts: int = _d(3, "attempts BullMQ jobs are pushed with")
     retention_s: int = _d(86400, "COMPLETED rows older than this are purged by the runner")
@@ -210,3 +220,17 @@ class Conventions(_Strict):
     )
     static: StaticConventions = StaticConventions()
     lint: LintConventions = LintConventions()
+
+    @field_validator("job_outcome_id_keys")
+    @classmethod
+    def _id_paths(cls, value: list[str]) -> list[str]:
+        """Each entry is a JSON path ``a.b.c`` (an optional leading ``$.`` is dropped) of plain keys."""
+        out = []
+        for raw in value:
+            path = raw.strip().removeprefix("$.")
+            steps = path.split(".")
+            if len(steps) > 8 or not all(re.fullmatch(r"[A-Za-z0-9_-]{1,63}", step) for step in steps):
+                raise ValueError(f"job_outcome_id_keys: {raw!r} is not a JSON path of plain keys such as "
+                                 "'after.job_id' (letters, digits, _ or -, separated by dots, at most 8 steps)")
+            out.append(path)
+        return out

@@ -36,6 +36,7 @@ from psycopg.types.json import Jsonb
 from server.config import Conventions
 from server.demo.dump import age_consumer_in_dump
 from server.errors import MeshError
+from tools.outbox.outcome_paths import id_paths, path_sql
 
 SERVICE = "event"
 EMITTER = "ms-event"
@@ -139,9 +140,12 @@ def _event_row(event_id: str, status: str, event_type: str, targets: list[str], 
     }
 
 
-def seed_postgres(dsn: str, conv: Conventions, ids: dict[str, str], events: list[dict[str, Any]]) -> None:
-    """Create the outbox schema in the (empty) service database and write the rows."""
+def seed_postgres(dsn: str, conv: Conventions, ids: dict[str, str], events: list[dict[str, Any]]
+                  ) -> dict[str, list[tuple[str, Any]]]:
+    """Create the outbox schema in the (empty) service database and write the rows; returns the job-outcome
+    rows the audit trigger wrote, per job key: ``[(event id, payload), ...]``."""
     t, st = conv.tables, conv.statuses
+    outcomes: dict[str, list[tuple[str, Any]]] = {}
     with psycopg.connect(dsn, autocommit=True) as conn:
         create_schema(conn)
         address = "12 rue des Lilas, Lyon"
@@ -155,36 +159,53 @@ def seed_postgres(dsn: str, conv: Conventions, ids: dict[str, str], events: list
         _insert(conn, conv, t.jobs_outbox, _job(
             ids["job_failed"], st.completed, GEOCODE_JOB, QUEUE, 12 * MINUTE, 12 * MINUTE,
             {"eventId": ids["failed_event_ref"], "address": "nowhere"}))
-        # the audit rows fire the audit trigger, which writes the job outcome into event_queue
+        # the worker upserts job_audit PROCESSING (started_at, never updated_at), then sets FAILED or
+        # COMPLETED: that status update fires the audit trigger, which writes the job outcome into event_queue
         _insert(conn, conv, t.job_audit, {
-            "job_id": ids["job_failed"], "job_type": GEOCODE_JOB, "status": st.failed, "worker_id": WORKER_ID,
+            "job_id": ids["job_failed"], "job_type": GEOCODE_JOB, "status": st.processing, "worker_id": WORKER_ID,
             "emitter": EMITTER, "current_attempt": conv.job_attempts, "started_at": Ago(12 * MINUTE - 5),
-            "finished_at": Ago(11 * MINUTE), "error_message": ids["failed_reason"],
-            "error_stack": f"InternalServerError: {ids['failed_reason']}\n    at GeocodeEventHandler.handle "
-                           "(workers-runners/worker-event/src/workers/handlers/geocode-event.handler.ts:19:13)",
-            "created_at": Ago(12 * MINUTE - 5), "updated_at": Ago(11 * MINUTE)})
+            "created_at": Ago(12 * MINUTE - 5)})
         _insert(conn, conv, t.job_audit, {
-            "job_id": ids["job_done"], "job_type": GEOCODE_JOB, "status": st.completed, "worker_id": WORKER_ID,
-            "emitter": EMITTER, "current_attempt": 1, "started_at": Ago(30 * MINUTE),
-            "finished_at": Ago(30 * MINUTE - 2), "result_payload": {"originalPayload": {"address": address}},
-            "created_at": Ago(30 * MINUTE), "updated_at": Ago(30 * MINUTE - 2)})
-        # the runner pushed both outcomes long ago: mark the trigger's rows as published then
+            "job_id": ids["job_done"], "job_type": GEOCODE_JOB, "status": st.processing, "worker_id": WORKER_ID,
+            "emitter": EMITTER, "current_attempt": 1, "started_at": Ago(30 * MINUTE), "created_at": Ago(30 * MINUTE)})
         c = conv.columns
+        stack = (f"InternalServerError: {ids['failed_reason']}\n    at GeocodeEventHandler.handle "
+                 "(workers-runners/worker-event/src/workers/handlers/geocode-event.handler.ts:19:13)")
+        failed = [(st.failed, (c.error_message, c.error_stack, c.current_attempt), [ids["failed_reason"], stack, n])
+                  for n in range(1, conv.job_attempts + 1)]  # once per BullMQ attempt
+        for job_key, steps in (("job_failed", failed), ("job_done", [
+                (st.completed, (c.result_payload,), [Jsonb({"originalPayload": {"address": address}})])])):
+            age = 11 * MINUTE if job_key == "job_failed" else 30 * MINUTE - 2
+            for n, (status, sets, values) in enumerate(steps):
+                if n:  # the next attempt: the worker's upsert sets PROCESSING again
+                    conn.execute(sql.SQL("UPDATE {t} SET {status} = %s WHERE {job_id} = %s").format(
+                        t=sql.Identifier(t.job_audit), status=sql.Identifier(c.status),
+                        job_id=sql.Identifier(c.job_id)), [st.processing, ids[job_key]])
+                conn.execute(sql.SQL("UPDATE {t} SET {status} = %s, {finished} = (now() - make_interval(secs => %s))"
+                                     "::timestamp, {sets} WHERE {job_id} = %s").format(
+                    t=sql.Identifier(t.job_audit), status=sql.Identifier(c.status),
+                    finished=sql.Identifier(c.finished_at), job_id=sql.Identifier(c.job_id),
+                    sets=sql.SQL(", ").join(sql.SQL("{} = %s").format(sql.Identifier(col)) for col in sets)),
+                    [status, age, *values, ids[job_key]])
+        # the runner pushed the outcomes long ago: mark the trigger's rows as published then
+        path = id_paths(conv.job_outcome_id_keys)[0] if conv.job_outcome_id_keys else ("after", "job_id")
         for job_key, age in (("job_failed", 11 * MINUTE), ("job_done", 30 * MINUTE - 2)):
             cur = conn.execute(
                 sql.SQL("UPDATE {t} SET {status} = %s, {processed} = {at}, {created} = {at}, {updated} = {at} "
-                        "WHERE {payload} ->> %s = %s RETURNING {id}").format(
+                        "WHERE {job} = %s RETURNING {id}, {payload}").format(
                     t=sql.Identifier(t.event_queue), status=sql.Identifier(c.status),
                     processed=sql.Identifier(c.processed_at), created=sql.Identifier(c.created_at),
                     updated=sql.Identifier(c.updated_at), payload=sql.Identifier(c.payload), id=sql.Identifier(c.id),
-                    at=sql.SQL("(now() - make_interval(secs => %s))::timestamp")),
-                (st.completed, age, age, age, conv.job_outcome_id_keys[0], ids[job_key]),
+                    job=path_sql(c.payload, path), at=sql.SQL("(now() - make_interval(secs => %s))::timestamp")),
+                (st.completed, age, age, age, ids[job_key]),
             )
-            row = cur.fetchone()
-            ids[f"{job_key}_outcome"] = str(row[0]) if row else str(uuid.uuid4())
+            rows = cur.fetchall()
+            outcomes[job_key] = [(str(r[0]), r[1]) for r in rows]
+            ids[f"{job_key}_outcome"] = outcomes[job_key][-1][0] if rows else str(uuid.uuid4())
         for event in events:
             _insert(conn, conv, t.event_queue, _event_row(
                 event["id"], st.completed, EVENT_CREATED, [STREAM_TARGET], event["age"], event["payload"]))
+    return outcomes
 
 
 # -- Redis ----------------------------------------------------------------------------
@@ -204,7 +225,7 @@ DEMO_STREAM_MAXLEN = 6
 
 
 def seed_redis(client: redis.Redis, conv: Conventions, scn: Scenario, ids: dict[str, str],
-               events: list[dict[str, Any]]) -> None:
+               events: list[dict[str, Any]], outcomes: dict[str, list[tuple[str, Any]]] | None = None) -> None:
     """Write the stream, its groups, the dead letter, retry keys, lock and BullMQ job."""
     now_ms = int(client.time()[0]) * 1000
     stream, dlq = scn.stream, scn.dlq_stream
@@ -259,11 +280,14 @@ def seed_redis(client: redis.Redis, conv: Conventions, scn: Scenario, ids: dict[
     # job outcome streams: success consumed by the common post-processor, failure read by nobody
     for outcome, age in (("success", 29 * MINUTE), ("failure", 10 * MINUTE)):
         key = f"{conv.stream_prefix}{SERVICE}:job:outbox:{outcome}"
-        job = ids["job_done"] if outcome == "success" else ids["job_failed"]
-        outcome_id = ids["job_done_outcome" if outcome == "success" else "job_failed_outcome"]
-        client.xadd(key, {conv.event_id_field: outcome_id, conv.event_type_field: f"{SERVICE}:job:outbox:"
-                          f"{outcome}", "emitter": EMITTER, "payload": json.dumps({"jobId": job})},
-                    id=f"{now_ms - age * 1000}-0")
+        job_key = "job_done" if outcome == "success" else "job_failed"
+        rows = (outcomes or {}).get(job_key) or [(ids[f"{job_key}_outcome"], {})]
+        for n, (outcome_id, payload) in enumerate(rows):
+            # the runner's entry: "emitterId" is the job id (the latest trigger sets it)
+            client.xadd(key, {conv.event_id_field: outcome_id, conv.event_type_field: f"{SERVICE}:job:outbox:"
+                              f"{outcome}", "emitter": EMITTER, "emitterId": ids[job_key], "version": "1",
+                              "payload": json.dumps(payload)},
+                        id=f"{now_ms - age * 1000}-{n}")
         keys.append(key)
     success_stream = f"{conv.stream_prefix}{SERVICE}:job:outbox:success"
     client.xgroup_create(success_stream, COMMON_GROUP, id="0")
@@ -340,7 +364,7 @@ def seed(service_dsn: str, client: redis.Redis, conv: Conventions, keys: list[st
             "payload": {"before": None, "after": {"id": event_id, "title": title, "organizerId": organizer}},
         })
     try:
-        seed_postgres(service_dsn, conv, ids, events)
+        outcomes = seed_postgres(service_dsn, conv, ids, events)
     except psycopg.Error as exc:
         raise MeshError(f"could not seed the demo database: {str(exc).strip().splitlines()[0]}") from None
     scn.faults.extend([
@@ -355,7 +379,7 @@ def seed(service_dsn: str, client: redis.Redis, conv: Conventions, keys: list[st
               f"{ids['failed_reason']}", {"job_id": ids["job_failed"], "queue": QUEUE}),
     ])
     try:
-        seed_redis(client, conv, scn, ids, events)
+        seed_redis(client, conv, scn, ids, events, outcomes)
     except redis.RedisError as exc:
         raise MeshError(f"could not seed the demo Redis: {exc}") from None
     return scn

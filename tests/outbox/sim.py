@@ -140,9 +140,23 @@ def worker_fail(conn: psycopg.Connection, r: redis.Redis, job_id: str, queue: st
     r.zadd(f"{CONV.bullmq_prefix}:{queue}:failed", {job_id: int(time.time() * 1000)})
 
 
+def outcome_payload(job_id: str, status: str = "COMPLETED", *, job_type: str = "users.send_welcome_email",
+                    emitter: str = "ms-user", error: str | None = None) -> dict[str, Any]:
+    """The payload the audit trigger writes (every version): ``{before: <old job_audit row>, after: <new row>}``
+    as ``to_jsonb`` renders them; the job id is at ``after.job_id`` (there is no top-level jobId)."""
+    before = {"id": str(uuid.uuid4()), "job_id": job_id, "job_type": job_type, "status": "PROCESSING",
+              "worker_id": "worker-user-1", "emitter": emitter, "current_attempt": 1,
+              "started_at": "2026-01-01T00:00:00", "finished_at": None, "result_payload": None,
+              "error_message": None, "error_stack": None, "created_at": "2026-01-01T00:00:00", "updated_at": None}
+    after = {**before, "status": status, "finished_at": "2026-01-01T00:00:01",
+             "result_payload": {"originalPayload": {"userId": 1}} if status == "COMPLETED" else None,
+             "error_message": error, "error_stack": f"Error: {error}" if error else None}
+    return {"before": before, "after": after}
+
+
 def outcome_event_of(conn: psycopg.Connection, job_id: str) -> tuple[str, str]:
-    row = conn.execute("SELECT id, type FROM event_queue WHERE payload->>'jobId' = %s ORDER BY created_at DESC",
-                       (job_id,)).fetchone()
+    row = conn.execute("SELECT id, type FROM event_queue WHERE payload->'after'->>'job_id' = %s "
+                       "ORDER BY created_at DESC", (job_id,)).fetchone()
     assert row is not None, "the audit trigger wrote no outcome event"
     return str(row[0]), row[1]
 

@@ -90,7 +90,8 @@ async def test_doctor_prints_missing_index_ddl_and_never_runs_it(outbox_db, r, o
     assert checks["schema:user"][0].status == "ok"
     assert checks["trigger:user"][0].status == "ok"
     ddl = [c.fix for c in checks["index:user:event_queue"]]
-    assert "CREATE INDEX CONCURRENTLY ON event_queue ((payload->>'jobId')) WHERE payload ? 'jobId';" in ddl
+    assert ("CREATE INDEX CONCURRENTLY ON event_queue (((payload -> 'after') ->> 'job_id')) "
+            "WHERE ((payload -> 'after') ->> 'job_id') IS NOT NULL;") in ddl
     assert "CREATE INDEX CONCURRENTLY ON event_queue (status, created_at, id) INCLUDE (type);" in ddl
     with psycopg.connect(outbox_db, autocommit=True) as conn:
         count = conn.execute("SELECT count(*) FROM pg_indexes WHERE tablename = 'event_queue'").fetchone()[0]

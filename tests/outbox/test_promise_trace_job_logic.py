@@ -49,9 +49,11 @@ def job_row(status: str = "COMPLETED", age_s: float | None = 10.0, updated_age_s
 
 
 def audit_row(status: str, age_s: float | None = 10.0, updated_age_s: float | None = None,
-              **columns: Any) -> OutboxRow:
+              since_s: float | None = None, **columns: Any) -> OutboxRow:
+    """``since_s``: seconds since started_at (the column the worker writes; its updated_at it never writes)."""
     return OutboxRow(service="user", table="job_audit", id="a-9", job_id=JOB, status=status, type="send-email",
-                     age_s=age_s, updated_age_s=updated_age_s, hint=None, columns=columns)
+                     age_s=age_s, updated_age_s=updated_age_s, since_s=since_s,
+                     since_column="started_at" if since_s is not None else None, hint=None, columns=columns)
 
 
 def bull(state: str, **fields: Any) -> BullJobState:
@@ -128,8 +130,8 @@ def test_a_pending_job_scheduled_later_is_not_late(settings, scheduled_in_s, cod
 @pytest.mark.parametrize(("since", "expected"), [
     (299.0, ("pending_in_outbox", "info", f"job {JOB} was claimed 299s ago and is being pushed", "jobs_outbox")),
     (300.0, ("pending_in_outbox", "info", f"job {JOB} was claimed 300s ago and is being pushed", "jobs_outbox")),
-    (301.0, ("stuck_processing", "error", f"job {JOB} is PROCESSING in jobs_outbox for 301s (> 300s): the runner "
-                                         "died between claim and push", "jobs_outbox")),
+    (301.0, ("stuck_processing", "error", f"job {JOB} is PROCESSING in jobs_outbox for 301s since its updated_at "
+                                         "(> 300s): the runner died between claim and push", "jobs_outbox")),
 ])
 def test_a_processing_job_is_stuck_after_processing_ageing_s(settings, since, expected) -> None:
     """The time since the claim (updated_at) counts, not the row's age."""
@@ -144,8 +146,8 @@ def test_pending_and_processing_ages_each_use_their_own_limit(make_settings) -> 
     assert only(findings) == ("pending_in_outbox", "info", f"job {JOB} was claimed 120s ago and is being pushed",
                               "jobs_outbox")
     _, findings = run(settings, job=job_row("PROCESSING", age_s=5000.0, updated_age_s=601.0))
-    assert only(findings)[:3] == ("stuck_processing", "error", f"job {JOB} is PROCESSING in jobs_outbox for 601s (> "
-                                  "600s): the runner died between claim and push")
+    assert only(findings)[:3] == ("stuck_processing", "error", f"job {JOB} is PROCESSING in jobs_outbox for 601s since "
+                                  "its updated_at (> 600s): the runner died between claim and push")
     _, findings = run(settings, job=job_row("PENDING", age_s=120.0))
     assert only(findings)[:2] == ("pending_in_outbox", "error")
 
@@ -161,8 +163,9 @@ def test_a_job_the_runner_gave_up_on(settings) -> None:
     _, findings = run(settings, job=job_row("FAILED", lastError="ECONNREFUSED " + "x" * 400))
     assert only(findings) == ("pending_in_outbox", "error", f"job {JOB} is FAILED in jobs_outbox: the outbox runner "
                               f"gave up pushing it (ECONNREFUSED {'x' * 287})", "jobs_outbox")
-    assert findings[0].next_step == ("fix the cause (runner logs), then "
-                                     "propose_remediation(symptom='requeue_stuck_job')")
+    assert findings[0].next_step == ("fix the cause (runner logs), then propose_remediation("
+                                     f"symptom='requeue_stuck_job', service='user', ids=['{JOB}']) puts it back to "
+                                     "PENDING")
     _, findings = run(settings, job=job_row("FAILED"))
     assert only(findings)[2] == f"job {JOB} is FAILED in jobs_outbox: the outbox runner gave up pushing it"
 
@@ -285,7 +288,9 @@ def test_a_stalled_job_names_the_lock_and_the_worker_liveness(settings) -> None:
                               "is connected, so nothing moves it back to wait: BullMQ's stalled checker runs only "
                               "inside workers; start a worker of that queue", "bullmq_job")
     assert findings[0].next_step == ("inspect_queue(queue='emails') lists the stalled jobs; start or restart a worker "
-                                     "of 'emails'; if none will run, propose_remediation(symptom='requeue_stuck_job')")
+                                     "of 'emails' (its stalled checker moves the job back to wait); or "
+                                     "propose_remediation(symptom='requeue_stuck_job', service=<the job's service>, "
+                                     f"ids=['{JOB}'])")
     bull_hop = hops[1]
     assert (bull_hop.found, bull_hop.state, bull_hop.healthy, bull_hop.bull) == (True, "active", False, stalled)
     assert bull_hop.detail == ("state active, attempts made ?, lock gone (the worker died or lost it), taken 42s ago "
@@ -473,7 +478,7 @@ def test_a_failed_handler_with_its_message_and_retry(settings) -> None:
                          outcomes=[(event_row("user:job.failed"), [], [verdict("ok", "ok", "fine"), problem])])
     assert [(f.code, f.severity, f.sentence, f.hop) for f in findings] == [
         ("handler_failed", "error", f"job {JOB} (send-email) failed in its handler: SMTP 550 {'y' * 291}; BullMQ will "
-         "retry it (attempt 1/3)", "job_audit"),
+         "retry it (attempt 1/3); 1 failure event(s) (user:job.failed)", "job_audit"),
         ("in_pel", "warning", "pel", None),
     ]
 
@@ -523,24 +528,25 @@ def test_a_processing_audit_is_stuck_after_processing_ageing_s_in_ms(settings, r
 
 
 @pytest.mark.parametrize(("since", "expected"), [
-    (300.0, ("running", "info", f"job {JOB} is running (PROCESSING for 300s since its updated_at)")),
-    (301.0, ("stuck_processing", "error", f"job {JOB} is PROCESSING in job_audit for 301s since its updated_at "
+    (300.0, ("running", "info", f"job {JOB} is running (PROCESSING for 300s since its started_at)")),
+    (301.0, ("stuck_processing", "error", f"job {JOB} is PROCESSING in job_audit for 301s since its started_at "
                                           "(> 300s): the worker died while running it, or it hangs")),
 ])
-def test_a_processing_audit_without_bullmq_counts_from_updated_at(settings, since, expected) -> None:
-    _, findings = run(settings, audit=audit_row("PROCESSING", age_s=9999.0, updated_age_s=since))
+def test_a_processing_audit_without_bullmq_counts_from_started_at(settings, since, expected) -> None:
+    """The worker writes started_at, never job_audit's updated_at: an updated_at age is not read."""
+    _, findings = run(settings, audit=audit_row("PROCESSING", age_s=9999.0, updated_age_s=1.0, since_s=since))
     assert only(findings)[:3] == expected
 
 
-def test_a_processing_audit_of_a_job_no_longer_active_uses_updated_at(settings) -> None:
+def test_a_processing_audit_of_a_job_no_longer_active_uses_started_at(settings) -> None:
     """A BullMQ job in another state (waiting: retried) has no running time."""
     waiting = bull("waiting", lock_exists=None, processed_on_ms=NOW - 999_000)
-    _, findings = run(settings, audit=audit_row("PROCESSING", updated_age_s=10.0), bull=waiting)
-    assert only(findings)[2] == f"job {JOB} is running (PROCESSING for 10s since its updated_at)"
+    _, findings = run(settings, audit=audit_row("PROCESSING", since_s=10.0), bull=waiting)
+    assert only(findings)[2] == f"job {JOB} is running (PROCESSING for 10s since its started_at)"
     _, findings = run(settings, audit=audit_row("PROCESSING", age_s=12.0, updated_age_s=None))
-    assert only(findings)[2] == f"job {JOB} is running (PROCESSING for 12s since its updated_at)"
+    assert only(findings)[2] == f"job {JOB} is running (PROCESSING for 12s since its created_at)"
     _, findings = run(settings, audit=audit_row("PROCESSING", age_s=None, updated_age_s=None))
-    assert only(findings)[2] == f"job {JOB} is running (PROCESSING for 0s since its updated_at)"
+    assert only(findings)[2] == f"job {JOB} is running (PROCESSING for 0s since its created_at)"
 
 
 # -- job_audit COMPLETED ------------------------------------------------------------------------------
@@ -560,11 +566,14 @@ def test_a_completed_job_without_a_success_event(settings) -> None:
     _, findings = run(settings, job=job_row(), audit=audit_row("COMPLETED"), outcomes=[failure],
                       success_types={"user:job.succeeded", "job.succeeded"})
     assert only(findings) == ("success_not_cleaned", "error", f"job {JOB} succeeded (job_audit COMPLETED) but "
-                              "event_queue has no success event for it (types job.succeeded, user:job.succeeded): the "
-                              "audit trigger notify_job_audit_status_change did not fire, so nothing deletes the "
+                              "event_queue has no success event for it (types job.succeeded, user:job.succeeded, job "
+                              "id at payload.after.job_id): the audit trigger notify_job_audit_status_change did not "
+                              "write one, or the row was purged (COMPLETED rows older than 86400s), or the trigger "
+                              "puts the job id elsewhere ([conventions] job_outcome_id_keys); nothing deletes the "
                               "jobs_outbox row", "outcome_event")
-    assert findings[0].next_step == ("check the trigger notify_job_audit_status_change exists on job_audit; then "
-                                     "propose_remediation(symptom='reconcile_outbox')")
+    assert findings[0].next_step == ("mesh-mcp doctor checks the trigger notify_job_audit_status_change on job_audit; "
+                                     "no remediation symptom deletes the row while no success event proves the "
+                                     "success was delivered")
 
 
 def test_a_completed_job_whose_success_event_has_a_problem_names_it(settings) -> None:
@@ -580,7 +589,7 @@ def test_a_completed_job_whose_success_event_has_a_problem_names_it(settings) ->
     (301.0, "error", ""),
 ])
 def test_a_delivered_success_event_with_the_row_still_there(settings, since, severity, tail) -> None:
-    _, findings = run(settings, job=job_row(), audit=audit_row("COMPLETED", age_s=9999.0, updated_age_s=since),
+    _, findings = run(settings, job=job_row(), audit=audit_row("COMPLETED", age_s=9999.0, since_s=since),
                       outcomes=[(event_row(), [], [verdict("ok", "ok", "fine")])])
     assert only(findings) == ("success_not_cleaned", severity, f"job {JOB} succeeded and its success event e-5 "
                               "(user:job.succeeded) was delivered and acknowledged, yet the jobs_outbox row is still "

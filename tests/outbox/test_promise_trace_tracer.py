@@ -108,7 +108,8 @@ async def test_an_event_the_runner_gave_up_on(settings) -> None:
     (f,) = findings
     assert (f.code, f.severity, f.hop) == ("event_pending", "error", "outcome_event")
     assert f.sentence == f"event e-1 is FAILED: the outbox runner gave up pushing it (READONLY {'z' * 291})"
-    assert f.next_step == "fix the cause in the runner logs, then propose_remediation(symptom='reconcile_outbox')"
+    assert f.next_step == ("fix the cause in the runner logs, then propose_remediation(symptom='requeue_stuck_job', "
+                           "service='user', ids=['e-1']) puts it back to PENDING")
     assert hops[0].name == "outcome_event"
     _, findings = await chain(settings, event("FAILED"))
     assert findings[0][2] == "event e-1 is FAILED: the outbox runner gave up pushing it"
@@ -455,7 +456,7 @@ async def test_a_finished_job_of_another_emitter_is_ok_through_its_pushed_succes
     assert (guard.ref, guard.found, guard.state, guard.healthy) == (f"job:completed:{job_id}", True, "set", True)
     (outcome,) = [h for h in report.hops if h.name == "outcome_event"]
     assert outcome.ref == f"user.event_queue {outcome_id}" and outcome.row is not None
-    assert outcome.row.columns["payload"]["jobId"] == job_id and outcome.row.truncated is False
+    assert outcome.row.columns["payload"]["after"]["job_id"] == job_id and outcome.row.truncated is False
     assert [(h.name, h.state) for h in report.hops if h.name.startswith("outcome_event.")] == [
         ("outcome_event.stream_entry", "present"), ("outcome_event.group", "acknowledged")]
     assert next(h for h in report.hops if h.name == "outcome_event.stream_entry").ref == f"{stream} {entry}"

@@ -82,7 +82,7 @@ async def test_job_audit_id_matches_job_id_and_hints_read_the_error(db, r, outbo
     assert len(audit.rows) == 1 and audit.rows[0].columns["job_id"] == job_id
     assert "geocoder timeout" in audit.rows[0].hint
     assert audit.rows[0].type == "users.send_welcome_email"
-    assert events.rows[0].columns["payload"]["jobId"] == job_id
+    assert events.rows[0].columns["payload"]["after"]["job_id"] == job_id
     assert events.rows[0].columns["target_services"] == ["user:job:outbox:failure"]
 
 

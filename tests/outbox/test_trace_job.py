@@ -101,7 +101,8 @@ async def test_completed_job_still_in_outbox_is_success_not_cleaned(db, r, outbo
     sim.runner_push_job(db, r, job_id, pushed_age_s=3500)
     sim.worker_take(db, r, job_id, QUEUE, age_s=3400)
     sim.worker_complete(db, r, job_id, QUEUE)
-    db.execute("UPDATE job_audit SET updated_at = now() - interval '1 hour' WHERE job_id = %s", (job_id,))
+    # ages of job_audit rows come from started_at (the worker never writes its updated_at)
+    db.execute("UPDATE job_audit SET started_at = now() - interval '1 hour' WHERE job_id = %s", (job_id,))
     event_id, event_type = sim.outcome_event_of(db, job_id)
     assert event_type == "user:job:outbox:success"
     (stream, entry), = sim.runner_push_event(db, r, event_id)
@@ -175,8 +176,8 @@ async def test_old_naming_variant_is_found(db, r, outbox_settings, tools_for) ->
     sim.runner_push_job(db, r, job_id)
     sim.worker_take(db, r, job_id, QUEUE)
     sim.worker_complete(db, r, job_id, QUEUE)
-    event_id = sim.insert_event(db, type="job.outbox.success", targets=["job.outbox.success"],
-                                payload={"jobId": job_id, "status": "COMPLETED"})
+    event_id = sim.insert_event(db, type="job.outbox.success", targets=["ms-user"],
+                                payload=sim.outcome_payload(job_id))
     async with tools_for(outbox_settings()) as tools:
         report = await tools.trace_job(job_id)
     outcome = hop(report, "outcome_event")
@@ -208,7 +209,7 @@ async def test_rows_gone_but_guard_set_is_purged(db, r, outbox_settings, tools_f
 async def test_rows_gone_but_outcome_event_left_is_purged(db, r, outbox_settings, tools_for) -> None:
     job_id = str(uuid.uuid4())
     sim.insert_event(db, type="user:job:outbox:success", status="COMPLETED", targets=["user:job:outbox:success"],
-                     payload={"jobId": job_id})
+                     payload=sim.outcome_payload(job_id))
     async with tools_for(outbox_settings()) as tools:
         report = await tools.trace_job(job_id, service=None)
     assert report.verdict.code == "purged"

@@ -207,3 +207,14 @@ async def test_first_drift_passes_the_run_time_flag_on(ctx) -> None:
     check = Check(kind="step_ok", args={"step": 1, "output_key": None})
     assert await first_drift([check], ctx, dynamic=True) == "step 1 did not complete"
     assert await first_drift([check], ctx, dynamic=False) is None
+
+
+async def test_bull_job_stalled(ctx, redis_client: redis.Redis) -> None:
+    base = {"prefix": "bull", "queue": "mail", "job_id": "9", "lock_suffix": "lock"}
+    redis_client.rpush("bull:mail:active", "8", "9")
+    assert await _ev(ctx, "bull_job_stalled", **base) is None
+    redis_client.set("bull:mail:9:lock", "worker-2", px=30_000)
+    assert await _ev(ctx, "bull_job_stalled", **base) == "job 9 of queue mail has a lock again: a worker holds it"
+    redis_client.lrem("bull:mail:active", 0, "9")
+    assert await _ev(ctx, "bull_job_stalled", **base) == (
+        "job 9 of queue mail is no longer active (a worker's stalled checker moved it, or it ended)")

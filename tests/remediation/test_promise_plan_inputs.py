@@ -136,8 +136,9 @@ def test_outbox_symptoms_need_a_service_and_row_uuids(cfg, symptom: str) -> None
 
 def test_reconcile_needs_ids_requeue_does_not(cfg) -> None:
     assert refused(cfg, req("reconcile_outbox", service="event")) == (
-        "reconcile_outbox needs ids: the event_queue / jobs_outbox ids whose replay was confirmed "
-        "(reconciling marks rows COMPLETED, so it is never done in bulk)")
+        "reconcile_outbox needs ids: the event_queue / jobs_outbox ids whose replay was confirmed, or the job ids "
+        "whose audit row or outbox row was left behind (trace_job names them); reconciling marks rows COMPLETED or "
+        "deletes them, so it is never done in bulk")
     assert validate_request(cfg, req("requeue_stuck_job", service="event")).ids is None
 
 

@@ -113,8 +113,12 @@ async def test_reconcile_marks_only_failed_rows_whose_outcome_is_known(settings,
     assert events.params == [["COMPLETED", e_failed, "FAILED"]] and jobs.params == [["COMPLETED", j_ran, "FAILED"]]
     assert events.command == 'UPDATE "event_queue" SET "status" = $1, "updated_at" = now() WHERE "id" = $2 AND ' \
                              '"status" = $3'
-    assert sorted(plan.warnings) == sorted([
-        f"no row {ghost} in event_queue or jobs_outbox of service event (purged, or another service?)",
+    # a COMPLETED row of a succeeded job is deleted only once its success event was pushed: not yet here
+    unpushed = [w for w in plan.warnings if w.startswith(f"job {j_completed}: its success event was not pushed (")]
+    assert len(unpushed) == 1 and unpushed[0].endswith("trace_job names that link; nothing deleted")
+    assert sorted(w for w in plan.warnings if w not in unpushed) == sorted([
+        f"no row {ghost} in event_queue, jobs_outbox or (as a job id) job_audit of service event (purged, or another "
+        "service?)",
         f"jobs_outbox row {j_audit_failed} is FAILED but its job_audit is FAILED: the job did not succeed; retry it "
         "rather than marking it done",
         f"jobs_outbox row {j_no_audit} is FAILED but its job_audit is missing: the job did not succeed; retry it "
@@ -123,7 +127,7 @@ async def test_reconcile_marks_only_failed_rows_whose_outcome_is_known(settings,
     assert plan.notes == [f"event_queue row {e_pending} is PENDING: nothing to reconcile", RUNBOOK_5]
     assert plan.candidates_found == 6 and not plan.truncated
     assert (plan.blast_radius.rows, plan.blast_radius.tables) == (2, ["event.event_queue", "event.jobs_outbox"])
-    assert plan.summary == "mark 2 FAILED outbox row(s) of service event COMPLETED"
+    assert plan.summary == "service event: mark 2 FAILED outbox row(s) COMPLETED"
 
 
 async def test_reconcile_with_nothing_failed_refuses_and_says_why(settings, outbox_db) -> None:
@@ -132,9 +136,10 @@ async def test_reconcile_with_nothing_failed_refuses_and_says_why(settings, outb
     with pytest.raises(NotFound) as info:
         await _propose(settings, "reconcile_outbox", service="event", ids=[pending, ghost])
     assert str(info.value) == (
-        "none of the 2 id(s) is a FAILED row that can be reconciled in service event ("
-        f"no row {ghost} in event_queue or jobs_outbox of service event (purged, or another service?); "
-        f"event_queue row {pending} is PENDING: nothing to reconcile; {RUNBOOK_5})")
+        "none of the 2 id(s) is, in service event, a FAILED row that can be reconciled, a job whose audit row was left "
+        "open under its completion guard, or a succeeded job whose outbox row was left after its success event was "
+        f"pushed (no row {ghost} in event_queue, jobs_outbox or (as a job id) job_audit of service event (purged, or "
+        f"another service?); event_queue row {pending} is PENDING: nothing to reconcile; {RUNBOOK_5})")
 
 
 async def test_requeue_by_ids_reads_every_sign_of_a_push(settings, outbox_db, redis_client: redis.Redis) -> None:

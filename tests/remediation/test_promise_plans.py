@@ -419,11 +419,13 @@ async def test_requeue_guards_each_row_by_status_and_updated_at(settings, outbox
     assert "with the same updated_at" in requeued.precondition
     assert any(w.startswith(f"jobs_outbox row {recent} was updated ") and "a runner may be pushing it" in w
                for w in plan.warnings)
-    assert f"jobs_outbox row {done} is COMPLETED, not PROCESSING: skipped" in plan.warnings
+    assert (f"jobs_outbox row {done} is COMPLETED (pushed): no BullMQ job, job_audit missing, guard unset: not "
+            "stalled nor lost by a dead worker; skipped (trace_job says what it is)") in plan.warnings
     assert plan.blast_radius.rows == 3 and plan.blast_radius.tables == ["event.jobs_outbox"]
     assert plan.summary == "unstick 3 jobs_outbox row(s) of service event: 2 to COMPLETED (already pushed), 1 back " \
                            "to PENDING"
-    with pytest.raises(NotFound, match="no jobs_outbox row of service event stuck PROCESSING for more than 300 s"):
+    with pytest.raises(NotFound, match=r"none of the 1 id\(s\) is, in service event, a row stuck PROCESSING, a "
+                                       r"FAILED row to push again, or a pushed job stalled or lost by a dead worker"):
         await _propose(settings, "requeue_stuck_job", service="event", ids=[recent])
 
 

@@ -79,9 +79,11 @@ async def test_each_outbox_symptom_reaches_its_own_builder(tmp_path: Path, outbo
         f"no jobs_outbox row of service event stuck PROCESSING for more than "
         f"{settings.limits.processing_ageing_s} s")
     assert await _nothing(settings, "reconcile_outbox", service="event", ids=[missing]) == (
-        f"none of the 1 id(s) is a FAILED row that can be reconciled in service event (no row {missing} in "
-        "event_queue or jobs_outbox of service event (purged, or another service?); runbook step 5: afterwards "
-        "check that job_audit closes the cycle (trace_job / trace_event))")  # the warnings, then the notes
+        "none of the 1 id(s) is, in service event, a FAILED row that can be reconciled, a job whose audit row was left "
+        "open under its completion guard, or a succeeded job whose outbox row was left after its success event was "
+        f"pushed (no row {missing} in event_queue, jobs_outbox or (as a job id) job_audit of service event (purged, "
+        "or another service?); runbook step 5: afterwards check that job_audit closes the cycle (trace_job / "
+        "trace_event))")  # the warnings, then the notes
 
 
 async def test_nothing_to_do_is_said_whole_with_the_builder_s_warnings(tmp_path: Path, redis_url: str,

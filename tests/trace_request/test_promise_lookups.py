@@ -117,10 +117,14 @@ def audit(conn, job_id: str, table="job_audit", age_s=50.0, created="created_at"
                   emitter="ms-shop")
 
 
-def outcome(conn, job_id: str, table="event_queue", key="jobId", age_s=40.0, created="created_at") -> str:
+def outcome(conn, job_id: str, table="event_queue", key="after.job_id", age_s=40.0, created="created_at") -> str:
+    """A success row, its job id at the JSON path ``key`` (the audit trigger's is after.job_id)."""
     kind = "shop:job:outbox:success"
-    return event(conn, table, age_s, created, type=kind, target_services=[kind],
-                 payload={key: job_id, "status": "COMPLETED"})
+    *parents, last = key.split(".")
+    payload: dict[str, Any] = {last: job_id, "status": "COMPLETED"}
+    for step in reversed(parents):
+        payload = {step: payload}
+    return event(conn, table, age_s, created, type=kind, target_services=[kind], payload=payload)
 
 
 def on_shop(saga_settings, url: str, tables: dict[str, str] | None = None, **conventions: Any):
@@ -180,7 +184,7 @@ async def test_rows_found_by_trace_carry_their_payload_and_so_do_outcome_events(
     (hop,) = [h for h in job_item.hops if h.row is not None and h.row.id == s.ids["outcome"]]
     written = dbs["notification"][1].execute("SELECT payload FROM event_queue WHERE id = %s",
                                              (s.ids["outcome"],)).fetchone()[0]
-    assert written["jobId"] == s.ids["job"]
+    assert written["after"]["job_id"] == s.ids["job"] and "jobId" not in written
     assert hop.row.columns["payload"] == written
 
 
@@ -261,18 +265,19 @@ async def test_an_id_no_lookup_can_use_costs_no_round_trip_and_notes_nothing(dbs
 
 
 async def test_outcome_events_are_matched_on_every_configured_id_key_and_on_none(shop, saga_settings, run) -> None:
+    """Every configured JSON path is searched: the trigger's after.job_id and an old flat key (jobId)."""
     url, conn = shop
     trace = secrets.token_hex(16)
     first = job(conn, age_s=30, traceparent=sg.traceparent(trace, sg.span()))
     second = job(conn, age_s=20, traceparent=sg.traceparent(trace, sg.span()))
     by_camel = outcome(conn, first, key="jobId", age_s=15)
-    by_snake = outcome(conn, second, key="job_id", age_s=10)
+    by_snake = outcome(conn, second, key="after.job_id", age_s=10)
 
     def outcomes(report) -> dict[str, list[str]]:
         return {i.id: [h.row.id for h in i.hops if h.row is not None and h.row.table == "event_queue"]
                 for i in report.items}
 
-    report = await run(on_shop(saga_settings, url, job_outcome_id_keys=["jobId", "job_id"]), trace_id=trace)
+    report = await run(on_shop(saga_settings, url, job_outcome_id_keys=["jobId", "$.after.job_id"]), trace_id=trace)
     assert report.unavailable == []
     assert outcomes(report) == {first: [by_camel], second: [by_snake]}
     report = await run(on_shop(saga_settings, url, job_outcome_id_keys=[]), trace_id=trace)

@@ -364,6 +364,16 @@ class IndexService(FreshnessMixin, BuildCacheMixin, WarmStartMixin, FactsAccessM
                 self._load_facts(self._open_cache())
             return self._facts.get(rel)
 
+    def sql_texts(self) -> list[tuple[str, int, str]]:
+        """``(path, line, text)`` of every plain SQL string of the workspace (migrations' ``query(`...`)``)."""
+        from tools.mesh_index.outcome_shape import sql_texts
+
+        with self._lock, _gc_paused():
+            self._ensure()
+            if not self._facts_loaded:
+                self._load_facts(self._open_cache())
+            return sql_texts(self._facts)
+
     def close(self) -> None:
         """Write the pending snapshot (if any), close the cache and the folder watches."""
         with self._lock:

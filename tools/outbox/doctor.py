@@ -1,7 +1,8 @@
 """Doctor checks of the runtime diagnosis tools.
 
 Per service: the outbox tables and the columns found (an older schema lacking optional
-columns is a warning: the tools adapt), the audit trigger on job_audit, and the
+columns is a warning: the tools adapt), the audit trigger on job_audit and whether its INSERT into event_queue fits
+the table (:mod:`tools.outbox.audit_trigger_check`: a left-out NOT NULL column is a failure), and the
 recommended indexes that are missing, each with its ``CREATE INDEX CONCURRENTLY`` DDL
 in the ``fix`` column, and the missing MCV statistics on (type, status) with their
 ``CREATE STATISTICS`` DDL (printed, never run). The Redis version and the commands the
@@ -13,6 +14,7 @@ from __future__ import annotations
 from server.checks import Check
 from server.errors import MeshError
 from server.runtime import Runtime
+from tools.outbox.audit_trigger_check import check_audit_trigger
 from tools.outbox.indexes import missing_indexes, missing_statistics
 from tools.outbox.mcp_tools import catalog_of
 from tools.outbox.schema_discovery import TABLE_KINDS, TableSchema
@@ -49,6 +51,36 @@ def _schema_check(service: str, tables: dict[str, TableSchema]) -> Check:
     return Check(name=f"schema:{service}", status="ok", detail=detail)
 
 
+async def _trigger_fit_check(runtime: Runtime, service: str) -> Check:
+    """The audit trigger is there: does its INSERT INTO event_queue fit the table (live, from pg_catalog)?"""
+    conv = runtime.settings.conventions
+    name = f"trigger:{service}"
+    try:
+        found = await check_audit_trigger(runtime.connections, runtime.settings, service)
+    except MeshError as exc:
+        return Check(name=name, status="warn", detail=f"{conv.audit_trigger} is on {conv.tables.job_audit}, but its "
+                     f"INSERT could not be checked against {conv.tables.event_queue}: {exc}")
+    if found.problems:
+        return Check(name=name, status="fail" if found.raising else "warn", detail=str(found.cause()),
+                     fix=found.migration(conv.columns.emitter_id, conv.columns.job_id))
+    if not found.writers and not found.unreadable:
+        return Check(name=name, status="warn",
+                     detail=f"{conv.audit_trigger} fires on {conv.tables.job_audit}, but no trigger function of "
+                            f"{conv.tables.job_audit} holds a literal INSERT INTO {conv.tables.event_queue}: whether "
+                            "its outcome row fits the table was not checked",
+                     fix="read the trigger function (\\sf in psql), or check [conventions.tables] event_queue")
+    if found.unreadable:
+        return Check(name=name, status="warn",
+                     detail=f"{conv.audit_trigger} fires on {conv.tables.job_audit}, but not every INSERT INTO "
+                            f"{conv.tables.event_queue} could be checked: {'; '.join(found.unreadable)}",
+                     fix=f"read the trigger function (\\sf in psql) against the NOT NULL columns of "
+                         f"{conv.tables.event_queue}")
+    return Check(name=name, status="ok",
+                 detail=f"{conv.audit_trigger} fires on {conv.tables.job_audit} and its INSERT INTO "
+                        f"{conv.tables.event_queue} sets every NOT NULL column without a default "
+                        f"({'; '.join(found.writers)})")
+
+
 async def _service_checks(runtime: Runtime, service: str) -> list[Check]:
     settings = runtime.settings
     catalog = catalog_of(runtime)
@@ -64,8 +96,7 @@ async def _service_checks(runtime: Runtime, service: str) -> list[Check]:
             service, _TRIGGER_SQL, (audit.name, settings.conventions.audit_trigger), max_rows=10
         )
         if trig.rows:
-            checks.append(Check(name=f"trigger:{service}", status="ok",
-                                detail=f"{settings.conventions.audit_trigger} fires on {audit.name}"))
+            checks.append(await _trigger_fit_check(runtime, service))
         else:
             checks.append(Check(
                 name=f"trigger:{service}", status="warn",

@@ -6,13 +6,18 @@ Verdicts use the thresholds of ``[limits]``:
 | --- | --- | --- |
 | ``pending_in_outbox`` | jobs_outbox oldest due PENDING row older than ``pending_ageing_s`` | error |
 | ``event_pending`` | event_queue oldest PENDING row older than ``pending_ageing_s`` | error |
-| ``stuck_processing`` | oldest PROCESSING row (since its claim) older than ``processing_ageing_s`` | error |
+| ``stuck_processing`` | oldest PROCESSING row older than ``processing_ageing_s`` (see below) | error |
 | ``handler_failed`` | job_audit FAILED rows >= ``failed_alert_count`` | warning |
 | ``push_failed`` | jobs_outbox / event_queue FAILED rows >= ``failed_alert_count`` | warning |
 | ``table_missing`` | the table does not exist in the service database | error |
 | ``slow`` | a query on the table hit the statement timeout: the database answers, slowly | warning |
 | ``unavailable`` | the service database cannot be reached (or gave no reply within the deadline) | error |
 | ``ok`` | none of the above for that table | ok |
+
+A PROCESSING row's age is counted from the column its writer stamps when it enters the state:
+``updated_at`` (the runner's claim) on jobs_outbox and event_queue; on job_audit ``started_at``
+(the worker's upsert), else ``created_at``: the real worker never writes job_audit's ``updated_at``.
+``processing_age_column`` says which.
 
 Services are queried concurrently; a service that is down is reported as unavailable and
 the others still answer. Slow is not down: a table whose query hit the statement timeout
@@ -81,20 +86,29 @@ async def table_health(
             )
         )
     processing_age = health.oldest_processing_age_s
+    since = queries.processing_since_column(schema)
+    health.processing_age_column = since
     if processing_age is not None and processing_age > limits.processing_ageing_s:
-        who = "a worker died while running a job" if kind == "job_audit" else "the runner died between claim and push"
+        if kind == "job_audit":
+            who = ("a worker died while running a job, or the job ran but its audit row could not be closed (the "
+                   "audit trigger raising on COMPLETED: mesh-mcp doctor checks it)")
+            next_step = ("query_outbox(table='job_audit', status='" + st.processing + "') to list them, then "
+                         "trace_job on each: it tells a dead worker (stuck_processing) from a job that finished but "
+                         "whose audit row was not closed (audit_not_closed), with the next step for that job")
+        else:
+            who = "the runner died between claim and push"
+            next_step = ("query_outbox(table='" + kind + "', status='" + st.processing + "') to list them, then "
+                         + ("propose_remediation(symptom='requeue_stuck_job', service='" + service + "')"
+                            if kind == "jobs_outbox" else "restart the service's outbox runner (it claims again)"))
         health.verdicts.append(
             HealthVerdict(
                 code="stuck_processing",
                 severity="error",
                 sentence=(
-                    f"{schema.name}: a row is PROCESSING for {processing_age:.0f}s "
+                    f"{schema.name}: a row is PROCESSING for {processing_age:.0f}s since its {since} "
                     f"(> {limits.processing_ageing_s}s): {who}"
                 ),
-                next_step=(
-                    "query_outbox(table='" + kind + "', status='" + st.processing + "') to list them, then "
-                    "propose_remediation(symptom='requeue_stuck_job')"
-                ),
+                next_step=next_step,
             )
         )
     if failed_count >= limits.failed_alert_count:
@@ -106,7 +120,8 @@ async def table_health(
                     severity="warning",
                     sentence=f"{schema.name}: {failed_count} FAILED job(s) ({top}): handlers raised errors",
                     next_step="trace_job on one of them for error_message; fix, then "
-                    "propose_remediation(symptom='retry_failed_job')",
+                    "propose_remediation(symptom='retry_failed_job', queue=..., ids=[...]) for the jobs BullMQ "
+                    "holds failed",
                 )
             )
         else:
@@ -116,7 +131,8 @@ async def table_health(
                     severity="warning",
                     sentence=f"{schema.name}: {failed_count} FAILED row(s) ({top}): the runner gave up pushing them",
                     next_step=f"query_outbox(table='{kind}', status='{st.failed}') for lastError; after the fix, "
-                    "propose_remediation(symptom='reconcile_outbox')",
+                    f"propose_remediation(symptom='requeue_stuck_job', service='{service}', ids=[...those ids]) "
+                    "puts them back to PENDING",
                 )
             )
     if not health.verdicts:

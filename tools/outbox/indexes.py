@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 
 from server.config import Conventions
+from tools.outbox.outcome_paths import id_paths, path_text
 from tools.outbox.schema_discovery import TableSchema
 
 # PostgreSQL's reserved key words (SQL key words appendix, "reserved" in PostgreSQL): they need quotes
@@ -89,16 +90,16 @@ def recommended_indexes(schema: TableSchema, conventions: Conventions) -> list[R
         wanted.append(_btree(schema, ["job_id"], "trace_job (job_audit row of a job)"))
     payload = schema.col("payload")
     if schema.kind == "event_queue" and payload:
-        for key in conventions.job_outcome_id_keys:
-            p, k = quote(payload), literal(key)
+        for path in id_paths(conventions.job_outcome_id_keys):
+            expr = path_text(quote(payload), path)
             wanted.append(
                 RecommendedIndex(
                     table=schema.name,
-                    keys=(normalise(f"{payload}->>'{key}'"),),
-                    ddl=f"CREATE INDEX CONCURRENTLY ON {quote(schema.name)} (({p}->>{k})) WHERE {p} ? {k};",
-                    serves="trace_job (job-outcome events of a job)",
+                    keys=(normalise(expr),),
+                    ddl=f"CREATE INDEX CONCURRENTLY ON {quote(schema.name)} ({expr}) WHERE {expr} IS NOT NULL;",
+                    serves=f"trace_job (job-outcome events of a job, by payload.{'.'.join(path)})",
                     partial=True,
-                    label=f"{p}->>{k}",
+                    label=expr,
                 )
             )
     return [w for w in wanted if w is not None]

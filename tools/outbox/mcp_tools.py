@@ -119,13 +119,15 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         idempotency_lock_stale, purged or not_found, with the next step.
         """
         from tools.flow_map.trace_mermaid import trace_mermaid
+        from tools.outbox.learnt_shape import settings_for_runtime
         from tools.outbox.summary import summarise_trace
         from tools.outbox.trace import Tracer
         from tools.pictures.attach import with_view
         from tools.pictures.view import trace_view
         from tools.skills.trace_links import related_to_trace
 
-        report = await Tracer(runtime.connections, runtime.settings, catalog_of(runtime)).trace_job(service, job_id)
+        settings = await settings_for_runtime(runtime)
+        report = await Tracer(runtime.connections, settings, catalog_of(runtime)).trace_job(service, job_id)
         report.mermaid = trace_mermaid(report)
         related = attach_related(report, await related_to_trace(runtime, report))
         shown = shaped(report, detail, summarise_trace, limits.summary_items)

@@ -21,6 +21,7 @@ VerdictCode = Literal[
     "pushed_not_consumed",
     "handler_failed",
     "success_not_cleaned",
+    "audit_not_closed",
     "event_pending",
     "in_pel",
     "dead_consumer",
@@ -73,6 +74,12 @@ class OutboxRow(BaseModel):
     updated_at: str | None = None
     age_s: float | None = Field(default=None, description="seconds since created_at")
     updated_age_s: float | None = Field(default=None, description="seconds since updated_at (last status change)")
+    since_s: float | None = Field(
+        default=None, description="seconds in its current state, counted from since_column")
+    since_column: str | None = Field(
+        default=None, description="the column since_s comes from: updated_at (jobs_outbox, event_queue: the runner "
+                                  "stamps it), job_audit started_at (the worker never writes its updated_at), else "
+                                  "created_at")
     hint: str | None = Field(default=None, description="what this state means, from the trace runbook's table")
     columns: dict[str, Any] = Field(
         default_factory=dict, description="every column the table has, by its real name; JSON parsed unless cut"
@@ -125,6 +132,8 @@ class TableHealth(BaseModel):
     total: int = 0
     oldest_pending_age_s: float | None = None
     oldest_processing_age_s: float | None = None
+    processing_age_column: str | None = Field(
+        default=None, description="the column oldest_processing_age_s is counted from (job_audit: started_at)")
     failed_by_type: dict[str, int] = Field(default_factory=dict)
     verdicts: list[HealthVerdict] = Field(default_factory=list)
 

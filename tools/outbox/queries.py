@@ -18,12 +18,14 @@ from typing import Any
 
 from server.config import Conventions
 from server.lazy_modules import LazyModule
+from tools.outbox.outcome_paths import id_paths, path_sql
 from tools.outbox.schema_discovery import TableSchema
 
 sql = LazyModule("psycopg.sql")
 
 AGE = "__mesh_age_s"
 UPDATED_AGE = "__mesh_updated_age_s"
+STARTED_AGE = "__mesh_started_age_s"
 SCHEDULED_IN = "__mesh_scheduled_in_s"
 CREATED_MS = "__mesh_created_ms"
 UPDATED_MS = "__mesh_updated_ms"
@@ -63,6 +65,9 @@ def select_list(schema: TableSchema, cap_bytes: int) -> sql.Composed:
     if updated:
         parts.append(sql.SQL("{} AS {}").format(_age(updated), _ident(UPDATED_AGE)))
         parts.append(sql.SQL("{} AS {}").format(_epoch_ms(updated), _ident(UPDATED_MS)))
+    started = schema.col("started_at") if schema.kind == "job_audit" else None
+    if started:
+        parts.append(sql.SQL("{} AS {}").format(_age(started), _ident(STARTED_AGE)))
     processed = schema.col("processed_at")
     if processed:
         parts.append(sql.SQL("{} AS {}").format(_epoch_ms(processed), _ident(PROCESSED_MS)))
@@ -170,17 +175,18 @@ def rows_by_column(
 def outcome_events_query(
     schema: TableSchema, conventions: Conventions, types: list[str], job_id: str, cap_bytes: int, limit: int
 ) -> tuple[sql.Composed, list[Any]]:
-    """Job-outcome rows of event_queue for ``job_id``: type among ``types`` and payload id key = job_id.
+    """Job-outcome rows of event_queue for ``job_id``: type among ``types`` and the value at one of the
+    payload's job id paths (``[conventions] job_outcome_id_keys``, ``after.job_id`` by default) = job_id.
 
-    Each id key ``k`` is matched as ``payload ? k AND payload->>k = job_id`` so the partial
-    expression index :mod:`tools.outbox.indexes` recommends can serve it (in a MATERIALIZED
-    CTE, as in :func:`rows_by_column`).
+    Each path is matched as ``((payload -> 'after') ->> 'job_id') = job_id``, the expression of the
+    partial index :mod:`tools.outbox.indexes` recommends (in a MATERIALIZED CTE, as in
+    :func:`rows_by_column`).
     """
-    payload = _ident(schema.col("payload") or "payload")
-    matches = [
-        sql.SQL("({p} ? {k} AND {p}->>{k} = %s)").format(p=payload, k=sql.Literal(key))
-        for key in conventions.job_outcome_id_keys
-    ]
+    payload = schema.col("payload") or "payload"
+    matches = [sql.SQL("{} = %s").format(path_sql(payload, path))
+               for path in id_paths(conventions.job_outcome_id_keys)]
+    if not matches:
+        matches = [sql.SQL("false")]
     query = sql.SQL(
         "WITH hits AS MATERIALIZED (SELECT * FROM {table} WHERE {type} = ANY(%s) AND ({matches})) "
         "SELECT {cols} FROM hits ORDER BY {created} ASC LIMIT %s"
@@ -191,7 +197,7 @@ def outcome_events_query(
         matches=sql.SQL(" OR ").join(matches),
         created=_ident(schema.col("created_at") or "created_at"),
     )
-    return query, [types, *([job_id] * len(matches)), limit]
+    return query, [types, *([job_id] * (len(matches) if conventions.job_outcome_id_keys else 0)), limit]
 
 
 def audit_statuses_query(audit: TableSchema, job_ids: list[str]) -> tuple[sql.Composed, list[Any]]:
@@ -213,25 +219,49 @@ def status_counts_query(schema: TableSchema) -> sql.Composed:
     )
 
 
+def processing_since_column(schema: TableSchema) -> str | None:
+    """The column a PROCESSING row's age is counted from: the one its writer stamps when it enters the state.
+
+    jobs_outbox / event_queue: ``updated_at`` (the runner's claim sets it). job_audit: ``started_at``
+    (the worker's upsert; the real worker never writes job_audit's ``updated_at``, always NULL), else
+    ``created_at``. None when the table has none of them.
+    """
+    if schema.kind == "job_audit":
+        return schema.col("started_at") or schema.col("created_at")
+    return schema.col("updated_at") or schema.col("created_at")
+
+
 def oldest_ages_query(schema: TableSchema, pending: str, processing: str) -> tuple[sql.Composed, list[Any]]:
-    """Age (s) of the oldest due PENDING row and of the oldest PROCESSING row's claim.
+    """Age (s) of the oldest due PENDING row and of the oldest PROCESSING row (since it entered the state).
 
     A PENDING row whose ``scheduled_at`` is in the future is not late and is not counted.
-    The PROCESSING age is ``now - updated_at`` (the claim) of the oldest-created PROCESSING
-    row: the runner claims in ``created_at`` order, so that row holds the oldest claim, and
-    the (status, created_at) index finds it without reading every PROCESSING row.
+    jobs_outbox / event_queue: the PROCESSING age is ``now - updated_at`` (the claim) of the
+    oldest-created PROCESSING row: the runner claims in ``created_at`` order, so that row holds the
+    oldest claim, and the (status, created_at) index finds it without reading every PROCESSING row;
+    a NULL ``updated_at`` counts from ``created_at``. job_audit: ``now - min(coalesce(started_at,
+    created_at))`` over its PROCESSING rows (a retried job is re-started, so creation order says
+    nothing; the worker never writes its ``updated_at``).
     """
     status = _ident(schema.col("status") or "status")
     created = _ident(schema.col("created_at") or "created_at")
-    claimed = _ident(schema.col("updated_at") or schema.col("created_at") or "created_at")
+    since = processing_since_column(schema) or "created_at"
+    claimed = sql.SQL("coalesce({}, {})").format(_ident(since), created) if since != (
+        schema.col("created_at") or "created_at") else created
     id_col = _ident(schema.col("id") or "id")
     scheduled = schema.col("scheduled_at")
     due = sql.SQL(" AND {} <= now()").format(_ident(scheduled)) if scheduled else sql.SQL("")
+    if schema.kind == "job_audit":
+        oldest = sql.SQL(
+            " (SELECT EXTRACT(EPOCH FROM (now() - min({u})))::float8 FROM {t} WHERE {s} = %s) AS processing"
+        ).format(u=claimed, t=_ident(schema.name), s=status)
+    else:
+        oldest = sql.SQL(
+            " (SELECT EXTRACT(EPOCH FROM (now() - {u}))::float8 FROM {t} WHERE {s} = %s ORDER BY {c}, {i} LIMIT 1)"
+            " AS processing"
+        ).format(u=claimed, t=_ident(schema.name), s=status, c=created, i=id_col)
     query = sql.SQL(
         "SELECT (SELECT EXTRACT(EPOCH FROM (now() - min({c})))::float8 FROM {t} WHERE {s} = %s{due}) AS pending,"
-        " (SELECT EXTRACT(EPOCH FROM (now() - {u}))::float8 FROM {t} WHERE {s} = %s ORDER BY {c}, {i} LIMIT 1)"
-        " AS processing"
-    ).format(c=created, u=claimed, t=_ident(schema.name), s=status, due=due, i=id_col)
+    ).format(c=created, t=_ident(schema.name), s=status, due=due) + oldest
     return query, [pending, processing]
 
 

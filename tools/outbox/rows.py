@@ -43,6 +43,8 @@ class RowTimes:
     age_s: float | None
     updated_age_s: float | None
     scheduled_in_s: float | None
+    started_age_s: float | None = None
+    """job_audit: seconds since started_at (the worker's upsert of the latest attempt)"""
 
 
 def json_ready(value: Any) -> Any:
@@ -70,7 +72,25 @@ def times_of(raw: dict[str, Any]) -> RowTimes:
         age_s=raw.get(queries.AGE),
         updated_age_s=raw.get(queries.UPDATED_AGE),
         scheduled_in_s=raw.get(queries.SCHEDULED_IN),
+        started_age_s=raw.get(queries.STARTED_AGE),
     )
+
+
+def since_of(schema: TableSchema, times: RowTimes) -> tuple[float | None, str | None]:
+    """Seconds a row has been in its state and the column that says so (never a NULL column).
+
+    jobs_outbox / event_queue: ``updated_at`` (the runner stamps each claim and push), else
+    ``created_at``. job_audit: ``started_at`` (the worker's upsert), else ``created_at``: the real
+    worker never writes job_audit's ``updated_at``.
+    """
+    if schema.kind == "job_audit":
+        candidates = (("started_at", times.started_age_s), ("created_at", times.age_s))
+    else:
+        candidates = (("updated_at", times.updated_age_s), ("created_at", times.age_s))
+    for role, value in candidates:
+        if value is not None and schema.col(role):
+            return round(value, 3), schema.col(role)
+    return None, None
 
 
 def shape_row(service: str, schema: TableSchema, raw: dict[str, Any], cap_bytes: int) -> OutboxRow:
@@ -101,6 +121,7 @@ def shape_row(service: str, schema: TableSchema, raw: dict[str, Any], cap_bytes:
         return columns.get(col) if col else None
 
     job_id = by_role("job_id") if schema.kind == "job_audit" else by_role("id")
+    since_s, since_column = since_of(schema, times)
     return OutboxRow(
         service=service,
         table=schema.kind,  # type: ignore[arg-type]
@@ -112,6 +133,8 @@ def shape_row(service: str, schema: TableSchema, raw: dict[str, Any], cap_bytes:
         updated_at=by_role("updated_at"),
         age_s=round(times.age_s, 3) if times.age_s is not None else None,
         updated_age_s=round(times.updated_age_s, 3) if times.updated_age_s is not None else None,
+        since_s=since_s,
+        since_column=since_column,
         columns=columns,
         truncated=bool(cut_names),
         truncated_columns=cut_names,
@@ -149,7 +172,12 @@ def hint_for(
     column = column or {}
     status = row.status
     age = row.age_s
-    since_change = row.updated_age_s if row.updated_age_s is not None else age
+    since_change, since_col = row.since_s, row.since_column
+    if since_change is None:  # a row not shaped by shape_row: the same rule on its own fields
+        if row.table != "job_audit" and row.updated_age_s is not None:
+            since_change, since_col = row.updated_age_s, "updated_at"
+        else:
+            since_change, since_col = age, "created_at"
 
     def value(role: str) -> Any:
         name = column.get(role)
@@ -171,7 +199,8 @@ def hint_for(
         if status == statuses.processing:
             if _ageing(since_change, limits.processing_ageing_s):
                 return (
-                    f"PROCESSING for {since_change:.0f}s (> {limits.processing_ageing_s}s): the runner died between "
+                    f"PROCESSING for {since_change:.0f}s since its {since_col} (> {limits.processing_ageing_s}s): the "
+                    "runner died between "
                     f"claiming the row and pushing the {what}."
                 )
             return "PROCESSING: claimed by the outbox runner, being pushed."
@@ -210,7 +239,8 @@ def hint_for(
         return f"FAILED: the handler raised an error{detail}. See the worker logs."
     if status == statuses.processing:
         if _ageing(since_change, limits.processing_ageing_s):
-            return f"PROCESSING for {since_change:.0f}s: the worker died while running the job, or it hangs."
+            return (f"PROCESSING for {since_change:.0f}s since its {since_col}: the worker died while running the "
+                    "job, it hangs, or the job finished but its audit row could not be closed (trace_job tells which).")
         return "PROCESSING: a worker is running the job."
     if status == statuses.completed:
         return "COMPLETED: the handler succeeded; its success event should delete the jobs_outbox row."

@@ -29,7 +29,7 @@ CREATE TABLE IF NOT EXISTS event_queue (
     "lastError"      text,
     type             varchar(100) NOT NULL,
     emitter          varchar(100) NOT NULL,
-    "emitterId"      uuid,
+    "emitterId"      uuid,         -- NOT NULL in the latest migrations; nullable here so tests may omit it
     payload          jsonb        NOT NULL DEFAULT '{}'::jsonb,
     version          int          NOT NULL DEFAULT 1,
     target_services  varchar[]    NOT NULL DEFAULT '{}',
@@ -55,37 +55,41 @@ CREATE TABLE IF NOT EXISTS job_audit (
     error_message    text,
     error_stack      text,
     created_at       timestamp    NOT NULL DEFAULT now(),
-    updated_at       timestamp    NOT NULL DEFAULT now()
+    updated_at       timestamp    -- never written by the worker (NULL): ages come from started_at
 );
 
 CREATE INDEX IF NOT EXISTS idx_job_audit_status ON job_audit (status);
 CREATE INDEX IF NOT EXISTS idx_job_audit_worker_id ON job_audit (worker_id);
 CREATE INDEX IF NOT EXISTS idx_job_audit_job_type ON job_audit (job_type);
 
--- The audit trigger: a job_audit status change to COMPLETED or FAILED writes the job
--- outcome into event_queue (the later naming: <domain>:job:outbox:success|failure).
+-- The audit trigger, as the latest of the reference system's four versions writes it
+-- (target-system.md, "The job-outcome row, exactly"; tests/fixtures/migration_chain holds
+-- all four): AFTER UPDATE OF status (never on insert), a COMPLETED or FAILED status writes
+-- one event_queue row: type <d>:job:outbox:success|failure (<d> = emitter without "ms-"),
+-- "emitterId" = the job id, payload = {before: <old job_audit row>, after: <new row>} (the
+-- job id at payload.after.job_id), version 1, target_services = {<the type>}.
 CREATE OR REPLACE FUNCTION notify_job_audit_status_change() RETURNS trigger AS $$
 DECLARE
-    domain text := replace(coalesce(NEW.emitter, 'unknown'), 'ms-', '');
-    outcome text;
+    domain_name text;
+    outcome_type text;
 BEGIN
-    IF TG_OP = 'UPDATE' AND NEW.status IS NOT DISTINCT FROM OLD.status THEN
-        RETURN NEW;
-    END IF;
+    domain_name := regexp_replace(NEW.emitter, '^ms-', '');
     IF NEW.status = 'COMPLETED' THEN
-        outcome := domain || ':job:outbox:success';
+        outcome_type := domain_name || ':job:outbox:success';
     ELSIF NEW.status = 'FAILED' THEN
-        outcome := domain || ':job:outbox:failure';
+        outcome_type := domain_name || ':job:outbox:failure';
     ELSE
         RETURN NEW;
     END IF;
-    INSERT INTO event_queue (type, emitter, payload, target_services)
+    INSERT INTO event_queue (type, emitter, "emitterId", payload, version, target_services, updated_at)
     VALUES (
-        outcome,
-        coalesce(NEW.emitter, 'unknown'),
-        jsonb_build_object('jobId', NEW.job_id, 'jobType', NEW.job_type, 'status', NEW.status,
-                           'error', NEW.error_message),
-        ARRAY[outcome]
+        outcome_type,
+        NEW.emitter,
+        NEW.job_id::uuid,
+        jsonb_build_object('before', to_jsonb(OLD), 'after', to_jsonb(NEW)),
+        1,
+        ARRAY[outcome_type],
+        now()
     );
     RETURN NEW;
 END;
@@ -93,5 +97,5 @@ $$ LANGUAGE plpgsql;
 
 DROP TRIGGER IF EXISTS job_audit_status_trigger ON job_audit;
 CREATE TRIGGER job_audit_status_trigger
-    AFTER INSERT OR UPDATE OF status ON job_audit
+    AFTER UPDATE OF status ON job_audit
     FOR EACH ROW EXECUTE FUNCTION notify_job_audit_status_change();

@@ -38,7 +38,8 @@ class TraceSummary(SummaryBase):
     service: str | None = None
     searched_services: list[str] = Field(default_factory=list)
     verdict: Verdict
-    findings: list[Verdict] = Field(default_factory=list, description="first problems found, worst first")
+    findings: list[Verdict] = Field(default_factory=list, description="first problems found besides the verdict "
+                                    "(not repeated here), worst first")
     hops: list[HopBrief] = Field(description="the chain, hop by hop (first ones)")
     unavailable: list[ServiceProblem] = Field(default_factory=list)
     id_note: str | None = None
@@ -50,16 +51,35 @@ def _leaves_out(hop: Hop) -> int:
     return int(any(x is not None for x in (hop.row, hop.bull, hop.entry, hop.delivery, hop.redis_key)))
 
 
+def latest_outcomes_only(hops: list[Hop]) -> tuple[list[Hop], int]:
+    """The hops with, per outcome type, only the latest outcome event's hops (a failed job writes one
+    failure event per attempt, all on the same streams); and how many hops were left out."""
+    groups: list[list[Hop]] = [[]]
+    for hop in hops:
+        if hop.name == "outcome_event":
+            groups.append([])
+        groups[-1].append(hop)
+    latest: dict[str, int] = {}
+    for n, group in enumerate(groups[1:], 1):
+        latest[str(group[0].row.type if group[0].row is not None else group[0].ref)] = n
+    kept = [*groups[0], *(h for n, g in enumerate(groups[1:], 1) if n in latest.values() for h in g)]
+    return kept, len(hops) - len(kept)
+
+
 def summarise_trace(report: TraceReport, items: int) -> TraceSummary:
-    """The summary of a trace: verdict, findings, brief hops with their ids, what was left out."""
+    """The summary of a trace: verdict, findings, brief hops with their ids (per outcome type, the latest
+    outcome event's), what was left out."""
     cut = Cutter(items)
-    hops = cut.first("hops", report.hops, max(items, 10))
+    shown, earlier = latest_outcomes_only(report.hops)
+    if earlier:
+        cut.drop("earlier_outcome_hops", earlier)
+    hops = cut.first("hops", shown, max(items, 10))
     cut.drop("hop_details", sum(_leaves_out(h) for h in hops))
     if report.mermaid:
         cut.drop("mermaid_chars", len(report.mermaid))
     return TraceSummary(
         kind=report.kind, id=report.id, service=report.service, searched_services=report.searched_services,
-        verdict=report.verdict, findings=cut.first("findings", report.findings),
+        verdict=report.verdict, findings=cut.first("findings", [f for f in report.findings if f != report.verdict]),
         hops=[HopBrief(name=h.name, ref=h.ref, found=h.found, state=h.state, healthy=h.healthy,
                        detail=cut.text("hop_detail_chars", h.detail) or "", ids=hop_ids(h)) for h in hops],
         unavailable=report.unavailable, id_note=report.id_note, redis_sources=report.redis_sources,

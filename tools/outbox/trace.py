@@ -28,6 +28,7 @@ from server.errors import InvalidArgument, MeshError, ServiceUnavailable
 from server.redis_routing import RedisSource, redis_source
 from server.redis_settings import DEFAULT_INSTANCE
 from tools.outbox import queries
+from tools.outbox.audit_trigger_check import check_audit_trigger
 from tools.outbox.bull_liveness import queue_liveness
 from tools.outbox.bull_state import bull_job_state
 from tools.outbox.fan_out import each_service
@@ -56,6 +57,7 @@ class ServiceRows:
     event: Found | None = None
     outcomes: list[Found] = field(default_factory=list)
     success_types: set[str] = field(default_factory=set)
+    failure_accepted: set[str] = field(default_factory=set)
     audit_by_row_id: Found | None = None
 
 
@@ -79,6 +81,9 @@ class Tracer:
         self.offsets: dict[str, int] = {}
         self.redis_down: set[str] = set()
         self.redis_used: list[str] = []
+        self.trigger_causes: dict[str, str | None] = {}
+        self.failure_accepted: list[str] = []
+        """failure event types the failure post-processor accepts, for the last outcome_types() asked"""
 
     # -- SQL ------------------------------------------------------------------------------
 
@@ -116,6 +121,7 @@ class Tracer:
                         out.append(value)
             return out
 
+        self.failure_accepted = expand(conv.job_failure_accepted_types)
         return expand(conv.job_success_types), expand(conv.job_failure_types)
 
     async def _outcomes(self, rows: ServiceRows, job_id: str) -> None:
@@ -129,6 +135,7 @@ class Tracer:
                 emitters.append(col.get(schema.names.emitter))
         success, failure = self.outcome_types(rows.service, emitters)
         rows.success_types = set(success)
+        rows.failure_accepted = set(self.failure_accepted)
         cap = self.settings.limits.payload_max_bytes
         query, params = queries.outcome_events_query(schema, self.settings.conventions, success + failure, job_id,
                                                      cap, 10)
@@ -220,7 +227,9 @@ class Tracer:
                 return hops, [verdict(
                     "stuck_processing", "error",
                     f"event {row.id} is PROCESSING for {since:.0f}s (> {limits.processing_ageing_s}s): the runner "
-                    "died between claim and push", hop=hop_name)]
+                    "died between claim and push",
+                    "restart the outbox runner and read its logs; trace_event shows whether the entry reached its "
+                    "streams (no remediation symptom re-pushes a PROCESSING event)", hop_name)]
             return hops, [verdict("event_pending", "info", f"event {row.id} is being pushed (PROCESSING {since:.0f}s)",
                                   hop=hop_name)]
         if row.status == st.failed:
@@ -228,7 +237,8 @@ class Tracer:
                 "event_pending", "error",
                 f"event {row.id} is FAILED: the outbox runner gave up pushing it"
                 + (f" ({str(last_error)[:300]})" if last_error else ""),
-                "fix the cause in the runner logs, then propose_remediation(symptom='reconcile_outbox')", hop_name)]
+                "fix the cause in the runner logs, then propose_remediation(symptom='requeue_stuck_job', "
+                f"service='{row.service}', ids=['{row.id}']) puts it back to PENDING", hop_name)]
         targets = row.columns.get(self.settings.conventions.columns.target_services)
         if not isinstance(targets, list) or not targets:
             return hops, [verdict("not_found", "error",
@@ -318,6 +328,18 @@ class Tracer:
 
     # -- jobs -------------------------------------------------------------------------------
 
+    async def audit_trigger_cause(self, service: str) -> str | None:
+        """Why the audit trigger of ``service`` cannot close an audit row, from the live check (once per service)."""
+        if service not in self.trigger_causes:
+            try:
+                found = await check_audit_trigger(self.connections, self.settings, service)
+                self.trigger_causes[service] = found.cause()
+            except MeshError as exc:
+                self.trigger_causes[service] = None
+                self.unavailable.append(ServiceProblem(
+                    service=service, error=f"the audit trigger could not be checked: {exc}"))
+        return self.trigger_causes[service]
+
     async def trace_job(self, service: str | None, job_id: str) -> TraceReport:
         job_id = validate_text("job_id", job_id, 100) or ""
 
@@ -383,6 +405,11 @@ class Tracer:
         guard_instance = self.connections.redis_instance_for_queue(str(queue)) if queue else DEFAULT_INSTANCE
         guard = await self._redis(get_key, guard_instance, fill(conv.job_completed_key, job_id=job_id),
                                   self.settings.limits.payload_max_bytes)
+        trigger_cause = None
+        audit = hit.audit.row if hit and hit.audit else None
+        if (audit is not None and audit.status != conv.statuses.completed and audit.status != conv.statuses.failed
+                and guard and guard.get("exists")):
+            trigger_cause = await self.audit_trigger_cause(audit.service)
         outcome_chains: list[tuple[Found, list[Hop], list[Verdict]]] = []
         for outcome in (hit.outcomes if hit else []):
             hops, findings = await self.event_chain(outcome, "outcome_event", "outcome_event.")
@@ -399,9 +426,12 @@ class Tracer:
             guard=guard,
             outcomes=[(o.row, h, f) for o, h, f in outcome_chains],
             success_types=hit.success_types if hit else set(),
+            failure_accepted=hit.failure_accepted if hit else set(),
             searched=self.searched(searched),
             unavailable=[p.service for p in self.unavailable if p.service in searched],
             redis_known=self.redis_ok,
+            trigger_cause=trigger_cause,
+            service=hit.service if hit else service,
         )
         ok_sentence = f"job {job_id} ran, succeeded, and its outbox row was cleaned up"
         return TraceReport(kind="job", id=job_id, service=hit.service if hit else service,

@@ -9,9 +9,12 @@ output is the list of hops in chain order and the findings, also in chain order:
    active with its lock: ``running``; active without its lock: ``stalled``; delayed and not
    due: ``scheduled``, past due by ``[limits] delayed_overdue_ms``: ``pushed_not_consumed``;
    gone: lost or wrong queue);
-3. job_audit FAILED: ``handler_failed``; PROCESSING: BullMQ first (``stalled`` when the lock
+3. job_audit FAILED: ``handler_failed``; PROCESSING (or PENDING) while the completion guard is set:
+   ``audit_not_closed`` (the handler succeeded, the audit row could not be closed; the cause when the
+   live trigger check finds it); PROCESSING: BullMQ first (``stalled`` when the lock
    is gone, whatever the row's times say: they come from the worker's clock and time zone),
-   then ``stuck_processing`` when it has run for long, else ``running``;
+   then ``stuck_processing`` when it has run for long (counted from ``started_at``, else
+   ``created_at``: the worker never writes job_audit's ``updated_at``), else ``running``;
 4. job_audit COMPLETED with the jobs_outbox row still there: the success event's own
    problem if it has one (``event_pending``, ``in_dlq``, ...), else ``success_not_cleaned``;
 5. no row at all: ``purged`` when Redis or event_queue prove the job finished, else
@@ -25,6 +28,7 @@ from typing import Any
 
 from server.config import Settings
 from tools.outbox.bull_state import BullJobState
+from tools.outbox.job_next_steps import NOT_AUDITED_NEXT, audit_not_closed, retry_next
 from tools.outbox.model import Hop, OutboxRow, Verdict
 from tools.outbox.rows import RowTimes
 from tools.outbox.verdicts import verdict
@@ -92,8 +96,9 @@ def bull_problem(settings: Settings, bull: BullJobState | None, queue: str | Non
             "stalled", "error",
             f"job {job_id} is active in BullMQ queue {q}{taken} but its lock {lock} is gone: the worker that ran it "
             f"died or lost its lock, so the job is stalled" + (f"; {live}" if live else ""),
-            f"inspect_queue(queue={q}) lists the stalled jobs; start or restart a worker of {q}; if none will run, "
-            "propose_remediation(symptom='requeue_stuck_job')", "bullmq_job")
+            f"inspect_queue(queue={q}) lists the stalled jobs; start or restart a worker of {q} (its stalled checker "
+            "moves the job back to wait); or propose_remediation(symptom='requeue_stuck_job', service=<the job's "
+            f"service>, ids=['{job_id}'])", "bullmq_job")
     overdue = bull.overdue_ms()
     if overdue is None or bull.delayed_until_ms is None:
         return None
@@ -117,6 +122,7 @@ def _not_pushed(settings: Settings, job: OutboxRow, times: RowTimes | None, job_
     limits = settings.limits
     age = job.age_s or 0.0
     since = job.updated_age_s if job.updated_age_s is not None else age
+    since_col = "updated_at" if job.updated_age_s is not None else "created_at"
     last_error = job.columns.get(settings.conventions.columns.last_error)
     if job.status == st.pending:
         if times is not None and times.scheduled_in_s is not None and times.scheduled_in_s > 0:
@@ -132,15 +138,18 @@ def _not_pushed(settings: Settings, job: OutboxRow, times: RowTimes | None, job_
     if job.status == st.processing:
         if since > limits.processing_ageing_s:
             return verdict("stuck_processing", "error",
-                           f"job {job_id} is PROCESSING in jobs_outbox for {since:.0f}s (> "
-                           f"{limits.processing_ageing_s}s): the runner died between claim and push", hop="jobs_outbox")
+                           f"job {job_id} is PROCESSING in jobs_outbox for {since:.0f}s since its {since_col} (> "
+                           f"{limits.processing_ageing_s}s): the runner died between claim and push",
+                           "restart the outbox runner; then propose_remediation(symptom='requeue_stuck_job', "
+                           f"service='{job.service}', ids=['{job_id}'])", "jobs_outbox")
         return verdict("pending_in_outbox", "info", f"job {job_id} was claimed {since:.0f}s ago and is being pushed",
                        hop="jobs_outbox")
     if job.status == st.failed:
         return verdict("pending_in_outbox", "error",
                        f"job {job_id} is FAILED in jobs_outbox: the outbox runner gave up pushing it"
                        + (f" ({str(last_error)[:300]})" if last_error else ""),
-                       "fix the cause (runner logs), then propose_remediation(symptom='requeue_stuck_job')",
+                       "fix the cause (runner logs), then propose_remediation(symptom='requeue_stuck_job', "
+                       f"service='{job.service}', ids=['{job_id}']) puts it back to PENDING",
                        "jobs_outbox")
     return None
 
@@ -162,7 +171,7 @@ def _pushed_without_audit(
             return verdict("success_not_cleaned", "warning",
                            f"job {job_id}: the completion guard is set but there is no job_audit row: the worker "
                            "completed it without auditing, so no success event cleaned the outbox row",
-                           hop="job_audit")
+                           NOT_AUDITED_NEXT, "job_audit")
         return verdict("pushed_not_consumed", "error" if late else "info",
                        f"job {job_id} was pushed to queue {q} {since:.0f}s ago but BullMQ has no such job and "
                        "job_audit has no row: the job was lost (Redis flushed or evicted) or pushed to another queue",
@@ -171,7 +180,7 @@ def _pushed_without_audit(
         return verdict("handler_failed", "error",
                        f"job {job_id} failed in BullMQ after {bull.attempts_made} attempt(s): "
                        f"{bull.failed_reason or 'no reason recorded'} (no job_audit row)",
-                       hop="bullmq_job")
+                       retry_next(queue, job_id), "bullmq_job")
     problem = bull_problem(settings, bull, queue, job_id)
     if problem is not None:
         return problem
@@ -187,13 +196,29 @@ def _pushed_without_audit(
     if bull.state == "completed":
         return verdict("success_not_cleaned", "warning",
                        f"job {job_id} is completed in BullMQ but has no job_audit row: the worker does not audit it, "
-                       "so no success event cleaned the outbox row", hop="job_audit")
+                       "so no success event cleaned the outbox row", NOT_AUDITED_NEXT, "job_audit")
     paused = " (the queue is paused)" if bull.state == "paused" else ""
     return verdict("pushed_not_consumed", "error" if late else "info",
                    f"job {job_id} waits in BullMQ queue {q} (state {bull.state}){paused} since it was pushed "
                    f"{since:.0f}s ago, and no worker took it: worker stopped or listening to another queue",
                    f"inspect_queue(queue={q}); check the worker for that queue runs (verify_flow checks the target)",
                    "bullmq_job")
+
+
+def _failure_feedback(outcomes: list[tuple[OutboxRow, list[Hop], list[Verdict]]], success_types: set[str],
+                      accepted: set[str] | None) -> str:
+    """What becomes of a failed job's failure events: their count and types, and when the failure
+    post-processor does not accept their type, that mismatch (P4: acknowledged unprocessed)."""
+    failures = [row for row, _h, _f in outcomes if row.type not in success_types]
+    if not failures:
+        return ""
+    types = sorted({str(row.type) for row in failures})
+    out = f"; {len(failures)} failure event(s) ({', '.join(types)})"
+    refused = [t for t in types if accepted and t not in accepted]
+    if refused:
+        out += (f" that the failure post-processor does not process (it accepts only "
+                f"{', '.join(sorted(accepted or []))}): no failure feedback is written (P4)")
+    return out
 
 
 def job_findings(
@@ -212,8 +237,15 @@ def job_findings(
     searched: list[str],
     unavailable: list[str],
     redis_known: bool = True,
+    trigger_cause: str | None = None,
+    service: str | None = None,
+    failure_accepted: set[str] | None = None,
 ) -> tuple[list[Hop], list[Verdict]]:
-    """Hops in chain order and findings (chain order) of one job."""
+    """Hops in chain order and findings (chain order) of one job.
+
+    ``trigger_cause``: what the live check of the audit trigger (:mod:`tools.outbox.audit_trigger_check`)
+    found, as a sentence, when the tracer ran it (the audit row is not closed while the guard is set).
+    """
     conv = settings.conventions
     st = conv.statuses
     limits = settings.limits
@@ -275,17 +307,30 @@ def job_findings(
             findings.append(verdict("not_found", "warning", sentence, hop="jobs_outbox"))
         # the outcome events' own hops stay visible; their Redis state is history once the job is purged
         return hops, findings
-    since = audit.updated_age_s if audit.updated_age_s is not None else (audit.age_s or 0.0)
+    since = audit.since_s if audit.since_s is not None else (audit.age_s or 0.0)
+    since_col = audit.since_column or "created_at"
     if audit.status == st.failed:
         message = audit.columns.get(conv.columns.error_message)
         retrying = ""
         if bull is not None and bull.state in ("delayed", "waiting") and (bull.attempts_made or 0) < conv.job_attempts:
             retrying = f"; BullMQ will retry it (attempt {bull.attempts_made or 0}/{conv.job_attempts})"
+        if bull is not None and bull.state == "failed":
+            failed_next = retry_next(queue, job_id)
+        elif retrying:
+            failed_next = "BullMQ retries it by itself; read error_message and the worker logs, then trace again"
+        else:
+            failed_next = ("read error_message and the worker logs; BullMQ holds no failed job to retry ("
+                           + (f"state {bull.state}" if bull is not None else "removed") + "): after the fix, the "
+                           "service has to emit the job again")
         findings.append(verdict(
             "handler_failed", "error",
-            f"job {job_id} ({audit.type}) failed in its handler: {str(message or 'no error_message')[:300]}{retrying}",
-            hop="job_audit"))
-        findings.extend(f for f in outcome_findings if f.code != "ok")
+            f"job {job_id} ({audit.type}) failed in its handler: {str(message or 'no error_message')[:300]}{retrying}"
+            + _failure_feedback(outcomes, success_types, failure_accepted), failed_next, "job_audit"))
+        # one failure event per attempt, all on the same streams: the latest one's delivery tells the story
+        findings.extend(f for f in (outcomes[-1][2] if outcomes else []) if f.code != "ok")
+        return hops, findings
+    if audit.status != st.completed and guard_set:
+        findings.append(audit_not_closed(settings, audit, job_id, since, since_col, trigger_cause, service))
         return hops, findings
     if audit.status != st.completed:
         problem = bull_problem(settings, bull, queue, job_id)
@@ -295,14 +340,23 @@ def job_findings(
         running_ms = bull.running_ms() if bull is not None and bull.state == "active" else None
         held = bull is not None and bull.lock_exists is True
         run_s = running_ms / 1000 if running_ms is not None else since
-        clock = "by Redis's clock" if running_ms is not None else "since its updated_at"
+        clock = "by Redis's clock" if running_ms is not None else f"since its {since_col}"
         if run_s > limits.processing_ageing_s:
             cause = ("its worker is alive (it renews the lock) but the handler hangs" if held else
                      "the worker died while running it, or it hangs")
+            if held:
+                stuck_next = (f"the worker logs (the handler of {audit.type} hangs); restarting that worker ends its "
+                              "lock, the job then stalls and goes back to wait")
+            elif bull is None and job is not None:
+                stuck_next = (f"propose_remediation(symptom='requeue_stuck_job', service='{audit.service}', "
+                              f"ids=['{job_id}']): BullMQ lost the job, the outbox runner pushes it again")
+            else:
+                stuck_next = (f"inspect_queue(queue='{queue}', job_id='{job_id}') and the worker logs"
+                              if queue else "the worker logs; no jobs_outbox row says which queue to look at")
             findings.append(verdict(
                 "stuck_processing", "warning" if held else "error",
                 f"job {job_id} is {audit.status} in job_audit for {run_s:.0f}s {clock} "
-                f"(> {limits.processing_ageing_s}s): {cause}", hop="job_audit"))
+                f"(> {limits.processing_ageing_s}s): {cause}", stuck_next, "job_audit"))
         else:
             findings.append(verdict("running", "info",
                                     f"job {job_id} is running ({audit.status} for {run_s:.0f}s {clock}"
@@ -320,10 +374,13 @@ def job_findings(
         findings.append(verdict(
             "success_not_cleaned", "error",
             f"job {job_id} succeeded (job_audit COMPLETED) but event_queue has no success event for it "
-            f"(types {', '.join(sorted(success_types))}): the audit trigger {conv.audit_trigger} did not fire, so "
+            f"(types {', '.join(sorted(success_types))}, job id at payload."
+            f"{' or payload.'.join(conv.job_outcome_id_keys) or '(no path configured)'}): the audit trigger "
+            f"{conv.audit_trigger} did not write one, or the row was purged (COMPLETED rows older than "
+            f"{conv.retention_s}s), or the trigger puts the job id elsewhere ([conventions] job_outcome_id_keys); "
             "nothing deletes the jobs_outbox row",
-            f"check the trigger {conv.audit_trigger} exists on job_audit; then "
-            "propose_remediation(symptom='reconcile_outbox')", "outcome_event"))
+            f"mesh-mcp doctor checks the trigger {conv.audit_trigger} on job_audit; no remediation symptom deletes the "
+            "row while no success event proves the success was delivered", "outcome_event"))
         return hops, findings
     row, event_findings = success[-1]
     problems = [f for f in event_findings if f.code != "ok"]
@@ -335,6 +392,8 @@ def job_findings(
         "success_not_cleaned", "info" if recent else "error",
         f"job {job_id} succeeded and its success event {row.id} ({row.type}) was delivered and acknowledged, yet the "
         "jobs_outbox row is still there: the common success post-processor did not delete it"
-        + (" (it may just be about to)" if recent else ""), hop="jobs_outbox"))
+        + (" (it may just be about to)" if recent else ""),
+        "check the common success post-processor's logs; then propose_remediation(symptom='reconcile_outbox', "
+        f"service='{job.service}', ids=['{job_id}']) deletes the row (backed up first)", "jobs_outbox"))
     return hops, findings
 

@@ -21,7 +21,8 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     ),
     "stuck_processing": (
         "A row stays PROCESSING: the runner died between claim and push, or the worker died while running the job.",
-        "Restart the runner/worker; then propose_remediation(symptom='requeue_stuck_job').",
+        "Restart the runner or worker; for a jobs_outbox row stuck since its claim, or a job BullMQ lost with its "
+        "worker, propose_remediation(symptom='requeue_stuck_job', service=..., ids=[<job id>]).",
     ),
     "pushed_not_consumed": (
         "The job or message was pushed to Redis but nobody consumed it: worker or consumer group stopped, "
@@ -31,14 +32,22 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     ),
     "handler_failed": (
         "The worker ran the job and its handler failed (job_audit FAILED or BullMQ failed).",
-        "Read error_message / failedReason and the worker logs; fix the cause, then "
-        "propose_remediation(symptom='retry_failed_job').",
+        "Read error_message / failedReason and the worker logs; fix the cause, then, for a job BullMQ holds failed, "
+        "propose_remediation(symptom='retry_failed_job', queue=..., ids=[<job id>]).",
     ),
     "success_not_cleaned": (
         "The job succeeded (job_audit COMPLETED) but its jobs_outbox row is still there: the success event was not "
         "processed by the common post-processor.",
-        "Check the success event's stream and the common post-processor (trace its outcome event); then "
-        "propose_remediation(symptom='reconcile_outbox').",
+        "Check the success event's stream and the common post-processor (trace its outcome event); once its success "
+        "event was pushed, propose_remediation(symptom='reconcile_outbox', service=..., ids=[<job id>]) deletes the "
+        "row (backed up first).",
+    ),
+    "audit_not_closed": (
+        "The job ran and succeeded (its job:completed guard is set) but its job_audit row is still PROCESSING: the "
+        "audit row could not be closed (the audit trigger raising on COMPLETED, e.g. a NOT NULL column its INSERT "
+        "leaves out), so no success event was written and nothing cleans the outbox row.",
+        "Fix the cause (mesh-mcp doctor names the migration to add); then "
+        "propose_remediation(symptom='reconcile_outbox', service=..., ids=[<job id>]) closes the audit row.",
     ),
     "event_pending": (
         "The event_queue row has not been pushed (PENDING, or FAILED to push): outbox runner stopped or Redis "
@@ -61,8 +70,8 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     ),
     "trimmed": (
         "The stream no longer holds the message: MAXLEN trimming removed it (the oldest entry is newer).",
-        "The message cannot be re-read from Redis; if it was not processed, re-emit it from the outbox row "
-        "(propose_remediation(symptom='reconcile_outbox')).",
+        "The message cannot be re-read from Redis; if it was not processed, it has to be emitted again from its "
+        "event_queue row (no remediation symptom re-emits a pushed event: see the effect downstream first).",
     ),
     "idempotency_lock_stale": (
         "An idempotency lock is held for a message that failed or is stuck: the next read will be acknowledged "
@@ -82,8 +91,8 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "stalled": (
         "The job is active in BullMQ but its worker's lock is gone: the worker died or lost its lock while running "
         "it. BullMQ's stalled checker moves it back to wait only while some worker of that queue runs.",
-        "Start (or restart) a worker of the queue; if none will run soon, "
-        "propose_remediation(symptom='requeue_stuck_job').",
+        "Start (or restart) a worker of the queue; or propose_remediation(symptom='requeue_stuck_job', service=..., "
+        "ids=[<job id>]) moves it back to wait.",
     ),
     "scheduled": (
         "The job is delayed in BullMQ (scheduled, or waiting for a retry backoff) and is not due yet.",
@@ -120,6 +129,8 @@ EVIDENCE: dict[str, str] = {
     "handler_failed": "job_audit FAILED, or BullMQ failed with no job_audit row",
     "success_not_cleaned": "job_audit COMPLETED (or the completion guard / BullMQ completed) while the jobs_outbox row "
                            "is still there and the success event shows no problem of its own",
+    "audit_not_closed": "job_audit PROCESSING (or PENDING) while the job:completed:<id> guard is set; the cause is the "
+                        "live check of the audit trigger against event_queue's NOT NULL columns (pg_catalog)",
     "event_pending": "the event_queue row is PENDING, FAILED, or PROCESSING for less than processing_ageing_s",
     "in_pel": "XPENDING lists the entry for the group, its consumer idle less than dead_consumer_idle_ms",
     "dead_consumer": "XPENDING lists the entry on a consumer whose XINFO CONSUMERS idle is at least "

@@ -53,8 +53,9 @@ async def queue_anomalies(
             code="stalled", job_ids=stalled,
             message=(f"{len(stalled)} of {examined} active job(s) of queue '{queue}' have lost their lock: the worker "
                      f"that ran them died or lost it; {live}"),
-            next_step=(f"start or restart a worker of '{queue}'; trace_job on each to see its job_audit row; if no "
-                       "worker will run, propose_remediation(symptom='requeue_stuck_job')"),
+            next_step=(f"start or restart a worker of '{queue}'; trace_job on each to see its job_audit row; or "
+                       "propose_remediation(symptom='requeue_stuck_job', service=<the jobs' service>, ids=[...]) "
+                       "moves them back to wait"),
         ))
     if overdue:
         worst = max(late for _, late in overdue)

@@ -120,6 +120,30 @@ class SqlUpdateOp(_M):
     rows: list[SqlRow]
 
 
+class SqlDeleteOp(_M):
+    """Delete rows still in ``expect_status``, each backed up (every column) and read back first, one transaction."""
+
+    op: Literal["sql_delete"] = "sql_delete"
+    service: str
+    table: str
+    expect_status: str
+    ids: list[str]
+
+
+class BullRequeueStalledOp(_M):
+    """Move stalled BullMQ jobs (active, lock gone) back to wait, as BullMQ's stalled checker does."""
+
+    op: Literal["bullmq_requeue_stalled"] = "bullmq_requeue_stalled"
+    queue: str
+    prefix: str
+    lock_suffix: str
+    job_ids: list[str]
+    target_list: Literal["wait", "paused"]
+    push: Literal["LPUSH", "RPUSH"]
+    marker: bool = Field(description="BullMQ >= 5 wakes workers through the <queue>:marker sorted set")
+    events_maxlen: int
+
+
 class BullRetryOp(_M):
     """Move failed BullMQ jobs back to wait, as BullMQ's own ``Job.retry()`` does."""
 
@@ -134,7 +158,8 @@ class BullRetryOp(_M):
 
 
 Operation = Annotated[
-    ExportOp | XClaimOp | XAckOp | DelOp | XAddOp | ConfirmOp | XDelOp | ZRemOp | SqlUpdateOp | BullRetryOp,
+    ExportOp | XClaimOp | XAckOp | DelOp | XAddOp | ConfirmOp | XDelOp | ZRemOp | SqlUpdateOp | SqlDeleteOp
+    | BullRetryOp | BullRequeueStalledOp,
     Field(discriminator="op"),
 ]
 
@@ -146,6 +171,7 @@ CheckKind = Literal[
     "zset_member",
     "row_matches",
     "bull_job_failed",
+    "bull_job_stalled",
     "queue_paused",
     "step_ok",
 ]

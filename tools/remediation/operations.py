@@ -19,11 +19,13 @@ from datetime import datetime
 from server.config import Conventions
 from server.lazy_modules import LazyModule
 from tools.remediation.model import (
+    BullRequeueStalledOp,
     BullRetryOp,
     ConfirmOp,
     DelOp,
     ExportOp,
     Operation,
+    SqlDeleteOp,
     SqlUpdateOp,
     XAckOp,
     XAddOp,
@@ -101,6 +103,35 @@ def bull_retry_commands(op: BullRetryOp, job_id: str) -> list[list[str]]:
     return cmds
 
 
+def bull_requeue_stalled_commands(op: BullRequeueStalledOp, job_id: str) -> list[list[str]]:
+    """The commands moving one stalled job back to wait (run inside MULTI/EXEC, the lock absent under WATCH)."""
+    cmds = [
+        ["LREM", bull_key(op.prefix, op.queue, "active"), "1", job_id],
+        [op.push, bull_key(op.prefix, op.queue, op.target_list), job_id],
+    ]
+    if op.marker and op.target_list == "wait":
+        cmds.append(["ZADD", bull_key(op.prefix, op.queue, "marker"), "0", "0"])
+    cmds.append(
+        [
+            "XADD", bull_key(op.prefix, op.queue, "events"), "MAXLEN", "~", str(op.events_maxlen), "*",
+            "event", "waiting", "jobId", job_id, "prev", "active",
+        ]
+    )
+    return cmds
+
+
+def sql_delete_display(op: SqlDeleteOp, conventions: Conventions) -> str:
+    cols = conventions.columns
+    return f"DELETE FROM {_ident(op.table)} WHERE {_ident(cols.id)} = $1 AND {_ident(cols.status)} = $2"
+
+
+def sql_delete_statement(op: SqlDeleteOp, conventions: Conventions) -> sql.Composed:
+    """The executable form of :func:`sql_delete_display`."""
+    cols = conventions.columns
+    return sql.SQL("DELETE FROM {t} WHERE {i} = %s AND {s} = %s").format(
+        t=sql.Identifier(op.table), i=sql.Identifier(cols.id), s=sql.Identifier(cols.status))
+
+
 def sql_has_guard(op: SqlUpdateOp) -> bool:
     return any(row.updated_at is not None for row in op.rows)
 
@@ -150,7 +181,7 @@ def sql_bound_params(op: SqlUpdateOp) -> list[list[object]]:
     return out
 
 
-def sql_select_statement(op: SqlUpdateOp, conventions: Conventions) -> sql.Composed:
+def sql_select_statement(op: SqlUpdateOp | SqlDeleteOp, conventions: Conventions) -> sql.Composed:
     """``SELECT * ... FOR UPDATE`` of one row (its backup, taken inside the transaction)."""
     return sql.SQL("SELECT * FROM {t} WHERE {i} = %s FOR UPDATE").format(
         t=sql.Identifier(op.table), i=sql.Identifier(conventions.columns.id)
@@ -188,6 +219,15 @@ def render(op: Operation, conventions: Conventions) -> str:
         return redis_command("ZREM", op.key, *op.members)
     if isinstance(op, SqlUpdateOp):
         return sql_display(op, conventions)
+    if isinstance(op, SqlDeleteOp):
+        return sql_delete_display(op, conventions)
+    if isinstance(op, BullRequeueStalledOp):
+        out: list[str] = []
+        for job_id in op.job_ids:
+            out.append("MULTI")
+            out += [redis_command(*cmd) for cmd in bull_requeue_stalled_commands(op, job_id)]
+            out.append("EXEC")
+        return "\n".join(out)
     if isinstance(op, BullRetryOp):
         lines: list[str] = []
         for job_id in op.job_ids:
@@ -199,4 +239,6 @@ def render(op: Operation, conventions: Conventions) -> str:
 
 
 def render_params(op: Operation) -> list[list[str | None]]:
+    if isinstance(op, SqlDeleteOp):
+        return [[row_id, op.expect_status] for row_id in op.ids]
     return sql_params(op) if isinstance(op, SqlUpdateOp) else []

@@ -3,14 +3,18 @@
 ``reconcile_outbox`` (runbook step 5): for the given ids, an ``event_queue`` row ``FAILED``
 becomes ``COMPLETED`` (``UPDATE ... WHERE id = $2 AND status = 'FAILED'``), and a
 ``jobs_outbox`` row ``FAILED`` whose ``job_audit`` row is ``COMPLETED`` (the job did run)
-becomes ``COMPLETED``. Rows in any other state are left alone and reported.
+becomes ``COMPLETED``. Given job ids, :mod:`plan_outbox_close` also closes an audit row left
+PROCESSING under a set completion guard (``audit_not_closed``) and deletes the jobs_outbox row
+of a job audited COMPLETED whose success event was pushed (``success_not_cleaned``). Rows in
+any other state are left alone and reported.
 
 ``requeue_stuck_job``: a ``jobs_outbox`` row ``PROCESSING`` for longer than
 ``[limits] processing_ageing_s`` means the outbox runner died between claim and push. If
 Redis or ``job_audit`` shows the job was pushed (BullMQ job hash or state, the worker's
 ``job:completed:<id>`` guard, a ``job_audit`` row), the row becomes ``COMPLETED`` ("pushed");
 otherwise it goes back to ``PENDING`` so the runner pushes it again. Both updates are
-guarded by the status and the ``updated_at`` seen when planning.
+guarded by the status and the ``updated_at`` seen when planning. Given ids, it also requeues
+FAILED rows and stalled or lost jobs (:mod:`plan_requeue`).
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from server.connections import Connections
 from server.errors import MeshError, RemediationRefused
 from server.lazy_modules import LazyModule
 from tools.outbox.bull_state import bull_job_state
+from tools.remediation import plan_outbox_close as close
+from tools.remediation import plan_requeue as requeue
 from tools.remediation.backups import jsonable_value
 from tools.remediation.model import Check, SqlRow, SqlUpdateOp
 from tools.remediation.plan_base import UUID_RE, PlanBuilder, Request, check
@@ -126,8 +132,7 @@ async def build_reconcile_outbox(b: PlanBuilder, connections: Connections, req: 
     audits = {r["job_id"]: r["status"] for r in await _by_ids(connections, b, service, query, ids)}
     b.candidates_found = len(events) + len(jobs)
     seen = {r["id"] for r in events} | {r["id"] for r in jobs}
-    b.warnings.extend(f"no row {i} in {conv.tables.event_queue} or {conv.tables.jobs_outbox} of service {service} "
-                      "(purged, or another service?)" for i in ids if i.lower() not in seen)
+    missing = [i for i in ids if i.lower() not in seen]
     events_failed = [r for r in events if r["status"] == st.failed]
     jobs_failed = []
     for r in jobs:
@@ -140,16 +145,32 @@ async def build_reconcile_outbox(b: PlanBuilder, connections: Connections, req: 
     for r in events:
         if r["status"] != st.failed:
             b.notes.append(f"{conv.tables.event_queue} row {r['id']} is {r['status']}: nothing to reconcile")
-    b.nothing_to_do = f"none of the {len(ids)} id(s) is a FAILED row that can be reconciled in service {service}"
+    b.nothing_to_do = (f"none of the {len(ids)} id(s) is, in service {service}, a FAILED row that can be reconciled, "
+                       "a job whose audit row was left open under its completion guard, or a succeeded job whose "
+                       "outbox row was left after its success event was pushed")
     if events_failed:
         _add_update(b, service, conv.tables.event_queue, events_failed, to_status=st.completed,
                     from_status=st.failed, guard_updated_at=False, why="processed after a replay", extra=[])
     if jobs_failed:
         _add_update(b, service, conv.tables.jobs_outbox, jobs_failed, to_status=st.completed, from_status=st.failed,
                     guard_updated_at=False, why="job_audit shows the job COMPLETED", extra=[])
+    audit_rows = await close.audit_rows_of_jobs(connections, b, service, ids)
+    audited = {str(a["job_id"]).lower() for a in audit_rows}
+    b.warnings.extend(f"no row {i} in {conv.tables.event_queue}, {conv.tables.jobs_outbox} or (as a job id) "
+                      f"{conv.tables.job_audit} of service {service} (purged, or another service?)"
+                      for i in missing if i.lower() not in audited)
+    closed = await close.add_audit_closures(b, connections, service, audit_rows)
+    deleted = await close.add_cleaned_deletes(b, connections, service, jobs, audit_rows)
+    b.candidates_found = len(events) + len(jobs) + len({str(a["job_id"]) for a in audit_rows} - seen)
     b.notes.append("runbook step 5: afterwards check that job_audit closes the cycle (trace_job / trace_event)")
-    b.summary = (f"mark {len(events_failed) + len(jobs_failed)} FAILED outbox row(s) of service {service} "
-                 "COMPLETED")
+    parts = []
+    if events_failed or jobs_failed:
+        parts.append(f"mark {len(events_failed) + len(jobs_failed)} FAILED outbox row(s) COMPLETED")
+    if closed:
+        parts.append(f"close {closed} audit row(s) left open under their completion guard")
+    if deleted:
+        parts.append(f"delete {deleted} jobs_outbox row(s) of succeeded jobs whose success event was pushed")
+    b.summary = f"service {service}: " + "; ".join(parts) if parts else ""
 
 
 async def build_requeue_stuck_job(b: PlanBuilder, connections: Connections, req: Request) -> None:
@@ -177,6 +198,31 @@ async def build_requeue_stuck_job(b: PlanBuilder, connections: Connections, req:
     b.candidates_found = len(rows)
     b.nothing_to_do = f"no {table} row of service {service} stuck {st.processing} for more than {ageing} s"
     stuck = []
+    widened = 0
+    if req.ids is not None:
+        b.nothing_to_do = (f"none of the {len(req.ids)} id(s) is, in service {service}, a row stuck {st.processing}, a "
+                           f"{st.failed} row to push again, or a pushed job stalled or lost by a dead worker")
+        failed = [r for r in rows if r["status"] == st.failed]
+        if failed:
+            requeue.add_back_to_pending(b, service, table, failed, st.failed,
+                                        "the runner gave up pushing it: it pushes it again")
+        widened += len(failed) + await requeue.add_pushed_requeues(
+            b, connections, service, [r for r in rows if r["status"] == st.completed])
+        events = [r for r in await _rows(connections, b, service, conv.tables.event_queue, list(req.ids))]
+        events_failed = [r for r in events if r["status"] == st.failed]
+        if events_failed:
+            requeue.add_back_to_pending(b, service, conv.tables.event_queue, events_failed, st.failed,
+                                        "the runner gave up pushing it: it pushes it again to every target service")
+            b.notes.append("an event pushed to some of its target streams before it FAILED is pushed to all of them "
+                           "again: consumers see a second message with a new entry id")
+        widened += len(events_failed)
+        b.warnings.extend(f"{conv.tables.event_queue} row {r['id']} is {r['status']}: only a {st.failed} event is "
+                          "pushed again; skipped" for r in events if r["status"] != st.failed)
+        seen = {r["id"] for r in rows} | {r["id"] for r in events}
+        b.warnings.extend(f"no row {i} in {table} or {conv.tables.event_queue} of service {service}"
+                          for i in req.ids if i.lower() not in seen)
+        b.candidates_found = len(rows) + len(events)
+        rows = [r for r in rows if r["status"] not in (st.failed, st.completed)]
     for r in rows:
         if r["status"] != st.processing:
             b.warnings.append(f"{table} row {r['id']} is {r['status']}, not {st.processing}: skipped")
@@ -189,6 +235,8 @@ async def build_requeue_stuck_job(b: PlanBuilder, connections: Connections, req:
         else:
             stuck.append(r)
     if not stuck:
+        if widened:
+            b.summary = f"requeue {widened} item(s) of service {service} (see the steps)"
         return
     query = sql.SQL("SELECT {j} AS job_id FROM {t} WHERE {j} = ANY(%s)").format(
         j=sql.Identifier(cols.job_id), t=sql.Identifier(conv.tables.job_audit))
@@ -213,4 +261,5 @@ async def build_requeue_stuck_job(b: PlanBuilder, connections: Connections, req:
         b.notes.append("a requeued job is pushed with job id = row id; the worker's job:completed guard and "
                        "job_audit protect against a double run")
     b.summary = (f"unstick {len(stuck)} {table} row(s) of service {service}: {len(pushed)} to "
-                 f"{st.completed} (already pushed), {len(unpushed)} back to {st.pending}")
+                 f"{st.completed} (already pushed), {len(unpushed)} back to {st.pending}"
+                 + (f"; requeue {widened} more item(s) (see the steps)" if widened else ""))

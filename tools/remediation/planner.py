@@ -80,8 +80,9 @@ def validate_request(settings: Settings, request: Request) -> Request:
                 raise InvalidArgument(f"ids must be row UUIDs for {symptom}: {bad[0]!r}")
     if symptom == "reconcile_outbox" and ids is None:
         raise InvalidArgument(
-            "reconcile_outbox needs ids: the event_queue / jobs_outbox ids whose replay was confirmed "
-            "(reconciling marks rows COMPLETED, so it is never done in bulk)"
+            "reconcile_outbox needs ids: the event_queue / jobs_outbox ids whose replay was confirmed, or the job ids "
+            "whose audit row or outbox row was left behind (trace_job names them); reconciling marks rows COMPLETED "
+            "or deletes them, so it is never done in bulk"
         )
     if symptom == "retry_failed_job":
         _need(request.queue, "queue", symptom, "the BullMQ queue name (the jobs_outbox target)")

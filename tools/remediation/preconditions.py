@@ -11,6 +11,8 @@ Each :class:`~tools.remediation.model.Check` kind and its ``args``:
 - ``zset_member`` {key, member, allow_missing}: the member is still in the sorted set.
 - ``row_matches`` {service, table, id, status, updated_at|null}: the SQL row is still in that state.
 - ``bull_job_failed`` {prefix, queue, job_id, digest}: the BullMQ job is still failed, unchanged.
+- ``bull_job_stalled`` {prefix, queue, job_id, lock_suffix}: the BullMQ job is still in ``active`` and
+  its lock key does not exist (the worker that took it died or lost it).
 - ``queue_paused`` {prefix, queue, paused}: the queue's paused state is as planned.
 - ``step_ok`` {step, output_key|null}: an earlier step of this run is done (and its output
   flag is true). Dynamic: only meaningful during the run, skipped by the pre-flight.
@@ -117,6 +119,17 @@ async def _bull_job_failed(ctx: CheckContext, a: dict[str, Any]) -> str | None:
     return None
 
 
+async def _bull_job_stalled(ctx: CheckContext, a: dict[str, Any]) -> str | None:
+    redis = ctx.connections.redis()
+    prefix, queue, job_id = a["prefix"], a["queue"], a["job_id"]
+    scan = ctx.settings.limits.bull_list_scan_max
+    if await redis.lpos(bull_key(prefix, queue, "active"), job_id, maxlen=scan) is None:
+        return f"job {job_id} of queue {queue} is no longer active (a worker's stalled checker moved it, or it ended)"
+    if await redis.exists(bull_key(prefix, queue, f"{job_id}:{a['lock_suffix']}")):
+        return f"job {job_id} of queue {queue} has a lock again: a worker holds it"
+    return None
+
+
 async def _queue_paused(ctx: CheckContext, a: dict[str, Any]) -> str | None:
     paused = bool(await ctx.connections.redis().hexists(bull_key(a["prefix"], a["queue"], "meta"), "paused"))
     if paused != bool(a["paused"]):
@@ -142,6 +155,7 @@ _ASYNC = {
     "zset_member": _zset_member,
     "row_matches": _row_matches,
     "bull_job_failed": _bull_job_failed,
+    "bull_job_stalled": _bull_job_stalled,
     "queue_paused": _queue_paused,
 }
 

@@ -24,10 +24,12 @@ from server.redis_clients import is_cluster
 from tools.remediation import redis_reads as rr
 from tools.remediation.backups import BackupFile
 from tools.remediation.model import (
+    BullRequeueStalledOp,
     BullRetryOp,
     ConfirmOp,
     DelOp,
     ExportOp,
+    SqlDeleteOp,
     SqlUpdateOp,
     Step,
     StepResult,
@@ -39,8 +41,10 @@ from tools.remediation.model import (
 )
 from tools.remediation.operations import (
     bull_key,
+    bull_requeue_stalled_commands,
     bull_retry_commands,
     sql_bound_params,
+    sql_delete_statement,
     sql_select_statement,
     sql_update_statement,
 )
@@ -258,6 +262,67 @@ async def _sql_update(ctx: RunContext, step: Step, op: SqlUpdateOp) -> StepOutco
                        {"updated": len(ids)}, count)
 
 
+async def _sql_delete(ctx: RunContext, step: Step, op: SqlDeleteOp) -> StepOutcome:
+    """Lock and back up every row (read back from disk), then the guarded DELETEs, all in one transaction."""
+    conv = ctx.settings.conventions
+    if op.table not in conv.tables.model_dump().values():
+        raise Drift(f"table {op.table!r} is not one of [conventions.tables]")
+    timeout = str(ctx.settings.limits.statement_timeout_ms)
+    async with ctx.connections.pg_write(op.service) as conn, conn.transaction():
+        await conn.execute("SELECT set_config('statement_timeout', %s, true)", (timeout,))
+        records = []
+        for row_id in op.ids:
+            cur = await conn.execute(sql_select_statement(op, conv), (row_id,))
+            current = await cur.fetchone()
+            if current is None:
+                raise Drift(f"row {row_id} of {op.table} is gone; nothing was deleted (rolled back)")
+            records.append(("sql_row", f"{op.service} {op.table} {row_id}",
+                            {"service": op.service, "table": op.table, "row": current}))
+        count = ctx.backups.write(step.number, records)
+        query = sql_delete_statement(op, conv)
+        for row_id in op.ids:
+            cur = await conn.execute(query, (row_id, op.expect_status))
+            if cur.rowcount != 1:
+                raise Drift(f"the guarded DELETE of row {row_id} matched {cur.rowcount} rows (its status changed); "
+                            "the whole transaction was rolled back, nothing was deleted")
+    return StepOutcome(f"deleted {len(op.ids)} row(s) of {op.table} in one transaction (backed up first)",
+                       list(op.ids), {"deleted": len(op.ids)}, count)
+
+
+async def _bullmq_requeue_stalled(ctx: RunContext, step: Step, op: BullRequeueStalledOp) -> StepOutcome:
+    """Per job: WATCH the active list, the job hash and its lock; still active without a lock: back up the
+    hash, then MULTI/EXEC the move to wait. Any change before EXEC aborts that job's transaction."""
+    redis = ctx.connections.redis()
+    total = 0
+    done: list[str] = []
+    active_key = bull_key(op.prefix, op.queue, "active")
+    scan = ctx.settings.limits.bull_list_scan_max
+    for job_id in op.job_ids:
+        job_key = bull_key(op.prefix, op.queue, job_id)
+        lock_key = bull_key(op.prefix, op.queue, f"{job_id}:{op.lock_suffix}")
+        async with redis.pipeline(transaction=True) as pipe:
+            await pipe.watch(active_key, job_key, lock_key)
+            if await pipe.lpos(active_key, job_id, maxlen=scan) is None:
+                raise Drift(f"job {job_id} left the active list meanwhile; requeued so far: {done or 'none'}")
+            if await pipe.exists(lock_key):
+                raise Drift(f"job {job_id} has a lock again (a worker holds it); requeued so far: {done or 'none'}")
+            fields = await pipe.hgetall(job_key)
+            total += ctx.backups.write(step.number, [("bull_job", job_key, {
+                "queue": op.queue, "job_id": job_id, "hash": {rr.text(k): rr.jsonable(v) for k, v in fields.items()},
+                "state": "active"})])
+            pipe.multi()
+            for cmd in bull_requeue_stalled_commands(op, job_id):
+                pipe.execute_command(*cmd)
+            try:
+                await pipe.execute()
+            except redis_exceptions.WatchError:
+                raise Drift(f"job {job_id} changed during its requeue (nothing applied to it); "
+                            f"requeued so far: {done or 'none'}") from None
+        done.append(job_id)
+    return StepOutcome(f"moved {len(done)} stalled job(s) of {op.queue} from active to {op.target_list}", done,
+                       {"requeued": done}, total)
+
+
 async def _bullmq_retry(ctx: RunContext, step: Step, op: BullRetryOp) -> StepOutcome:
     """Per job: WATCH the failed set and the job hash, read and back up the job, then MULTI/EXEC the retry.
 
@@ -307,6 +372,8 @@ _RUNNERS = {
     "zrem": _zrem,
     "sql_update": _sql_update,
     "bullmq_retry": _bullmq_retry,
+    "sql_delete": _sql_delete,
+    "bullmq_requeue_stalled": _bullmq_requeue_stalled,
 }
 
 

@@ -77,6 +77,7 @@ class Collector:
         self.limit = min(settings.limits.max_rows, 100)
         self.out = Collected()
         self._noted: set[tuple[str, str, str]] = set()
+        self._followed: set[str] = set()
 
     # -- helpers ----------------------------------------------------------------------------
 
@@ -229,6 +230,35 @@ class Collector:
 
         return await self._each([start.service], step)
 
+    async def follow_outcomes(self) -> list[Hit]:
+        """The jobs of the job-outcome rows found (the audit trigger's rows carry no correlation id nor
+        context: their job id, at ``payload.after.job_id``, is their only link), reached as ``outcome``.
+        A job whose row is gone (cleaned up) leaves its outcome an item of its own."""
+        conv = self.settings.conventions
+        todo: dict[str, list[str]] = {}
+        for hit in self.out.hits.values():
+            if hit.kind != "event_queue" or hit.key in self._followed:
+                continue
+            self._followed.add(hit.key)
+            row = hit.found.row
+            success, failure = self.tracer.outcome_types(hit.service, [row.columns.get(conv.columns.emitter)])
+            if row.type in {*success, *failure}:
+                todo.setdefault(hit.service, []).append(row.id)
+
+        async def step(service: str, tables: dict[str, TableSchema]) -> list[Hit]:
+            query = lookups.job_ids_of_outcomes(tables["event_queue"], conv.job_outcome_id_keys, todo[service])
+            if query is None:
+                return []
+            (result,) = await self.reads.read_many(service, [(query[0], query[1], self.limit)])
+            ids = sorted({str(v) for row in result.rows for v in row.get(lookups.OUTCOME_KEYS) or [] if v})
+            jobs = tables["jobs_outbox"]
+            found = lookups.by_column(jobs, "id", ids, self.cap, self.limit)
+            if found is None:
+                return []
+            return await self._run_all(service, [self._plan(service, jobs, "id", found, "outcome")])
+
+        return await self._each(sorted(todo), step) if todo else []
+
     # -- the whole search -------------------------------------------------------------------
 
     def _add(self, hits: list[Hit], inp: RequestInput) -> None:
@@ -260,6 +290,7 @@ class Collector:
         else:
             seed = await self.by_start(inp)
         self._add(seed, inp)
+        self._add(await self.follow_outcomes(), inp)
         done_corr: set[str] = {inp.value} if inp.way == "correlation_id" else set()
         done_trace: set[str] = {inp.value} if inp.way == "trace_id" else set()
         for _ in range(EXPAND_ROUNDS):
@@ -268,6 +299,7 @@ class Collector:
                 break  # nothing left to follow, or the rows' cap is reached: another level adds nothing
             corr_now, traces_now = sorted(corr)[:MAX_VALUES], sorted(traces)[:MAX_VALUES]
             self._add(await self.level(services, corr_now, traces_now), inp)
+            self._add(await self.follow_outcomes(), inp)
             done_corr.update(corr_now)  # ids past the first MAX_VALUES wait for the next round
             done_trace.update(traces_now)
         if any(self._to_search(inp, done_corr, done_trace)):

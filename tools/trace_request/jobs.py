@@ -32,8 +32,11 @@ async def trace_jobs(reads: RequestReads, tracer: Tracer, service: str, tables: 
     audit_schema, events = tables["job_audit"], tables["event_queue"]
     ids = [f.row.id for f in jobs]
     emitter_col = events.names.emitter
-    types: dict[str, tuple[list[str], list[str]]] = {
-        f.row.id: tracer.outcome_types(service, [f.row.columns.get(emitter_col)]) for f in jobs}
+    types: dict[str, tuple[list[str], list[str]]] = {}
+    accepted: dict[str, set[str]] = {}
+    for f in jobs:
+        types[f.row.id] = tracer.outcome_types(service, [f.row.columns.get(emitter_col)])
+        accepted[f.row.id] = set(tracer.failure_accepted)
     all_types = sorted({t for success, failure in types.values() for t in (*success, *failure)})
     audit_q = lookups.rows_of_jobs(audit_schema, ids, cap, 5 * len(ids))
     outcome_q = (lookups.outcomes_of_jobs(events, conv.job_outcome_id_keys, all_types, ids, cap,
@@ -66,7 +69,8 @@ async def trace_jobs(reads: RequestReads, tracer: Tracer, service: str, tables: 
         job.row.hint = hint_for(job.row, job.times, conv.statuses, settings.limits, audit_status=status,
                                 column=hint_columns(tables["jobs_outbox"]))
         rows = ServiceRows(service=service, tables=tables, job=job, audit=audit,
-                           outcomes=outcomes.get(job_id, []), success_types=set(success))
+                           outcomes=outcomes.get(job_id, []), success_types=set(success),
+                           failure_accepted=accepted[job_id])
         try:
             reports[job_id] = await tracer.finish_job(rows, job_id, service, [service])
         except MeshError as exc:

@@ -14,6 +14,7 @@ import uuid
 from typing import Any
 
 from server.lazy_modules import LazyModule
+from tools.outbox.outcome_paths import id_paths, path_sql
 from tools.outbox.queries import select_list
 from tools.outbox.schema_discovery import TableSchema
 
@@ -88,28 +89,42 @@ def by_payload(schema: TableSchema, value: str, since_s: float, cap_bytes: int, 
 
 
 OUTCOME_KEYS = "mesh_outcome_keys"
-"""Extra column of :func:`outcomes_of_jobs`: the values of the payload's job id keys, in key order."""
+"""Extra column of :func:`outcomes_of_jobs`: the values at the payload's job id paths, in path order."""
 
 
 def outcomes_of_jobs(schema: TableSchema, id_keys: list[str], types: list[str], job_ids: list[str], cap_bytes: int,
                      limit: int) -> Query | None:
-    """Job-outcome rows of event_queue of several jobs at once: type among ``types`` and a payload id key
-    among ``job_ids``. Each key ``k`` is matched as ``payload ? k AND payload->>k = ANY(ids)``: the
-    partial expression index of :mod:`tools.outbox.indexes` (``(payload->>k) WHERE payload ? k``) serves it."""
+    """Job-outcome rows of event_queue of several jobs at once: type among ``types`` and the value at a
+    payload job id path (``after.job_id``: see :mod:`tools.outbox.outcome_paths`) among ``job_ids``. Each
+    path is matched as ``((payload -> 'after') ->> 'job_id') = ANY(ids)``: the partial expression index
+    of :mod:`tools.outbox.indexes` serves it."""
     payload, type_col = schema.col("payload"), schema.col("type")
     if not payload or not type_col or not id_keys or not types or not job_ids:
         return None
-    p = sql.Identifier(payload)
-    matches = sql.SQL(" OR ").join(sql.SQL("({p} ? {k} AND {p}->>{k} = ANY(%s))").format(p=p, k=sql.Literal(k))
-                                   for k in id_keys)
-    keys = sql.SQL(", ").join(sql.SQL("{p}->>{k}").format(p=p, k=sql.Literal(k)) for k in id_keys)
+    paths = id_paths(id_keys)
+    matches = sql.SQL(" OR ").join(sql.SQL("{} = ANY(%s)").format(path_sql(payload, path)) for path in paths)
+    keys = sql.SQL(", ").join(path_sql(payload, path) for path in paths)
     created = sql.Identifier(schema.col("created_at") or "created_at")
     query = sql.SQL(
         "WITH hits AS MATERIALIZED (SELECT * FROM {table} WHERE {type} = ANY(%s) AND ({matches}) LIMIT %s) "
         "SELECT {cols}, jsonb_build_array({keys}) AS {extra} FROM hits ORDER BY {created} ASC"
     ).format(table=sql.Identifier(schema.name), type=sql.Identifier(type_col), matches=matches,
              cols=select_list(schema, cap_bytes), keys=keys, extra=sql.Identifier(OUTCOME_KEYS), created=created)
-    return query, [list(types), *([list(job_ids)] * len(id_keys)), limit]
+    return query, [list(types), *([list(job_ids)] * len(paths)), limit]
+
+
+def job_ids_of_outcomes(schema: TableSchema, id_keys: list[str], event_ids: list[str]) -> Query | None:
+    """The values at the payload's job id paths of the outcome rows ``event_ids`` (read whole, never cut:
+    a payload past the size cap still gives its job id)."""
+    payload = schema.col("payload")
+    typed = _typed(schema, "id", event_ids) if schema.col("id") else []
+    if not payload or not id_keys or not typed:
+        return None
+    keys = sql.SQL(", ").join(path_sql(payload, path) for path in id_paths(id_keys))
+    query = sql.SQL("SELECT jsonb_build_array({keys}) AS {extra} FROM {table} WHERE {id} = ANY(%s)").format(
+        keys=keys, extra=sql.Identifier(OUTCOME_KEYS), table=sql.Identifier(schema.name),
+        id=sql.Identifier(schema.col("id") or "id"))
+    return query, [typed]
 
 
 def rows_of_jobs(schema: TableSchema, job_ids: list[str], cap_bytes: int, limit: int) -> Query | None:

@@ -61,14 +61,16 @@ def register(server: MCPServer, runtime: Runtime) -> None:
         Each item is traced like trace_job. verdict: the first broken link (`inconclusive` with `unavailable` when
         a service could not be searched); also `trace_context` findings and `ws_messages` (static).
         """
+        from tools.outbox.learnt_shape import settings_for_runtime
         from tools.pictures.attach import with_view
         from tools.pictures.view import request_view
         from tools.skills.trace_links import related_to_request
         from tools.trace_request.service import trace_request as trace_request_lib
         from tools.trace_request.summary import request_text, summarise_request
 
+        settings = await settings_for_runtime(runtime)
         report = await trace_request_lib(
-            runtime.connections, runtime.settings, catalog_of(runtime), correlation_id=correlation_id,
+            runtime.connections, settings, catalog_of(runtime), correlation_id=correlation_id,
             trace_id=trace_id, entity_id=entity_id, start=start, since_s=since_s, services=services,
             index=index_of(runtime),
         )

@@ -83,8 +83,10 @@ class RequestReads:
     # -- reads --------------------------------------------------------------------------------------
 
     async def read(self, service: str, query: sql.Composable | str, params: Sequence[Any] | dict[str, Any] | None
-                   = None, *, max_rows: int | None = None, timeout_ms: int | None = None) -> ReadResult:
-        """One SELECT in the call's transaction of ``service`` (same contract as ``Connections.read``)."""
+                   = None, *, max_rows: int | None = None, timeout_ms: int | None = None,
+                   catalog: bool = False) -> ReadResult:
+        """One SELECT in the call's transaction of ``service`` (same contract as ``Connections.read``; a
+        ``catalog`` read keeps its ``max_rows`` whole, as every read here does)."""
         cap = self.settings.limits.max_rows if max_rows is None else max_rows
         return (await self.read_many(service, [(query, params, cap)], timeout_ms=timeout_ms))[0]  # type: ignore[list-item]
 

@@ -23,18 +23,22 @@ export class CreateOutboxTables1700000000000 implements MigrationInterface {
       CREATE OR REPLACE FUNCTION notify_job_audit_status_change() RETURNS trigger AS $$
       BEGIN
         IF NEW.status = 'COMPLETED' THEN
-          INSERT INTO event_queue (type, emitter, payload, target_services)
-          VALUES ('event:job:outbox:success', NEW.emitter, jsonb_build_object('jobId', NEW.job_id), ARRAY['event:job:outbox:success']);
+          INSERT INTO event_queue (type, emitter, "emitterId", payload, version, target_services, updated_at)
+          VALUES ('event:job:outbox:success', NEW.emitter, NEW.job_id::uuid,
+                  jsonb_build_object('before', to_jsonb(OLD), 'after', to_jsonb(NEW)), 1,
+                  ARRAY['event:job:outbox:success'], now());
         ELSIF NEW.status = 'FAILED' THEN
-          INSERT INTO event_queue (type, emitter, payload, target_services)
-          VALUES ('event:job:outbox:failure', NEW.emitter, jsonb_build_object('jobId', NEW.job_id), ARRAY['event:job:outbox:failure']);
+          INSERT INTO event_queue (type, emitter, "emitterId", payload, version, target_services, updated_at)
+          VALUES ('event:job:outbox:failure', NEW.emitter, NEW.job_id::uuid,
+                  jsonb_build_object('before', to_jsonb(OLD), 'after', to_jsonb(NEW)), 1,
+                  ARRAY['event:job:outbox:failure'], now());
         END IF;
         RETURN NEW;
       END;
       $$ LANGUAGE plpgsql
     `);
     await queryRunner.query(`
-      CREATE TRIGGER job_audit_status_trigger AFTER INSERT OR UPDATE OF status ON job_audit
+      CREATE TRIGGER job_audit_status_trigger AFTER UPDATE OF status ON job_audit
       FOR EACH ROW EXECUTE FUNCTION notify_job_audit_status_change()
     `);
   }

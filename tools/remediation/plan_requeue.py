@@ -1,0 +1,149 @@
+"""``requeue_stuck_job`` given ids, beyond a jobs_outbox row stuck PROCESSING (:mod:`plan_outbox`):
+
+- a ``jobs_outbox`` or ``event_queue`` row ``FAILED`` (the runner gave up pushing it: verdicts
+  ``pending_in_outbox`` / ``event_pending``) goes back to ``PENDING`` so the runner pushes it again,
+  guarded by its status and the ``updated_at`` seen when planning;
+- a pushed job (jobs_outbox ``COMPLETED``) whose BullMQ job is **stalled** (in ``active``, its lock
+  gone: the worker died) moves back to ``wait`` (``paused`` when the queue is paused) as BullMQ's
+  stalled checker does, under WATCH, its hash backed up first (verdict ``stalled``);
+- a pushed job whose BullMQ job is gone and whose ``job_audit`` row is PROCESSING for longer than
+  ``[limits] processing_ageing_s`` counted from ``started_at`` (else ``created_at``; the worker never
+  writes job_audit's ``updated_at``), with no completion guard (the worker died and the job was lost:
+  verdict ``stuck_processing``), goes back to ``PENDING`` so the runner pushes it again (job id = row
+  id; the worker's upsert and guard protect against a double run).
+
+Anything else is reported and left alone.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from server.connections import Connections
+from server.lazy_modules import LazyModule
+from tools.outbox.bull_state import bull_job_state
+from tools.remediation import redis_reads as rr
+from tools.remediation.model import BullRequeueStalledOp, Check, SqlRow, SqlUpdateOp
+from tools.remediation.plan_base import PlanBuilder, check
+from tools.streams.keys import bull_key, fill
+
+sql = LazyModule("psycopg.sql")
+
+DEFAULT_EVENTS_MAXLEN = 10_000
+_VERSION_RE = re.compile(r"(\d+)\.\d+")
+
+
+def _stamp(row: dict) -> str | None:
+    from tools.remediation.backups import jsonable_value
+
+    return jsonable_value(row["updated_at"]) if row.get("updated_at") is not None else None
+
+
+def add_back_to_pending(b: PlanBuilder, service: str, table: str, rows: list[dict], from_status: str, why: str
+                        ) -> None:
+    """One step: ``rows`` of ``table`` from ``from_status`` to PENDING, guarded by status and updated_at."""
+    st = b.settings.conventions.statuses
+    op = SqlUpdateOp(service=service, table=table, set_status=st.pending, expect_status=from_status,
+                     rows=[SqlRow(id=r["id"], updated_at=_stamp(r)) for r in rows])
+    checks: list[Check] = [check("row_matches", service=service, table=table, id=r["id"], status=from_status,
+                                 updated_at=_stamp(r)) for r in rows]
+    b.add(action="requeue_sql",
+          description=f"{table}: {len(rows)} row(s) {from_status} -> {st.pending} ({why}), one transaction",
+          operation=op, target=f"{service}.{table}",
+          precondition=f"each row still {from_status} with the same updated_at", checks=checks,
+          backup="every column of each row, read inside the transaction before the UPDATE", reversible=True)
+    b.rows += len(rows)
+    b.tables.add(f"{service}.{table}")
+
+
+async def _audits(connections: Connections, b: PlanBuilder, service: str, ids: list[str]) -> dict[str, dict]:
+    conv = b.settings.conventions
+    cols = conv.columns
+    query = sql.SQL(
+        "SELECT {j} AS job_id, {s} AS status, EXTRACT(EPOCH FROM (now() - coalesce({st}, {c})))::float8 AS since_s "
+        "FROM {t} WHERE {j} = ANY(%s)"
+    ).format(j=sql.Identifier(cols.job_id), s=sql.Identifier(cols.status), st=sql.Identifier(cols.started_at),
+             c=sql.Identifier(cols.created_at), t=sql.Identifier(conv.tables.job_audit))
+    result = await connections.read(service, query, (ids,), max_rows=len(ids))
+    return {str(r["job_id"]): r for r in result.rows}
+
+
+async def _stalled_step(b: PlanBuilder, redis: Any, queue: str, job_ids: list[str]) -> None:
+    conv = b.settings.conventions
+    meta = {rr.text(k): rr.text(v) for k, v in (await redis.hgetall(bull_key(conv, queue, "meta"))).items()}
+    paused = "paused" in meta
+    version = _VERSION_RE.search(meta.get("version", ""))
+    marker = bool((version and int(version.group(1)) >= 5) or await redis.exists(bull_key(conv, queue, "marker")))
+    try:
+        events_maxlen = int(meta.get("opts.maxLenEvents") or DEFAULT_EVENTS_MAXLEN)
+    except ValueError:
+        events_maxlen = DEFAULT_EVENTS_MAXLEN
+    by_push: dict[str, list[str]] = {"LPUSH": [], "RPUSH": []}
+    for job_id in job_ids:
+        raw = await redis.hget(bull_key(conv, queue, job_id), "opts")
+        try:
+            opts = json.loads(raw or b"{}")
+        except ValueError:
+            opts = {}
+        by_push["RPUSH" if isinstance(opts, dict) and opts.get("lifo") else "LPUSH"].append(job_id)
+    target = "paused" if paused else "wait"
+    for push, ids in by_push.items():
+        if not ids:
+            continue
+        checks = [check("bull_job_stalled", prefix=conv.bullmq_prefix, queue=queue, job_id=j,
+                        lock_suffix=conv.bullmq_lock_suffix) for j in ids]
+        b.add(action="bullmq_requeue_stalled",
+              description=f"move {len(ids)} stalled job(s) of {queue} (active, lock gone) back to {target}, as "
+                          "BullMQ's stalled checker does",
+              operation=BullRequeueStalledOp(queue=queue, prefix=conv.bullmq_prefix,
+                                             lock_suffix=conv.bullmq_lock_suffix, job_ids=ids,
+                                             target_list=target, push=push, marker=marker,
+                                             events_maxlen=events_maxlen),
+              target=f"{conv.bullmq_prefix}:{queue}",
+              precondition="each job still in the active list with no lock; the queue's paused state unchanged",
+              checks=[*checks, check("queue_paused", prefix=conv.bullmq_prefix, queue=queue, paused=paused)],
+              backup="each job hash", reversible=False)
+        b.keys += len(ids)
+    if paused:
+        b.warnings.append(f"queue {queue} is paused: the jobs go to its paused list and run once it is resumed")
+    b.notes.append(f"a requeued stalled job runs again only when a worker of {queue} runs; BullMQ's own stalled "
+                   "checker (in any running worker) would have moved it back too")
+
+
+async def add_pushed_requeues(b: PlanBuilder, connections: Connections, service: str, rows: list[dict]) -> int:
+    """Steps for pushed jobs (jobs_outbox COMPLETED) that are stalled or lost by a dead worker; returns how many."""
+    settings, conv = b.settings, b.settings.conventions
+    st, table = conv.statuses, conv.tables.jobs_outbox
+    if not rows:
+        return 0
+    audits = await _audits(connections, b, service, [r["id"] for r in rows])
+    redis = connections.redis()
+    stalled: dict[str, list[str]] = {}
+    lost: list[dict] = []
+    async with connections.redis_errors():
+        for r in rows:
+            job = await bull_job_state(redis, conv, r["target"], r["id"],
+                                       list_scan_max=settings.limits.bull_list_scan_max)
+            audit = audits.get(r["id"])
+            guard = await redis.exists(fill(conv.job_completed_key, job_id=r["id"]))
+            if job is not None and job.stalled:
+                stalled.setdefault(str(r["target"]), []).append(r["id"])
+            elif job is None and not guard and audit is not None and audit["status"] == st.processing:
+                if (audit["since_s"] or 0) > settings.limits.processing_ageing_s:
+                    lost.append(r)
+                else:
+                    b.warnings.append(f"job {r['id']} started {audit['since_s']:.0f} s ago (< "
+                                      f"{settings.limits.processing_ageing_s} s): it may still run; skipped")
+            else:
+                state = f"BullMQ {job.state}" if job is not None else "no BullMQ job"
+                b.warnings.append(f"{table} row {r['id']} is {st.completed} (pushed): {state}, job_audit "
+                                  f"{audit['status'] if audit else 'missing'}, guard {'set' if guard else 'unset'}: "
+                                  "not stalled nor lost by a dead worker; skipped (trace_job says what it is)")
+        for queue, ids in stalled.items():
+            await _stalled_step(b, redis, queue, ids)
+    if lost:
+        add_back_to_pending(b, service, table, lost, st.completed,
+                            "its worker died and BullMQ lost the job: the outbox runner pushes it again")
+    return sum(len(i) for i in stalled.values()) + len(lost)
