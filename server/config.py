@@ -315,10 +315,11 @@ def workspace_config_file(workspace: Path | None) -> Path | None:
     return None
 
 
-def _read_toml(path: Path) -> dict[str, Any]:
-    if not path.is_file():
+def _read_toml(path: Path, workspace: Path | None = None) -> dict[str, Any]:
+    """The user's file, or with ``workspace`` the workspace's own (read by the guarded reader)."""
+    if workspace is None and not path.is_file():
         raise ConfigError(f"{path}: config file not found (pass --config with an existing file)")
-    return read_config_toml(path)  # UTF-8 with or without a BOM; another encoding is one line
+    return read_config_toml(path, workspace)  # UTF-8 with or without a BOM; another encoding is one line
 
 
 def _read_sources(ws: Path | None, config_file: Path | None,
@@ -340,7 +341,7 @@ def _read_sources(ws: Path | None, config_file: Path | None,
     if ws_file is not None and path is not None and os.path.realpath(ws_file) == os.path.realpath(path):
         ws_file = None
     if ws_file is not None:
-        ws_data = _read_toml(ws_file)
+        ws_data = _read_toml(ws_file, ws)
         refuse_workspace_keys(ws_data, ws_file, environ=env)
         data = _deep_merge(ws_data, data)
     return data, path, ws_file, ws

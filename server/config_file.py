@@ -14,15 +14,24 @@ _OTHER_ENCODINGS = (
 )
 
 
-def read_config_toml(path: Path) -> dict[str, Any]:
+MAX_WORKSPACE_CONFIG_BYTES = 1_000_000
+
+
+def read_config_toml(path: Path, workspace: Path | None = None) -> dict[str, Any]:
     """The TOML of ``path``, read as UTF-8 with or without a byte-order mark.
+
+    With ``workspace`` (the workspace's own ``mesh.toml``, untrusted) the file is read through the
+    guarded reader (:mod:`server.workspace_files`): a symlink out of the workspace, a FIFO or device,
+    or more than 1 MB is refused with one line instead of being followed, waited on or read whole.
 
     Any other encoding (UTF-16 or UTF-32, as some Windows editors save, with or without a mark; bytes
     that are not UTF-8) raises a one-line ``ConfigError`` saying how to re-save the file, as does invalid
     TOML.
     """
+    from server.workspace_files import read_bytes
+
     try:
-        raw = path.read_bytes()
+        raw = path.read_bytes() if workspace is None else read_bytes(workspace, path, MAX_WORKSPACE_CONFIG_BYTES)
     except OSError as exc:
         raise ConfigError(f"{path}: cannot be read ({exc.strerror or exc}): check the path and permissions") from None
     for mark, name in _OTHER_ENCODINGS:

@@ -16,7 +16,8 @@ from typing import Any
 
 _SECRET_WORDS = r"(?:password|passwd|pwd|token|secret|api_?key|passphrase)"
 _KV_SECRET = re.compile(
-    rf"(?<![\w.-])([\w.-]*{_SECRET_WORDS}[\w.-]*\s*=\s*)('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|\S+)",
+    # an unquoted libpq value runs to the first space not escaped by a backslash (``password=a\\ b``)
+    rf"(?<![\w.-])([\w.-]*{_SECRET_WORDS}[\w.-]*\s*=\s*)('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|(?:\\.|\S)+)",
     re.IGNORECASE,
 )
 _QUERY_SECRET = re.compile(rf"([?&;][^=&#;?]*{_SECRET_WORDS}[^=&#;?]*=)[^&#;]*", re.IGNORECASE)

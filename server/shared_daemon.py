@@ -120,6 +120,11 @@ def run_daemon(args: argparse.Namespace, build_stdio_server: Callable[[argparse.
     pid_path = sock_path.with_suffix(".pid")
     with collector_paused():
         server = build_stdio_server(args)
+    runtime = getattr(server, "runtime", None)
+    if runtime is not None and runtime.settings.enable_remediation:
+        log.warning("remediation is enabled by the settings: the approval gate stays in the client's own process, "
+                    "so this shared server does not start (the front serves in-process)")
+        return 3
     lowlevel = getattr(server, "_lowlevel_server", None)
     if lowlevel is None or not hasattr(lowlevel, "run"):
         raise RuntimeError("this MCP SDK does not expose the low-level server the shared mode runs sessions on")

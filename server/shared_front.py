@@ -10,9 +10,11 @@ an edit is seen by all of them, and exits after ``--idle-exit`` seconds without 
 
 Which shared server a front uses is decided by a key over everything that shapes the server's
 settings: the Python executable and package version, the working directory, ``--workspace``,
-``--config``, every ``MESH_*`` variable, ``HOME`` / ``XDG_CONFIG_HOME`` and the size and
-modification time of each config file that could be read. Two clients whose settings could
-differ never share a process.
+``--config``, every ``MESH_*``, ``PG*``, ``SSL_*`` and ``REDIS*`` variable, ``HOME`` / ``XDG_*``
+and the size and modification time of each config file that could be read. Two clients whose
+settings could differ never share a process. A shared server whose settings turn remediation on
+(from the user's config or ``MESH_ENABLE_REMEDIATION``) refuses to serve, and the front serves
+in-process.
 
 Shared mode is not used (the front serves in-process, as before) with ``--standalone`` or
 ``MESH_STANDALONE=1`` (containers, CI), with ``--http``, with ``--enable-remediation`` (the
@@ -43,6 +45,10 @@ DEFAULT_IDLE_EXIT_S = 600.0
 START_DEADLINE_S = 60.0
 _CHUNK = 65536
 _CONFIG_NAMES = ("mesh.toml",)
+# environment variables that shape what the server connects to or reads: libpq's PG* (host, password file,
+# SSL files...), OpenSSL's and Python's certificate locations, the user's folders; any MESH_* setting
+_KEYED_ENV_PREFIXES = ("MESH_", "PG", "SSL_", "REDIS")
+_KEYED_ENV = {"HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME", "REQUESTS_CA_BUNDLE", "TZ"}
 
 
 def shared_mode_refused(args: argparse.Namespace) -> str | None:
@@ -99,8 +105,7 @@ def daemon_key(args: argparse.Namespace) -> str:
 
     workspace = getattr(args, "workspace", None)
     config = getattr(args, "config", None)
-    env = sorted((k, v) for k, v in os.environ.items()
-                 if k.startswith("MESH_") or k in {"HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME"})
+    env = sorted((k, v) for k, v in os.environ.items() if k.startswith(_KEYED_ENV_PREFIXES) or k in _KEYED_ENV)
     candidates: list[Path | None] = [Path(config).resolve() if config else None]
     if os.environ.get("MESH_CONFIG"):
         candidates.append(Path(os.environ["MESH_CONFIG"]))

@@ -118,12 +118,16 @@ async def test_different_settings_never_share_a_process(workspace: Path, runtime
     async with client(workspace, runtime) as a, client(other, runtime) as b:
         assert await _matches(a, "events.geocode_event") and await _matches(b, "events.geocode_event")
         assert len(_daemons(runtime)) == 2
+    # libpq reads PG* variables: another PGHOST is another database, so another server
+    async with client(workspace, runtime, env=_env(PGHOST="db-elsewhere")) as c:
+        assert await _matches(c, "events.geocode_event")
+        assert len(_daemons(runtime)) == 3
 
 
-@pytest.mark.parametrize("how", ["flag", "env", "remediation"])
+@pytest.mark.parametrize("how", ["flag", "env", "remediation", "remediation-env"])
 async def test_standalone_serves_in_process(workspace: Path, runtime: Path, how: str) -> None:
-    extra = {"flag": ["--standalone"], "env": [], "remediation": ["--enable-remediation"]}[how]
-    env = _env(MESH_STANDALONE="1") if how == "env" else None
+    extra = {"flag": ["--standalone"], "env": [], "remediation": ["--enable-remediation"], "remediation-env": []}[how]
+    env = {"env": _env(MESH_STANDALONE="1"), "remediation-env": _env(MESH_ENABLE_REMEDIATION="true")}.get(how)
     async with client(workspace, runtime, *extra, env=env) as a:
         assert await _matches(a, "events.geocode_event")
         assert _daemons(runtime) == [] and not list(runtime.glob("*.sock"))

@@ -97,3 +97,10 @@ async def test_doctor_hides_sslpassword(leaky: Settings) -> None:
     failed = [c for c in report.checks if c.status == "fail"]
     assert {"postgres:event", "postgres:kv"} <= {c.name for c in failed}
     _no_secret(report.model_dump_json())
+
+
+def test_an_unquoted_password_with_an_escaped_space_is_redacted_whole() -> None:
+    """libpq reads ``password=a\\ b`` as the password ``a b``: none of it may show."""
+    from server.redaction import redact_dsn
+
+    assert redact_dsn(r"host=h password=se\ cret dbname=x") == "host=h password=*** dbname=x"

@@ -215,14 +215,14 @@ def test_the_workspace_config_cannot_name_a_trust_file(tmp_path: Path) -> None:
 
 def test_a_workspace_config_that_is_a_symlink_out_of_the_workspace_cannot_name_a_trust_file(tmp_path: Path) -> None:
     """An agent that can write the workspace can replace its mesh.toml by a symlink to a file elsewhere: the
-    file is still read as the workspace's config, so its trust_file is refused the same way."""
+    guarded reader refuses to follow it out of the workspace, so nothing of it (its trust_file) is read."""
     ws = tmp_path / "ws"
     ws.mkdir()
     elsewhere = _write(tmp_path / "out" / "evil.toml", f'[approval]\ntrust_file = "{_trust(tmp_path)}"\n')
     (ws / "mesh.toml").symlink_to(elsewhere)
     with pytest.raises(ConfigError) as info:
         load_settings(environ={}, workspace=ws)
-    assert "approval.trust_file refused: this file is the workspace's own file" in str(info.value)
+    assert "mesh.toml" in str(info.value) and "a symlink to a place outside the workspace" in str(info.value)
 
 
 def test_a_config_that_cannot_be_told_apart_from_the_workspace_cannot_name_a_trust_file(

@@ -19,7 +19,7 @@ from server.config import Settings
 from server.errors import RemediationRefused
 from server.redaction import redact_dsn
 from server.redis_settings import DEFAULT_INSTANCE
-from tools.remediation.model import Plan, SqlUpdateOp, Step
+from tools.remediation.model import Plan, SqlDeleteOp, SqlUpdateOp, Step
 
 
 def postgres_endpoint(settings: Settings, service: str) -> str:
@@ -60,7 +60,7 @@ def redis_endpoint(settings: Settings, instance: str) -> str:
 def step_target(step: Step, instance: str, settings: Settings) -> str:
     """Where ``step`` runs with ``settings``: its SQL service's database, else the plan's Redis instance."""
     op = step.operation
-    if isinstance(op, SqlUpdateOp):
+    if isinstance(op, SqlUpdateOp | SqlDeleteOp):
         return postgres_endpoint(settings, op.service)
     return redis_endpoint(settings, instance)
 
@@ -81,11 +81,11 @@ def check_targets(plan: Plan, settings: Settings) -> None:
                 f"run on {now} (an edited plan file, or [services] / [redis] changed since it was proposed): "
                 "propose the remediation again")
         op = step.operation
-        if not isinstance(op, SqlUpdateOp):
+        if not isinstance(op, SqlUpdateOp | SqlDeleteOp):
             continue
         checked = {str(c.args.get("service")) for c in step.checks if "service" in c.args}
         if step.target != f"{op.service}.{op.table}" or not checked <= {op.service}:
             raise RemediationRefused(
                 f"plan {plan.plan_id} step {step.number}: its target {step.target!r} or its checks "
-                f"({', '.join(sorted(checked)) or 'none'}) are not the service and table it updates "
+                f"({', '.join(sorted(checked)) or 'none'}) are not the service and table it changes "
                 f"({op.service}.{op.table}): an edited plan file; propose the remediation again")
