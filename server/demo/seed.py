@@ -35,6 +35,7 @@ from psycopg.types.json import Jsonb
 
 from server.config import Conventions
 from server.demo.dump import age_consumer_in_dump
+from server.demo.outcome_rows import OutcomeRow, outcome_columns, outcome_fields
 from server.errors import MeshError
 from tools.outbox.outcome_paths import id_paths, path_sql
 
@@ -140,41 +141,12 @@ def _event_row(event_id: str, status: str, event_type: str, targets: list[str], 
     }
 
 
-@dataclass(frozen=True)
-class _OutcomeRow:
-    """One event_queue row the audit trigger wrote, as the outbox runner reads it."""
-
-    id: str
-    type: str
-    emitter: str
-    emitter_id: str | None
-    correlation_id: str | None
-    trace_id: str | None
-    traceparent: str | None
-    version: int
-    created_at_ms: int
-    target_services: list[str]
-    payload: Any
-
-
-def _outcome_columns(conv: Conventions) -> sql.Composable:
-    c = conv.columns
-    plain = [sql.SQL("{}::text").format(sql.Identifier(name)) for name in (
-        c.id, c.type, c.emitter, c.emitter_id, c.correlation_id, c.trace_id, c.traceparent)]
-    return sql.SQL(", ").join([
-        *plain, sql.Identifier(c.version),
-        # a timestamp column holds the session's local time: read it in the session's zone
-        sql.SQL("(extract(epoch from {} AT TIME ZONE current_setting('TimeZone')) * 1000)::bigint").format(
-            sql.Identifier(c.created_at)),
-        sql.Identifier(c.target_services), sql.Identifier(c.payload)])
-
-
 def seed_postgres(dsn: str, conv: Conventions, ids: dict[str, str], events: list[dict[str, Any]]
-                  ) -> dict[str, list[_OutcomeRow]]:
+                  ) -> dict[str, list[OutcomeRow]]:
     """Create the outbox schema in the (empty) service database and write the rows; returns the job-outcome
     rows the audit trigger wrote, per job key."""
     t, st = conv.tables, conv.statuses
-    outcomes: dict[str, list[_OutcomeRow]] = {}
+    outcomes: dict[str, list[OutcomeRow]] = {}
     with psycopg.connect(dsn, autocommit=True) as conn:
         create_schema(conn)
         address = "12 rue des Lilas, Lyon"
@@ -224,11 +196,11 @@ def seed_postgres(dsn: str, conv: Conventions, ids: dict[str, str], events: list
                         "WHERE {job} = %s RETURNING {returned}").format(
                     t=sql.Identifier(t.event_queue), status=sql.Identifier(c.status),
                     processed=sql.Identifier(c.processed_at), created=sql.Identifier(c.created_at),
-                    updated=sql.Identifier(c.updated_at), returned=_outcome_columns(conv),
+                    updated=sql.Identifier(c.updated_at), returned=outcome_columns(conv),
                     job=path_sql(c.payload, path), at=sql.SQL("(now() - make_interval(secs => %s))::timestamp")),
                 (st.completed, age, age, age, ids[job_key]),
             )
-            outcomes[job_key] = [_OutcomeRow(*r) for r in cur.fetchall()]
+            outcomes[job_key] = [OutcomeRow(*r) for r in cur.fetchall()]
             if not outcomes[job_key]:
                 raise MeshError(f"the demo's audit trigger wrote no job-outcome row for {job_key} (no event_queue "
                                 f"row with the job id at {'.'.join(path)}): check tools/outbox/schema.sql")
@@ -251,24 +223,12 @@ def _stream_fields(event: dict[str, Any], conv: Conventions) -> dict[str, str]:
     return message
 
 
-def _outcome_fields(row: _OutcomeRow, conv: Conventions) -> dict[str, str]:
-    """The runner's entry for a job-outcome row: every field of a stream entry, absent values as ""."""
-    message = {
-        conv.event_id_field: row.id, conv.event_type_field: row.type, "emitter": row.emitter,
-        "emitterId": row.emitter_id or "", "correlationId": row.correlation_id or "", "traceId": row.trace_id or "",
-        "traceparent": row.traceparent or "", "version": str(row.version), "createdAt": str(row.created_at_ms),
-        "payload": json.dumps(row.payload),
-    }
-    message[conv.event_body_field] = json.dumps({**message, "payload": row.payload})
-    return message
-
-
 DEMO_STREAM_MAXLEN = 6
 """The demo runner's MAXLEN: one entry under the seven it writes, so the oldest is trimmed."""
 
 
 def seed_redis(client: redis.Redis, conv: Conventions, scn: Scenario, ids: dict[str, str],
-               events: list[dict[str, Any]], outcomes: dict[str, list[_OutcomeRow]]) -> None:
+               events: list[dict[str, Any]], outcomes: dict[str, list[OutcomeRow]]) -> None:
     """Write the stream, its groups, the dead letter, retry keys, lock and BullMQ job."""
     now_ms = int(client.time()[0]) * 1000
     stream, dlq = scn.stream, scn.dlq_stream
@@ -327,7 +287,7 @@ def seed_redis(client: redis.Redis, conv: Conventions, scn: Scenario, ids: dict[
         for n, row in enumerate(outcomes[job_key]):
             for target in row.target_services:
                 key = streams.setdefault(job_key, conv.stream_prefix + target)
-                client.xadd(conv.stream_prefix + target, _outcome_fields(row, conv), id=f"{now_ms - age * 1000}-{n}")
+                client.xadd(conv.stream_prefix + target, outcome_fields(row, conv), id=f"{now_ms - age * 1000}-{n}")
                 if key not in keys:
                     keys.append(key)
     success_stream = streams["job_done"]
