@@ -35,6 +35,7 @@ from psycopg.types.json import Jsonb
 
 from server.config import Conventions
 from server.demo.dump import age_consumer_in_dump
+from server.demo.outcome_rows import OutcomeRow, outcome_columns, outcome_fields
 from server.errors import MeshError
 from tools.outbox.outcome_paths import id_paths, path_sql
 
@@ -141,11 +142,11 @@ def _event_row(event_id: str, status: str, event_type: str, targets: list[str], 
 
 
 def seed_postgres(dsn: str, conv: Conventions, ids: dict[str, str], events: list[dict[str, Any]]
-                  ) -> dict[str, list[tuple[str, Any]]]:
+                  ) -> dict[str, list[OutcomeRow]]:
     """Create the outbox schema in the (empty) service database and write the rows; returns the job-outcome
-    rows the audit trigger wrote, per job key: ``[(event id, payload), ...]``."""
+    rows the audit trigger wrote, per job key."""
     t, st = conv.tables, conv.statuses
-    outcomes: dict[str, list[tuple[str, Any]]] = {}
+    outcomes: dict[str, list[OutcomeRow]] = {}
     with psycopg.connect(dsn, autocommit=True) as conn:
         create_schema(conn)
         address = "12 rue des Lilas, Lyon"
@@ -192,16 +193,18 @@ def seed_postgres(dsn: str, conv: Conventions, ids: dict[str, str], events: list
         for job_key, age in (("job_failed", 11 * MINUTE), ("job_done", 30 * MINUTE - 2)):
             cur = conn.execute(
                 sql.SQL("UPDATE {t} SET {status} = %s, {processed} = {at}, {created} = {at}, {updated} = {at} "
-                        "WHERE {job} = %s RETURNING {id}, {payload}").format(
+                        "WHERE {job} = %s RETURNING {returned}").format(
                     t=sql.Identifier(t.event_queue), status=sql.Identifier(c.status),
                     processed=sql.Identifier(c.processed_at), created=sql.Identifier(c.created_at),
-                    updated=sql.Identifier(c.updated_at), payload=sql.Identifier(c.payload), id=sql.Identifier(c.id),
+                    updated=sql.Identifier(c.updated_at), returned=outcome_columns(conv),
                     job=path_sql(c.payload, path), at=sql.SQL("(now() - make_interval(secs => %s))::timestamp")),
                 (st.completed, age, age, age, ids[job_key]),
             )
-            rows = cur.fetchall()
-            outcomes[job_key] = [(str(r[0]), r[1]) for r in rows]
-            ids[f"{job_key}_outcome"] = outcomes[job_key][-1][0] if rows else str(uuid.uuid4())
+            outcomes[job_key] = [OutcomeRow(*r) for r in cur.fetchall()]
+            if not outcomes[job_key]:
+                raise MeshError(f"the demo's audit trigger wrote no job-outcome row for {job_key} (no event_queue "
+                                f"row with the job id at {'.'.join(path)}): check tools/outbox/schema.sql")
+            ids[f"{job_key}_outcome"] = outcomes[job_key][-1].id
         for event in events:
             _insert(conn, conv, t.event_queue, _event_row(
                 event["id"], st.completed, EVENT_CREATED, [STREAM_TARGET], event["age"], event["payload"]))
@@ -225,7 +228,7 @@ DEMO_STREAM_MAXLEN = 6
 
 
 def seed_redis(client: redis.Redis, conv: Conventions, scn: Scenario, ids: dict[str, str],
-               events: list[dict[str, Any]], outcomes: dict[str, list[tuple[str, Any]]] | None = None) -> None:
+               events: list[dict[str, Any]], outcomes: dict[str, list[OutcomeRow]]) -> None:
     """Write the stream, its groups, the dead letter, retry keys, lock and BullMQ job."""
     now_ms = int(client.time()[0]) * 1000
     stream, dlq = scn.stream, scn.dlq_stream
@@ -277,19 +280,17 @@ def seed_redis(client: redis.Redis, conv: Conventions, scn: Scenario, ids: dict[
     lock = conv.idempotency_key.format(group=PP_GROUP, message_id=locked)
     client.set(lock, LIVE_CONSUMER, ex=conv.idempotency_ttl_s - 10 * MINUTE)
     keys.append(lock)
-    # job outcome streams: success consumed by the common post-processor, failure read by nobody
-    for outcome, age in (("success", 29 * MINUTE), ("failure", 10 * MINUTE)):
-        key = f"{conv.stream_prefix}{SERVICE}:job:outbox:{outcome}"
-        job_key = "job_done" if outcome == "success" else "job_failed"
-        rows = (outcomes or {}).get(job_key) or [(ids[f"{job_key}_outcome"], {})]
-        for n, (outcome_id, payload) in enumerate(rows):
-            # the runner's entry: "emitterId" is the job id (the latest trigger sets it)
-            client.xadd(key, {conv.event_id_field: outcome_id, conv.event_type_field: f"{SERVICE}:job:outbox:"
-                              f"{outcome}", "emitter": EMITTER, "emitterId": ids[job_key], "version": "1",
-                              "payload": json.dumps(payload)},
-                        id=f"{now_ms - age * 1000}-{n}")
-        keys.append(key)
-    success_stream = f"{conv.stream_prefix}{SERVICE}:job:outbox:success"
+    # job outcome streams, as the outbox runner pushes the trigger's rows (one XADD per target service):
+    # success consumed by the common post-processor, failure read by nobody
+    streams: dict[str, str] = {}
+    for job_key, age in (("job_done", 29 * MINUTE), ("job_failed", 10 * MINUTE)):
+        for n, row in enumerate(outcomes[job_key]):
+            for target in row.target_services:
+                key = streams.setdefault(job_key, conv.stream_prefix + target)
+                client.xadd(conv.stream_prefix + target, outcome_fields(row, conv), id=f"{now_ms - age * 1000}-{n}")
+                if key not in keys:
+                    keys.append(key)
+    success_stream = streams["job_done"]
     client.xgroup_create(success_stream, COMMON_GROUP, id="0")
     read = client.xreadgroup(COMMON_GROUP, COMMON_CONSUMER, {success_stream: ">"}, count=10)
     client.xack(success_stream, COMMON_GROUP, *[entry_id for _, entries in read for entry_id, _ in entries])
