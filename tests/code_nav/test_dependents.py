@@ -18,6 +18,9 @@ CONTRACTS = "@volontariapp/contracts-nest"
     ("2.9.9", "1 - 2", True), ("3.0.0", "1 - 2", False), ("2.0.0", "*", True), ("2.0.0", "workspace:*", True),
     ("2.0.0", "workspace:^1.0.0", False), ("1.3.0-beta", "^1.2.0", False), ("1.2.0-beta.2", ">=1.2.0-beta.1", True),
     ("2.0.0", "latest", None), ("2.0.0", "file:../x", None), ("2.0.0", "github:a/b", None), ("2.0.0", ">= 2.0.0", True),
+    # `>` of a partial version is `>=` the next one without a pre-release (npm); a leading `v` is a version
+    ("1.3.0-beta.1", ">1.2", False), ("2.0.0-alpha", ">1", False), ("1.3.0", ">1.2", True), ("2.0.0", ">1", True),
+    ("1.2.3", "v1.2.3", True), ("1.2.4", "v1.2.3", False),
 ])
 def test_semver_ranges(version, spec, expected):
     assert satisfies(version, spec) is expected

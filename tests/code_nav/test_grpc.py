@@ -69,8 +69,8 @@ def test_proto_parser_reserved_nested_and_maps():
     assert p.package == "a.b" and p.services["S"].rpcs["M"].client_streaming
     req = p.messages["Req"]
     assert {n: f.type for n, f in req.fields.items()} == {1: "map<string,int32>", 8: "int32", 9: "string"}
-    assert req.is_reserved(6, "x") and req.is_reserved(99, "old") and not req.is_reserved(4, "x")
-    assert "Req.In" in p.messages and p.enums["E"].is_reserved(3, "")
+    assert req.is_reserved(6) and not req.is_reserved(4) and "old" in req.reserved_names
+    assert "Req.In" in p.messages and p.enums["E"].is_reserved(3)
 
 
 def _git(root: Path, *args: str) -> None:

@@ -153,7 +153,7 @@ class RpcReport(_Model):
 class BreakingChange(_Model):
     file: str
     line: int
-    kind: str = Field(description="field_removed|field_number_changed|field_type_changed|number_reused|"
+    kind: str = Field(description="field_removed|field_number_changed|field_type_changed|number_reused|field_renamed|"
                       "enum_value_removed|rpc_removed|message_removed|...")
     message: str
 

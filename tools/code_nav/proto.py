@@ -11,7 +11,8 @@ import re
 from dataclasses import dataclass, field
 
 TOKEN = re.compile(r'"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])*\'|[A-Za-z_][\w.]*|\.[A-Za-z_][\w.]*|\d+|[{}();=<>,\[\]\-]|\S')
-COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+# A string literal or a comment, whichever starts first: `//` inside "http://x" is part of the string.
+STRING_OR_COMMENT = re.compile(r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|//[^\n]*|/\*.*?(?:\*/|\Z)', re.S)
 MAX_TOKENS = 400_000
 
 
@@ -33,9 +34,9 @@ class Message:
     reserved_ranges: list[tuple[int, int]] = field(default_factory=list)
     reserved_names: set[str] = field(default_factory=set)
 
-    def is_reserved(self, number: int, name: str) -> bool:
-        return number in self.reserved_numbers or name in self.reserved_names or any(
-            lo <= number <= hi for lo, hi in self.reserved_ranges)
+    def is_reserved(self, number: int) -> bool:
+        """Whether the number is reserved (a reserved name alone leaves the number free for reuse)."""
+        return number in self.reserved_numbers or any(lo <= number <= hi for lo, hi in self.reserved_ranges)
 
 
 @dataclass
@@ -67,7 +68,8 @@ class ProtoFile:
 
 
 def _tokens(text: str) -> list[tuple[str, int]]:
-    stripped = COMMENT.sub(lambda m: "\n" * m.group(0).count("\n"), text)
+    stripped = STRING_OR_COMMENT.sub(
+        lambda m: m.group(0) if m.group(0)[0] in "\"'" else "\n" * m.group(0).count("\n"), text)
     out: list[tuple[str, int]] = []
     line = 1
     pos = 0

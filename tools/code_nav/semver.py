@@ -80,8 +80,8 @@ def _desugar(op: str, text: str) -> list[Comp] | None:
         upper: Ver = (ma + 1, 0, 0, (0,)) if mi is None else (ma, mi + 1, 0, (0,))
         if op in ("", "="):
             return [(">=", lo), ("<", upper)]
-        if op == ">":
-            return [(">=", upper)]
+        if op == ">":  # npm: >1.2 is >=1.3.0 (no pre-release: 1.3.0-beta is below it)
+            return [(">=", (ma + 1, 0, 0, ()) if mi is None else (ma, mi + 1, 0, ()))]
         if op == "<=":
             return [("<", upper)]
         return [(op, lo)]
@@ -138,7 +138,7 @@ def satisfies(version: str, spec: str) -> bool | None:
         spec = spec[at + 1:] if at > 4 else ""
     if re.search(r"[:/#]", spec) or (spec and not re.match(r"^[\s\d<>=^~vxX*|.\-+A-Za-z]*$", spec)):
         return None
-    if spec and re.fullmatch(r"[A-Za-z][\w.-]*", spec) and spec not in ("x", "X"):
+    if spec and re.fullmatch(r"[A-Za-z][\w.-]*", spec) and spec not in ("x", "X") and not re.match(r"v\d", spec):
         return None  # a dist-tag: latest, next, beta
     for part in spec.split("||"):
         comps = _set(part)
