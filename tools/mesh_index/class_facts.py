@@ -118,6 +118,10 @@ class ClassFacts:
                         args = supers[0].child_by_field_name("arguments")
                         info["super_args"] = [to_expr(a) for a in args.named_children] if args else []
                         info["super_line"] = line_of(supers[0])
+                elif b".find" in self.src[mbody.start_byte:mbody.end_byte]:
+                    keys = _find_keys(mbody, _first_param(member))
+                    if keys:
+                        info.setdefault("finds", {})[mname] = keys
         if fields:
             info["fields"] = fields
 
@@ -245,6 +249,50 @@ def _lookups_of(body: Node, param: str) -> dict[str, Any]:
         if items:
             out[key] = items
     return out
+
+
+def _find_keys(body: Node, param: str | None) -> list[str]:
+    """Fields a method's ``find`` predicate compares with its parameter: ``trigger`` in
+    ``aggregations.find((agg) => agg.trigger === trigger)`` (the key of the entry it returns). Bounded walk."""
+    if not param:
+        return []
+    keys: set[str] = set()
+    stack, seen = [body], 0
+    while stack and seen < 2000:
+        node = stack.pop()
+        seen += 1
+        if node.type == "call_expression":
+            fn = node.child_by_field_name("function")
+            args = node.child_by_field_name("arguments")
+            prop = fn.child_by_field_name("property") if fn is not None and fn.type == "member_expression" else None
+            first = args.named_children[0] if args is not None and args.named_child_count else None
+            if prop is not None and text(prop) in ("find", "findIndex", "filter") and first is not None \
+                    and first.type == "arrow_function":
+                keys.update(_compared_field(first, param))
+        stack.extend(node.named_children)
+    return sorted(keys)
+
+
+def _compared_field(arrow: Node, param: str) -> list[str]:
+    """``F`` of ``(x) => x.F === param`` (either side, ``==`` too); [] for any other predicate."""
+    params = arrow.child_by_field_name("parameters")
+    item = arrow.child_by_field_name("parameter")
+    if item is None and params is not None and params.named_child_count == 1:
+        pat = params.named_children[0]
+        item = pat.child_by_field_name("pattern") or pat
+    body = _bare(arrow.child_by_field_name("body"))
+    if item is None or item.type != "identifier" or body is None or body.type != "binary_expression":
+        return []
+    if text(body.child_by_field_name("operator")) not in ("===", "=="):
+        return []
+    left, right = _bare(body.child_by_field_name("left")), _bare(body.child_by_field_name("right"))
+    for a, b in ((left, right), (right, left)):
+        if a is None or b is None or b.type != "identifier" or text(b) != param or a.type != "member_expression":
+            continue
+        obj = a.child_by_field_name("object")
+        if obj is not None and obj.type == "identifier" and text(obj) == text(item):
+            return [text(a.child_by_field_name("property"))]
+    return []
 
 
 def _merge(into: dict[str, Any], other: dict[str, Any]) -> None:

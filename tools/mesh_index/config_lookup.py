@@ -8,8 +8,11 @@ config holds an array of entries (``scatterGather.aggregations[]``, each with ``
 concrete subclass fills with its own value through ``super(..., EventType.X, ...)``.
 
 :func:`ConfigLookup.narrow` gives, for a site in such a base class, one binding per concrete
-subclass: the entries of the config values the site reads whose scalar fields hold a value the
-subclass passes to ``super(...)`` (the entry the lookup chooses for it). A subclass passing no
+subclass: the entries of the config values the site reads whose key field (the field the lookup's
+``find`` predicate compares with its argument, :meth:`ConfigLookup.key_fields`) holds a value the
+subclass passes to ``super(...)`` (the entry the lookup chooses for it). When no predicate is known, any
+scalar field is tried; a subclass whose value is held in different fields of the entries binds as candidates
+(``Bound.candidate``, the reason), since which entry the lookup chooses is not known. A subclass passing no
 value any entry holds chooses nothing; a class without concrete subclasses that bind a value
 gives ``None`` (the caller keeps the values unnarrowed, as candidates when there are several).
 """
@@ -18,6 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from tools.mesh_index.symbols import Decl
 
 if TYPE_CHECKING:
     from tools.mesh_index.sites import Linker
@@ -33,6 +38,7 @@ class Bound:
     cfg_path: str
     key: str
     why: str  # "super(...) of X (file:line) passes 'v' = <entry>.<field>"
+    candidate: str = ""  # the reason when which entry is chosen is not known (the lookup's key field unknown)
 
 
 class ConfigLookup:
@@ -69,6 +75,24 @@ class ConfigLookup:
                     out.append((v.value, f"{p}:{info.get('super_line', info.get('line', 0))}"))
         return out
 
+    def key_fields(self, path: str, cls: str) -> set[str]:
+        """The fields the lookups the class calls compare with their argument: ``trigger`` when the class (or a
+        base) calls ``this.scatterGather.getAggregation(...)`` and that method returns
+        ``aggregations.find((agg) => agg.trigger === trigger)``; empty when no such predicate is known."""
+        keys: set[str] = set()
+        for p, _n, info in self.r.ancestors(path, cls):
+            if p is None or info is None:
+                continue
+            types = info.get("field_types", {})
+            for call in info.get("member_calls", ()):
+                if not isinstance(call, list) or len(call) < 2 or call[0] not in types:
+                    continue
+                decl = self.r.symbol(p, types[call[0]])
+                if isinstance(decl, Decl) and decl.kind == "class":
+                    cinfo = self.l.facts.get(decl.path, {}).get("classes", {}).get(decl.name, {})
+                    keys.update(cinfo.get("finds", {}).get(call[1], ()))
+        return keys
+
     def narrow(self, path: str, symbol: str | None, found: list[tuple[str, str, str]],
                json_rows: list[tuple[str, str, str]]) -> list[Bound] | None:
         """The entries of ``found`` ((value, config file, key) of the config values a site reads) that each concrete
@@ -84,24 +108,27 @@ class ConfigLookup:
             entry, leaf = k.rsplit(".", 1)
             if (p, entry) in entries:
                 scalars.setdefault((p, entry), {})[leaf] = v
+        keys = self.key_fields(path, cls)
         out: list[Bound] = []
-        bound_any = False
         for sp, sn, chain in self.subclasses(path, cls):
             passed = self._super_values(chain, (path, cls))
+            own: list[tuple[str, str, str, str, str]] = []  # value, cfg, key, field, why
             for value, cfg, key in found:
                 if "." not in key:
                     continue
                 entry, leaf = key.rsplit(".", 1)
                 fields = scalars.get((cfg, entry), {})
                 hit = next(((pv, where, f) for pv, where in passed for f, fv in sorted(fields.items())
-                            if f != leaf and fv == pv), None)
-                if hit is None:
-                    continue
-                bound_any = True
-                pv, where, f = hit
-                out.append(Bound(sp, sn, value, cfg, key,
-                                 f"super(...) of {sn} ({where}) passes '{pv}' = {cfg}: {entry}.{f}"))
-        return out if bound_any else None
+                            if f != leaf and fv == pv and (not keys or f in keys)), None)
+                if hit is not None:
+                    pv, where, f = hit
+                    own.append((value, cfg, key, f, f"super(...) of {sn} ({where}) passes '{pv}' = {cfg}: {entry}.{f}"))
+            used = sorted({f for *_x, f, _w in own})
+            reason = "" if keys or len(used) < 2 else (
+                f"the field the lookup compares is not known and {sn}'s super(...) value is in several fields "
+                f"({', '.join(used)}) of the entries: which entry it chooses is not known, a candidate")
+            out.extend(Bound(sp, sn, value, cfg, key, why, reason) for value, cfg, key, _f, why in own)
+        return out or None
 
 
 def dotted_refs(expr: Any) -> list[str]:

@@ -112,6 +112,7 @@ class OutcomeRec:
     status: str | None
     emitter: str | None  # the emitter the value was computed for (None: same for all)
     heuristic: bool
+    names_guessed: bool = False  # no audit trigger found: the name comes from [conventions], not from SQL
 
 
 @dataclass(slots=True)

@@ -27,7 +27,7 @@ from tools.mesh_index.linked import (
 )
 from tools.mesh_index.workspace import Discovery
 
-FORMAT = 5  # 5: candidates
+FORMAT = 6  # 5: candidates; 6: outcome names guessed
 
 
 def config_mtimes(workspace: Path, found: Discovery) -> dict[str, int]:
@@ -90,7 +90,8 @@ def dump(idx: LinkedIndex, parse_error_files: list[str]) -> dict[str, Any]:
                              p.accept_all, p.filter_unknown, p.binding, p.stream_heuristic, p.started]
                             for p in idx.post_processors.values()],
         "mappings": [[m.name, ref(m.site), [[*f, *t, line, h] for f, t, line, h in m.entries]] for m in idx.mappings],
-        "outcomes": [[ref(o.site), o.value, o.status, o.emitter, o.heuristic] for o in idx.outcomes],
+        "outcomes": [[ref(o.site), o.value, o.status, o.emitter, o.heuristic, o.names_guessed]
+                     for o in idx.outcomes],
         "unresolved": [[kind, [ref(s) for s in sites]] for kind, sites in idx.unresolved.items()],
         "class_producers": [[*key, [[k[0], k[1], ref(s)] for k, s in items]]
                             for key, items in idx.class_producers.items()],
@@ -142,8 +143,8 @@ def load(data: dict[str, Any]) -> tuple[LinkedIndex, list[str]]:
         idx.mappings.append(rec)
         for from_key, to_key, line, heuristic in rec.entries:
             idx.mapping_from.setdefault(from_key, []).append((rec, to_key, line, heuristic))
-    idx.outcomes = [OutcomeRec(sites[at], value, status, emitter, h)
-                    for at, value, status, emitter, h in data["outcomes"]]
+    idx.outcomes = [OutcomeRec(sites[at], value, status, emitter, h, bool(g))
+                    for at, value, status, emitter, h, g in data["outcomes"]]
     idx.unresolved = {kind: [sites[i] for i in ids] for kind, ids in data["unresolved"]}
     idx.class_producers = {(p, n): [((k, v), sites[i]) for k, v, i in items]
                            for p, n, items in data["class_producers"]}

@@ -225,7 +225,7 @@ def _outcomes_from_conventions(linker: Linker, emitters: list[str]) -> None:
             for value, emitter in values:
                 site = SiteRec("", "(conventions)", 0, conv.audit_trigger, "sql_trigger", "heuristic", False, value,
                                {"reason": reason, "status": status, **({"emitter": emitter} if emitter else {})})
-                linker.idx.outcomes.append(OutcomeRec(site, value, status, emitter, True))
+                linker.idx.outcomes.append(OutcomeRec(site, value, status, emitter, True, names_guessed=True))
 
 
 def _emitters(linker: Linker) -> list[str]:

@@ -31,10 +31,13 @@ def emitter_of(site: SiteRec, known: list[str]) -> str | None:
     return repo if repo in known else None
 
 
-def _jobs_reaching(linker: Linker, pp: PostProcessorRec) -> list[str]:
+def _jobs_reaching(linker: Linker, pp: PostProcessorRec, guessed: bool = False) -> list[str]:
+    """Jobs whose outcome events ``pp`` receives: by the outcomes the audit trigger's SQL writes, or with
+    ``guessed``, by the outcome names only guessed (``OutcomeRec.names_guessed``: from [conventions], the audit
+    trigger not being found)."""
     idx = linker.idx
     inputs = set(linker.extra.inputs(pp))
-    emitters = {o.emitter for o in idx.outcomes if o.value in inputs}
+    emitters = {o.emitter for o in idx.outcomes if o.value in inputs and o.names_guessed == guessed}
     if not emitters:
         return []
     out = []
@@ -44,6 +47,17 @@ def _jobs_reaching(linker: Linker, pp: PostProcessorRec) -> list[str]:
         if None in emitters or any(emitter_of(s, idx.emitters) in emitters for s in sites if not s.test_only):
             out.append(job)
     return sorted(out)
+
+
+def _guess_reason(linker: Linker, pp: PostProcessorRec) -> str:
+    inputs = set(linker.extra.inputs(pp))
+    why = next((o.site.detail.get("reason", "") for o in linker.idx.outcomes if o.names_guessed and o.value in inputs
+                and o.site.detail.get("reason")), "")
+    return why or "the audit trigger's outcome events for these jobs are only guessed"
+
+
+def _allowed(linker: Linker, jobs: list[str], table: str) -> set[str]:
+    return {t[1] for j in jobs for rec, t, _l, _h in linker.idx.mapping_from.get(("job", j), ()) if rec.name == table}
 
 
 def narrow_job_tables(linker: Linker) -> None:
@@ -64,14 +78,18 @@ def narrow_job_tables(linker: Linker) -> None:
             if pp.key not in reaching:
                 reaching[pp.key] = _jobs_reaching(linker, pp)
             jobs = reaching[pp.key]
-            allowed = {t[1] for j in jobs for rec, t, _l, _h in idx.mapping_from.get(("job", j), ())
-                       if rec.name == table}
-            if s.value in allowed:
+            if s.value in _allowed(linker, jobs, table):
                 mapped = sorted(j for j in jobs if any(rec.name == table and t[1] == s.value
                                                        for rec, t, _l, _h in idx.mapping_from.get(("job", j), ())))
                 s.detail["inputs"] = (f"the jobs whose outcome events {pp.key[1]} receives: "
                                       + ", ".join(mapped[:MAX_LISTED]) + (" …" if len(mapped) > MAX_LISTED else ""))
                 keep.append(s)
+                continue
+            guessed = _jobs_reaching(linker, pp, guessed=True)
+            if s.value in _allowed(linker, guessed, table):  # reaches it only through outcome names guessed
+                s.detail["reason"] = (f"{table} maps it from a job whose outcome events reach {pp.key[1]} only by a "
+                                      f"guess ({_guess_reason(linker, pp)}): a candidate")
+                moved.append((key, s))
                 continue
             s.detail["reason"] = (
                 f"{table} maps it from a job whose outcome events never reach {pp.key[1]} (it receives the outcomes "

@@ -121,6 +121,10 @@ class ExtraProducers:
                 site = self.l.site(path, line, sym, "ws_send", "heuristic", to_key[1], call=name,
                                    receiver=receiver[:80], via=rec.name, inputs=f"event '{b.value}' ({b.why})",
                                    config=f"{b.cfg_path}: {b.key}")
+                if b.candidate:
+                    site.detail["reason"] = b.candidate
+                    self.idx.add_candidate(to_key, site)
+                    continue
                 self.idx.add_producer(to_key, site)
                 self.idx.class_producers.setdefault((b.sub_path, b.sub_name), []).append((to_key, site))
         return True
@@ -191,7 +195,8 @@ class ExtraProducers:
             for b in bound:
                 own = streams or self.sibling_list(b.cfg_path, b.key, targets_expr)
                 self._emit(path, line, f"{b.sub_name}.{method}" if method else b.sub_name, b.value, "heuristic", own,
-                           emitter, owner=(b.sub_path, b.sub_name), config=f"{b.cfg_path}: {b.key}", binding=b.why)
+                           emitter, owner=(b.sub_path, b.sub_name), candidate=b.candidate,
+                           config=f"{b.cfg_path}: {b.key}", binding=b.why)
             return
         per_leaf: dict[str, set[str]] = {}
         for v, _p, k in found:
@@ -240,7 +245,7 @@ class ExtraProducers:
                 found = [(v, cfg, k.rsplit(".", 1)[0]) for cfg, k, v in rows
                          if _entry_field(k.rsplit(".", 1)[0], leaf) and k.rsplit(".", 1)[-1].isdigit()]
                 for b in self.lookup.narrow(p, n, found, rows) or ():
-                    if (b.sub_path, b.sub_name) == (path, name):
+                    if (b.sub_path, b.sub_name) == (path, name) and not b.candidate:
                         out[b.value] = "heuristic"
             return out
         return {}
