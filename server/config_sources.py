@@ -10,7 +10,10 @@ write any file there, ``mesh.toml`` included. So the settings are split by who m
   about the workspace's own code: ``[conventions]`` (:data:`WORKSPACE_KEYS`). Any other key
   there (connections, ``enable_remediation``, ``[approval]``, ``state_dir``, audit, limits,
   ``[http]``, ``workspace``) is refused with a :class:`~server.errors.ConfigError` naming the
-  key and where it belongs; nothing of such a file takes effect.
+  key and where it belongs; nothing of such a file takes effect. Within ``[conventions]`` only
+  the names: numbers and thresholds (``stream_maxlen``, ``claim_*_ms``, TTLs, ...) and the BullMQ
+  lock suffix decide what remediation does, so they are the user's
+  (:func:`server.conventions.user_only_conventions`) and refused there the same way.
 
 A config file named with ``--config`` / ``$MESH_CONFIG`` that lies inside the workspace
 (as named or where a symlink leads) is the workspace's file all the same: an agent can edit
@@ -94,20 +97,52 @@ def _dotted(data: Any, prefix: str) -> list[str]:
     return [prefix]
 
 
+def _user_only(data: dict[str, Any]) -> list[str]:
+    """The dotted ``conventions.*`` keys of ``data`` that only the user's config may set."""
+    conventions = data.get("conventions")
+    if not isinstance(conventions, dict):
+        return []
+    from server.conventions import user_only_conventions  # pydantic: only when a workspace file is read
+
+    banned = user_only_conventions()
+    names = [name.removeprefix(".") for name in _dotted(conventions, "")]
+    return [f"conventions.{name}" for name in names if name in banned]
+
+
+def _refuse_conventions(keys: list[str], path: Path, place: str, named: bool,
+                        environ: Mapping[str, str] | None) -> None:
+    shown = ", ".join(keys[:8]) + (f" (and {len(keys) - 8} more)" if len(keys) > 8 else "")
+    first = keys[0]
+    own = user_config_path(os.environ if environ is None else environ)
+    files = f"--config FILE, $MESH_CONFIG or {own}" if own else "--config FILE or $MESH_CONFIG"
+    env = "MESH_" + "__".join(part.upper() for part in first.split("."))
+    raise ConfigError(
+        f"{path}: {shown} refused: this file {place}, so its [conventions] may hold only names (tables, "
+        f"streams, queues, types, prefixes, key patterns). '{first}' (numbers, thresholds and the BullMQ lock "
+        f"suffix decide what remediation trims, requeues or closes) belongs in your own config file ({files}) "
+        f"or {env}" + ("; move the file out of the workspace" if named else "")
+        + ". Nothing of this file was applied (see docs/threat-model.md)"
+    )
+
+
 def refuse_workspace_keys(data: dict[str, Any], path: Path, *, named: bool = False,
                           environ: Mapping[str, str] | None = None) -> None:
     """Raise :class:`ConfigError` when the workspace's config file ``path`` holds a key other than
-    :data:`WORKSPACE_KEYS`, naming every such key and where it belongs. ``named``: the file was given
+    :data:`WORKSPACE_KEYS`, or a ``[conventions]`` key that is not a name (a number, a threshold, the
+    lock suffix), naming every such key and where it belongs. ``named``: the file was given
     with ``--config`` / ``$MESH_CONFIG`` (it lies inside the workspace, so it counts as the workspace's)."""
+    place = ("lies inside the workspace, which an agent working there can edit" if named
+             else "is the workspace's own file, which an agent working there can edit")
     bad = [key for key in data if key not in WORKSPACE_KEYS]
     if not bad:
+        user_only = _user_only(data)
+        if user_only:
+            _refuse_conventions(user_only, path, place, named, environ)
         return
     keys = [name for key in bad for name in _dotted(data[key], key)]
     shown = ", ".join(keys[:8]) + (f" (and {len(keys) - 8} more)" if len(keys) > 8 else "")
     first = bad[0]
     why = f" ({_WHY[first]})" if first in _WHY else ""
-    place = ("lies inside the workspace, which an agent working there can edit" if named
-             else "is the workspace's own file, which an agent working there can edit")
     raise ConfigError(
         f"{path}: {shown} refused: this file {place}, so it may hold only [conventions]. "
         f"'{first}'{why} belongs in {where_it_belongs(first, environ)}"

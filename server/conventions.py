@@ -5,6 +5,13 @@ decorator, field and base-class names the static index looks for in the TypeScri
 code. The defaults follow the target system's documentation; a deployment that renames
 something overrides it in ``mesh.toml`` (or ``MESH_CONVENTIONS__...``). Patterns use
 ``{group}``, ``{message_id}``, ``{job_id}`` and ``{domain}`` (the emitter without ``ms-``).
+
+Who may set which: the workspace's own ``mesh.toml`` may set names only (strings and lists of
+strings: tables, columns, streams, prefixes, key patterns). Numbers, thresholds, flags and the
+few names that decide what remediation treats as running (:data:`USER_ONLY_NAMES`) come from the
+user's config only: :func:`user_only_conventions` lists them by type, so a new numeric convention
+is covered without listing it. Key patterns keep their placeholders (:data:`KEY_PATTERN_PLACEHOLDERS`)
+wherever they come from: a pattern without them would name one key for every job or message.
 """
 
 from __future__ import annotations
@@ -12,9 +19,21 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from server.lint_conventions import LintConventions
+
+KEY_PATTERN_PLACEHOLDERS: dict[str, tuple[str, ...]] = {
+    "retry_key": ("{group}", "{message_id}"),
+    "retry_queue_key": ("{group}",),
+    "idempotency_key": ("{group}", "{message_id}"),
+    "job_completed_key": ("{job_id}",),
+}
+"""Each key pattern and the placeholders it must hold (filled by ``tools.streams.keys.fill``)."""
+
+USER_ONLY_NAMES = frozenset({"bullmq_lock_suffix"})
+"""String conventions that are not naming hints: the lock suffix decides which active BullMQ jobs look
+stalled (and so which ones requeue moves back to wait). Set in the user's config only."""
 
 
 class _Strict(BaseModel):
@@ -221,6 +240,18 @@ class Conventions(_Strict):
     static: StaticConventions = StaticConventions()
     lint: LintConventions = LintConventions()
 
+    @field_validator(*KEY_PATTERN_PLACEHOLDERS)
+    @classmethod
+    def _keep_placeholders(cls, value: str, info: ValidationInfo) -> str:
+        """A key pattern without its placeholders names one key for every job or message (a guard
+        that is always set, a lock every message shares): refused wherever it comes from."""
+        missing = [p for p in KEY_PATTERN_PLACEHOLDERS[str(info.field_name)] if p not in value]
+        if missing:
+            raise ValueError(f"{info.field_name} {value!r} lacks the placeholder {', '.join(missing)}: a key pattern "
+                             f"must hold {' and '.join(KEY_PATTERN_PLACEHOLDERS[str(info.field_name)])} "
+                             f"(default {cls.model_fields[str(info.field_name)].default!r})")
+        return value
+
     @field_validator("job_outcome_id_keys")
     @classmethod
     def _id_paths(cls, value: list[str]) -> list[str]:
@@ -234,3 +265,21 @@ class Conventions(_Strict):
                                  "'after.job_id' (letters, digits, _ or -, separated by dots, at most 8 steps)")
             out.append(path)
         return out
+
+
+_NAME_TYPES: tuple[Any, ...] = (str, list[str])
+
+
+def user_only_conventions(model: type[BaseModel] = Conventions, prefix: str = "") -> frozenset[str]:
+    """Dotted paths (``stream_maxlen``, ``lint.near_miss_ratio``) of the conventions the workspace's
+    ``mesh.toml`` may not set: every field that is not a name (a number, a threshold, a flag: by its
+    type, so a new one is covered) and :data:`USER_ONLY_NAMES`."""
+    out: set[str] = set()
+    for name, field in model.model_fields.items():
+        path = f"{prefix}{name}"
+        kind = field.annotation
+        if isinstance(kind, type) and issubclass(kind, BaseModel):
+            out |= user_only_conventions(kind, f"{path}.")
+        elif kind not in _NAME_TYPES or path in USER_ONLY_NAMES:
+            out.add(path)
+    return frozenset(out)
