@@ -102,3 +102,25 @@ def test_body_of_a_folder_swapped_for_a_symlink_out_is_not_read(tmp_path: Path):
     assert not any("SECRET-OUTSIDE" in b for b in bodies)
     assert files.read_text(ws, "ms-a/src/t.ts") is None
     assert files.read_bytes(ws, "ms-a/src/t.ts") is None
+
+
+def test_body_with_a_fence_in_a_template_literal_opens_no_block(tmp_path: Path):
+    import re
+
+    from tools.code_nav.render import search_text
+    from tools.mesh_index.service import IndexService
+
+    ws = tmp_path / "ws"
+    (ws / "ms-a" / "src").mkdir(parents=True)
+    (ws / "ms-a" / "package.json").write_text('{"name": "ms-a"}\n')
+    (ws / "ms-a" / "src" / "t.ts").write_text(
+        "export function Target() {\n  return `\n```mermaid\nclick A href \"javascript:alert(1)\"\n```\n`;\n}\n")
+    service = IndexService(ws, Conventions(), cache_dir=tmp_path / "state")
+    try:
+        service.refresh()
+        text = search_text(smart_search(service, "Target", include_body=True))
+    finally:
+        service.close()
+    assert "click A href" in text
+    # the body is indented under a "- " list item, where four spaces still open a fence: none may start a line
+    assert not re.search(r"^[ \t]*(`{3,}|~{3,})", text, re.MULTILINE), text
