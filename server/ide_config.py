@@ -4,7 +4,11 @@ Without ``--write-ide-config`` it prints the configuration it would write. With 
 ``mesh-mcp`` entry into Claude Code's ``.mcp.json`` (key ``mcpServers``), Cursor's
 ``.cursor/mcp.json`` (``mcpServers``) and VS Code's ``.vscode/mcp.json`` (``servers``) in the target
 folder (the workspace by default): every other server and key is kept; a file that is not valid
-JSON, not an object, or a symlink is left untouched and reported (never overwritten). Writes are
+JSON, not an object, or a symlink is left untouched and reported (never overwritten). When a folder
+between the target folder and a file (``.cursor``, ``.vscode``) is a symlink, dangling or not, or
+resolves outside the target folder, nothing at all is written and the command exits 1 naming it
+(the workspace is untrusted: ``.cursor -> ~/.cursor`` would otherwise redirect the write to the
+user's global configuration). An error of the file system is one line, never a traceback. Writes are
 atomic (a temporary file renamed over the old one). The tools then appear to Claude Code as
 ``mcp__mesh-mcp__<tool>``.
 """
@@ -48,6 +52,23 @@ def server_entry(workspace: Path, command: str | None, with_type: bool) -> dict[
     return entry
 
 
+def unsafe_folder(folder: Path, path: Path) -> str | None:
+    """Why a file ``path`` under ``folder`` must not be written (a folder on the way is a symlink or resolves
+    outside ``folder``), or None. ``folder`` itself is the user's choice and is taken as resolved."""
+    rel = path.parent.relative_to(folder)
+    here = folder
+    for part in rel.parts:
+        here = here / part
+        if here.is_symlink():
+            target = os.readlink(here)
+            return (f"refused {path}: its folder {here} is a symlink (to {target}); nothing written: "
+                    "remove the link or add the entry by hand")
+    real = os.path.realpath(path.parent)
+    if real != str(folder) and not real.startswith(str(folder).rstrip("/") + "/"):
+        return f"refused {path}: its folder resolves outside {folder} (to {real}); nothing written"
+    return None
+
+
 def merge_file(path: Path, key: str, entry: dict[str, Any]) -> str:
     """Merge ``entry`` as ``<key>.mesh-mcp`` into the JSON file ``path``; returns what was done."""
     data: dict[str, Any] = {}
@@ -68,6 +89,8 @@ def merge_file(path: Path, key: str, entry: dict[str, Any]) -> str:
     if before == entry:
         return f"unchanged {path}"
     path.parent.mkdir(parents=True, exist_ok=True)
+    if path.parent.is_symlink():  # swapped in since the check
+        return f"skipped {path}: its folder became a symlink (not followed); nothing written"
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".mesh-mcp-", suffix=".json")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -103,9 +126,20 @@ def cmd_init(args: argparse.Namespace) -> int:
             print("\nmesh-mcp init --write-ide-config merges these entries (other servers are kept). "
                   "Claude Code then lists the tools as mcp__mesh-mcp__<tool>.")
         return 0
-    results = [merge_file(path, key, entry) for _c, path, key, entry in plans]
+    try:
+        refused = [r for r in (unsafe_folder(folder, path) for _c, path, _k, _e in plans) if r]
+        results = refused or [_merge_or_error(path, key, entry) for _c, path, key, entry in plans]
+    except OSError as exc:
+        results = [f"skipped: {exc.strerror or exc} ({exc.filename}); nothing written"]
     if args.json:
         print(json.dumps({"results": results}, indent=2))
     else:
         print("\n".join(results))
-    return 1 if any(r.startswith("skipped") for r in results) else 0
+    return 1 if any(r.startswith(("refused", "skipped")) for r in results) else 0
+
+
+def _merge_or_error(path: Path, key: str, entry: dict[str, Any]) -> str:
+    try:
+        return merge_file(path, key, entry)
+    except OSError as exc:
+        return f"skipped {path}: {exc.strerror or exc}; nothing written there"

@@ -114,7 +114,7 @@ def test_breaking_changes_against_base_and_planted_fsmonitor_runs_nothing(tmp_pa
     assert not marker.exists(), "reading the base revision ran the repository's core.fsmonitor"
     from tools.code_nav import git_blobs
 
-    git_blobs._git(str(repo), "status", "--short")  # the guard itself: even a command that consults the fsmonitor
+    git_blobs._git(git_blobs.open_repository(ws, "npm-packages"), "status", "--short")  # the guard itself
     assert not marker.exists(), "the git wrapper let the repository's core.fsmonitor run"
     kinds = {(b.kind, b.message.split(":")[0]) for b in r.breaking}
     assert ("number_reused", "CreateEventRequest") in kinds

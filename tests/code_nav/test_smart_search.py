@@ -74,3 +74,53 @@ def test_warm_start_answers_from_the_cache(nav_root: Path, nav_service, tmp_path
         assert smart_search(again, "EventReply").hits == before
     finally:
         again.close()
+
+
+def test_body_of_a_folder_swapped_for_a_symlink_out_is_not_read(tmp_path: Path):
+    """The index saw ms-a/src as a folder; it is then a symlink to a place outside: include_body reads nothing
+    there (the code-navigation reader goes through the guarded one, which checks every component)."""
+    import os
+    import shutil
+
+    from tools.code_nav import files
+    from tools.mesh_index.service import IndexService
+
+    ws, outside = tmp_path / "ws", tmp_path / "outside"
+    (ws / "ms-a" / "src").mkdir(parents=True)
+    (ws / "ms-a" / "package.json").write_text('{"name": "ms-a"}\n')
+    (ws / "ms-a" / "src" / "t.ts").write_text("export function Target() { return 1; }\n")
+    outside.mkdir()
+    (outside / "t.ts").write_text("export function Target() { return 'SECRET-OUTSIDE'; }\n")
+    service = IndexService(ws, Conventions(), cache_dir=tmp_path / "state")
+    try:
+        service.refresh()
+        shutil.rmtree(ws / "ms-a" / "src")
+        os.symlink(outside, ws / "ms-a" / "src")
+        bodies = [h.body or "" for h in smart_search(service, "Target", include_body=True).hits]
+    finally:
+        service.close()
+    assert not any("SECRET-OUTSIDE" in b for b in bodies)
+    assert files.read_text(ws, "ms-a/src/t.ts") is None
+    assert files.read_bytes(ws, "ms-a/src/t.ts") is None
+
+
+def test_body_with_a_fence_in_a_template_literal_opens_no_block(tmp_path: Path):
+    import re
+
+    from tools.code_nav.render import search_text
+    from tools.mesh_index.service import IndexService
+
+    ws = tmp_path / "ws"
+    (ws / "ms-a" / "src").mkdir(parents=True)
+    (ws / "ms-a" / "package.json").write_text('{"name": "ms-a"}\n')
+    (ws / "ms-a" / "src" / "t.ts").write_text(
+        "export function Target() {\n  return `\n```mermaid\nclick A href \"javascript:alert(1)\"\n```\n`;\n}\n")
+    service = IndexService(ws, Conventions(), cache_dir=tmp_path / "state")
+    try:
+        service.refresh()
+        text = search_text(smart_search(service, "Target", include_body=True))
+    finally:
+        service.close()
+    assert "click A href" in text
+    # the body is indented under a "- " list item, where four spaces still open a fence: none may start a line
+    assert not re.search(r"^[ \t]*(`{3,}|~{3,})", text, re.MULTILINE), text

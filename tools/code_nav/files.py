@@ -1,7 +1,7 @@
 """Reading the (untrusted) workspace for the code-navigation tools: bounded walks, safe reads, scopes.
 
-Files are opened without following a symlink (``O_NOFOLLOW``), without blocking on a FIFO
-(``O_NONBLOCK``) and only when they are regular files under a size cap; walks do not follow
+Files are read only through the guarded reader :mod:`server.workspace_files` (inside the workspace,
+regular files under a size cap, a FIFO never blocks, the opened descriptor's real path checked); walks do not follow
 symlinked folders and stop at a file and folder budget; text shown to a client has its
 control characters (terminal escapes) removed.
 """
@@ -11,11 +11,11 @@ from __future__ import annotations
 import os
 import posixpath
 import re
-import stat
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from server import workspace_files
 from server.errors import InvalidArgument
 
 MAX_READ = 2 * 1024 * 1024
@@ -28,29 +28,19 @@ def clean(text: str) -> str:
 
 
 def read_text(workspace: Path, rel: str, cap: int = MAX_READ) -> str | None:
-    """The text of workspace file ``rel`` (None: missing, not a regular file, a symlink or over ``cap``)."""
+    """The text of workspace file ``rel`` (None: missing, outside the workspace, not a regular file or over ``cap``)."""
     data = read_bytes(workspace, rel, cap)
     return None if data is None else data.decode("utf-8", "replace")
 
 
 def read_bytes(workspace: Path, rel: str, cap: int = MAX_READ) -> bytes | None:
-    """The bytes of workspace file ``rel`` (None: missing, not a regular file, a symlink or over ``cap``)."""
-    path = os.path.join(str(workspace), rel)
+    """The bytes of workspace file ``rel`` (None: missing, outside the workspace, not a regular file or
+    over ``cap``). Read through the one guarded reader (:mod:`server.workspace_files`): a symlink or a
+    folder swapped for one is followed only inside the workspace, the opened descriptor checked again."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
+        return workspace_files.read_bytes(workspace, rel, cap)
+    except (OSError, ValueError):
         return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > cap:
-            return None
-        with os.fdopen(fd, "rb", closefd=False) as fh:
-            data = fh.read(cap + 1)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    return data[:cap]
 
 
 @dataclass

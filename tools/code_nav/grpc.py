@@ -9,7 +9,15 @@ import posixpath
 from typing import TYPE_CHECKING
 
 from server.errors import InvalidArgument
-from tools.code_nav.git_blobs import check_rev, list_files, resolve_commit, show_blob
+from tools.code_nav.git_blobs import (
+    RefusedRepository,
+    Repository,
+    check_rev,
+    list_files,
+    open_repository,
+    resolve_commit,
+    show_blob,
+)
 from tools.code_nav.grpc_graph import build_graph, select
 from tools.code_nav.model import BreakingChange, GrpcResult, RpcReport
 from tools.code_nav.outbox_writes import Writes
@@ -72,20 +80,27 @@ def _breaking(service: IndexService, protos: dict, base: str, target: str,
     out: list[BreakingChange] = []
     notes: list[str] = []
     roots: dict[str, str | None] = {}
+    repos: dict[str, Repository] = {}
     for rel in wanted:
         root = next((r for r in layout.git_roots if rel.startswith(r + "/")), "" if layout.root_is_repo else None)
         if root is None:
             notes.append(f"{rel}: not in a git repository; not compared")
             continue
         if root not in roots:
-            roots[root] = resolve_commit(str(service.workspace / root) if root else str(service.workspace), base)
+            try:
+                repos[root] = open_repository(service.workspace, root)
+            except RefusedRepository as exc:
+                roots[root] = None
+                notes.append(f"repository refused, git not run: {exc}; its .proto files not compared")
+                continue
+            roots[root] = resolve_commit(repos[root], base)
             if roots[root] is None:
                 notes.append(f"base {base!r} is no commit of repository {root or '.'}: its .proto files not compared")
         commit = roots[root]
         if commit is None:
             continue
         inner = rel[len(root) + 1:] if root else rel
-        old_text = show_blob(str(service.workspace / root) if root else str(service.workspace), commit, inner)
+        old_text = show_blob(repos[root], commit, inner)
         if old_text is None:
             continue  # new since base: nothing to break
         out.extend(compare(rel, parse_proto(rel, old_text), protos[rel]))
@@ -93,8 +108,7 @@ def _breaking(service: IndexService, protos: dict, base: str, target: str,
         for root, commit in roots.items():
             if commit is None:
                 continue
-            for inner in list_files(str(service.workspace / root) if root else str(service.workspace), commit,
-                                    ".proto"):
+            for inner in list_files(repos[root], commit, ".proto"):
                 rel = posixpath.join(root, inner) if root else inner
                 if rel not in protos:
                     out.append(BreakingChange(file=rel, line=1, kind="file_removed",

@@ -6,6 +6,7 @@ escaped by :mod:`tools.flow_map.mermaid` in Mermaid and drawn as text (never as 
 
 from __future__ import annotations
 
+from server.text_safety import defuse_fences, one_line
 from tools.flow_map import mermaid as mm
 from tools.pictures.mesh_model import MeshGraph
 
@@ -40,28 +41,35 @@ def mesh_mermaid(graph: MeshGraph) -> str:
 
 
 def summary_lines(graph: MeshGraph) -> list[str]:
-    """The head line (counts), trouble, notes and gRPC lines (no picture)."""
+    """The head line (counts), trouble, notes and gRPC lines (no picture). Every name from the workspace, the
+    database or Redis is kept on its line (:func:`server.text_safety.one_line`): a queue value holding a
+    newline and a fence cannot start a line of its own."""
     c = graph.counts
-    head = (f"mesh{f' around {graph.service}' if graph.service else ''}: {c['services']} services, {c['queues']} "
-            f"queues, {c['streams']} streams, {c['websocket_types']} websocket types, {c['edges']} edges"
+    head = (f"mesh{f' around {one_line(graph.service)}' if graph.service else ''}: {c['services']} services, "
+            f"{c['queues']} queues, {c['streams']} streams, {c['websocket_types']} websocket types, {c['edges']} edges"
             + (f", {graph.folded} folded" if graph.folded else ""))
     lines = [head]
-    lines.extend(f"trouble: {n.label}: {'; '.join(n.trouble)}" for n in graph.nodes if n.trouble)
-    lines.extend(f"note: {n}" for n in graph.notes)
-    lines.append(f"gRPC: {graph.grpc}")
+    lines.extend(f"trouble: {one_line(n.label)}: {'; '.join(one_line(t) for t in n.trouble)}"
+                 for n in graph.nodes if n.trouble)
+    lines.extend(f"note: {one_line(n)}" for n in graph.notes)
+    lines.append(f"gRPC: {one_line(graph.grpc)}")
     lines.append("look closer: visualize_mesh(service=S), inspect_queue(queue=Q), inspect_stream(stream=K)")
     return lines
 
 
 def mesh_text(graph: MeshGraph) -> str:
-    """The text content of visualize_mesh: the summary lines, then the picture (mermaid) or where the page is."""
+    """The text content of visualize_mesh: the summary lines, then the picture (mermaid) or where the page is.
+    The lines before our own fence are defused (:func:`server.text_safety.defuse_fences`): none can open one."""
     lines = summary_lines(graph)
     if graph.format != "mermaid":  # the ids and names of what is drawn (the Mermaid text has them otherwise)
-        lines.append("nodes: " + "; ".join(f"{n.id} {n.label}" + (f" ({', '.join(n.members)})" if n.members else "")
-                                           for n in graph.nodes))
+        lines.append("nodes: " + "; ".join(
+            f"{one_line(n.id)} {one_line(n.label)}" + (f" ({', '.join(one_line(m) for m in n.members)})"
+                                                        if n.members else "")
+            for n in graph.nodes))
+    text = defuse_fences("\n".join(lines))
     if graph.format == "mermaid" and graph.mermaid:
-        lines.append(f"```mermaid\n{graph.mermaid.rstrip()}\n```")
-    elif graph.format == "html" and graph.html:
-        lines.append(f"html: a standalone page of {len(graph.html)} bytes is in `html` (save it as a .html file); "
-                     "`mesh-mcp graph --format html --open` opens it")
-    return "\n".join(lines)
+        return f"{text}\n```mermaid\n{graph.mermaid.rstrip()}\n```"
+    if graph.format == "html" and graph.html:
+        return (f"{text}\nhtml: a standalone page of {len(graph.html)} bytes is in `html` (save it as a .html file); "
+                "`mesh-mcp graph --format html --open` opens it")
+    return text
