@@ -15,10 +15,12 @@ BEGIN
   IF NEW.status = 'COMPLETED' THEN
     event_type := stream_prefix || ':job:outbox:success';
     INSERT INTO event_queue (type, emitter, payload, target_services)
-    VALUES (event_type, NEW.emitter, to_jsonb(NEW), ARRAY[event_type]);
+    VALUES (event_type, NEW.emitter, jsonb_build_object('before', to_jsonb(OLD), 'after', to_jsonb(NEW)),
+            ARRAY[event_type]);
   ELSIF NEW.status = 'FAILED' THEN
     INSERT INTO event_queue (type, emitter, payload, target_services)
-    VALUES ('job.outbox.failed', NEW.emitter, to_jsonb(NEW), ARRAY['ws:it''s']);
+    VALUES ('job.outbox.failed', NEW.emitter, jsonb_build_object('before', to_jsonb(OLD), 'after', to_jsonb(NEW)),
+            ARRAY['ws:it''s']);
   END IF;
   RETURN NEW;
 END;
@@ -45,7 +47,7 @@ def test_function_inserts_and_status_branches():
     assert [f[0] for f in facts] == ["fn"]
     _tag, name, line, inserts = facts[0]
     assert (name, line) == ("notify_job_audit_status_change", 11)
-    assert [(i["line"], i["status"]) for i in inserts] == [(20, "COMPLETED"), (23, "FAILED")]
+    assert [(i["line"], i["status"]) for i in inserts] == [(20, "COMPLETED"), (24, "FAILED")]
     success = evaluate(inserts[0]["type"], [], ["ms-event", "ms-user"])
     assert success == [("event:job:outbox:success", True, "ms-event"), ("user:job:outbox:success", True, "ms-user")]
     assert evaluate_list(inserts[0]["target_services"], [], ["ms-event"]) == [

@@ -19,7 +19,10 @@ The function's source is read with its comments removed; each literal ``INSERT I
 <event_queue>`` (optionally schema-qualified, quoted or not) is checked: a column list that
 leaves out a required column is a **problem**. An ``INSERT`` without a column list, a source
 cut at the cap, or a function whose only writes are dynamic (``EXECUTE``) cannot be read:
-it is reported as **unreadable**, never as fine. Used by ``mesh-mcp doctor``
+it is reported as **unreadable**, never as fine. :meth:`AuditTriggerCheck.finding` says one of three
+things: a cause found, could not be checked (and why: an unreadable write, or no trigger function of
+job_audit holding a literal INSERT into event_queue, e.g. one writing through a helper called with
+``PERFORM``, or no trigger at all), or checked and fine. Used by ``mesh-mcp doctor``
 (:mod:`tools.outbox.doctor`) and by the trace of a job whose audit row was not closed
 (:mod:`tools.outbox.trace`).
 """
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Literal
 
 from server.config import Settings
 from server.connections import Connections
@@ -135,6 +139,15 @@ class TriggerProblem:
     missing: list[str]
 
 
+@dataclass(frozen=True)
+class TriggerFinding:
+    """What the live check says, one of three: ``cause`` (a trigger proven broken: ``text`` names it),
+    ``unchecked`` (could not be checked: ``text`` says why) or ``fine`` (checked: every write fits)."""
+
+    state: Literal["cause", "unchecked", "fine"]
+    text: str
+
+
 @dataclass
 class AuditTriggerCheck:
     """What :func:`check_audit_trigger` found on one service database."""
@@ -149,6 +162,8 @@ class AuditTriggerCheck:
     """why a trigger function's inserts could not be checked (each names the function)"""
     fillers: list[str] = field(default_factory=list)
     """BEFORE INSERT row triggers of event_queue (may fill an omitted column)"""
+    triggers: list[str] = field(default_factory=list)
+    """``trigger -> function`` of every enabled user trigger of job_audit read"""
 
     @property
     def raising(self) -> bool:
@@ -166,6 +181,24 @@ class AuditTriggerCheck:
             sentence += (f" unless the BEFORE INSERT trigger(s) {', '.join(self.fillers)} of {self.event_table} fill "
                          "it (not read)")
         return sentence
+
+    def finding(self) -> TriggerFinding:
+        """A cause found, could not be checked (and why), or checked and fine: never "fine" by default."""
+        cause = self.cause()
+        if cause:
+            return TriggerFinding("cause", cause)
+        if self.unreadable:
+            return TriggerFinding("unchecked", "; ".join(self.unreadable))
+        if not self.triggers:
+            return TriggerFinding("unchecked", f"{self.audit_table} has no enabled trigger: nothing writes the "
+                                               f"job-outcome row into {self.event_table}")
+        if not self.writers:
+            return TriggerFinding("unchecked", f"no trigger function of {self.audit_table} "
+                                               f"({', '.join(self.triggers)}) holds a literal INSERT INTO "
+                                               f"{self.event_table}: it writes through another function (PERFORM, "
+                                               "SELECT) or dynamic SQL, or not at all (not read)")
+        return TriggerFinding("fine", f"the INSERT INTO {self.event_table} of {', '.join(self.writers)} sets every "
+                                      "NOT NULL column without a default")
 
     def migration(self, emitter_id_column: str, job_id_column: str) -> str:
         """The migration to add: replace the function so its INSERT sets each missing column."""
@@ -205,6 +238,7 @@ async def check_audit_trigger(connections: Connections, settings: Settings, serv
         result.unreadable.append(f"{tables.job_audit} has more than {MAX_TRIGGERS} triggers: only the first were read")
     for row in triggers.rows:
         trigger, function, source = str(row["trigger_name"]), str(row["function"]), row["source"] or ""
+        result.triggers.append(f"{trigger} -> {function}")
         if row["language"] not in ("plpgsql", "sql"):
             if tables.event_queue in source:
                 result.unreadable.append(f"{function} is written in {row['language']}: not read")

@@ -28,7 +28,7 @@ from server.errors import InvalidArgument, MeshError, ServiceUnavailable
 from server.redis_routing import RedisSource, redis_source
 from server.redis_settings import DEFAULT_INSTANCE
 from tools.outbox import queries
-from tools.outbox.audit_trigger_check import check_audit_trigger
+from tools.outbox.audit_trigger_check import TriggerFinding, check_audit_trigger
 from tools.outbox.bull_liveness import queue_liveness
 from tools.outbox.bull_state import bull_job_state
 from tools.outbox.fan_out import each_service
@@ -81,7 +81,7 @@ class Tracer:
         self.offsets: dict[str, int] = {}
         self.redis_down: set[str] = set()
         self.redis_used: list[str] = []
-        self.trigger_causes: dict[str, str | None] = {}
+        self.trigger_findings: dict[str, TriggerFinding] = {}
         self.failure_accepted: list[str] = []
         """failure event types the failure post-processor accepts, for the last outcome_types() asked"""
 
@@ -328,17 +328,18 @@ class Tracer:
 
     # -- jobs -------------------------------------------------------------------------------
 
-    async def audit_trigger_cause(self, service: str) -> str | None:
-        """Why the audit trigger of ``service`` cannot close an audit row, from the live check (once per service)."""
-        if service not in self.trigger_causes:
+    async def audit_trigger_finding(self, service: str) -> TriggerFinding:
+        """What the live check of the audit trigger of ``service`` says (once per service): a cause, could not
+        be checked (and why), or fine."""
+        if service not in self.trigger_findings:
             try:
                 found = await check_audit_trigger(self.connections, self.settings, service)
-                self.trigger_causes[service] = found.cause()
+                self.trigger_findings[service] = found.finding()
             except MeshError as exc:
-                self.trigger_causes[service] = None
+                self.trigger_findings[service] = TriggerFinding("unchecked", f"the check failed: {exc}")
                 self.unavailable.append(ServiceProblem(
                     service=service, error=f"the audit trigger could not be checked: {exc}"))
-        return self.trigger_causes[service]
+        return self.trigger_findings[service]
 
     async def trace_job(self, service: str | None, job_id: str) -> TraceReport:
         job_id = validate_text("job_id", job_id, 100) or ""
@@ -405,11 +406,11 @@ class Tracer:
         guard_instance = self.connections.redis_instance_for_queue(str(queue)) if queue else DEFAULT_INSTANCE
         guard = await self._redis(get_key, guard_instance, fill(conv.job_completed_key, job_id=job_id),
                                   self.settings.limits.payload_max_bytes)
-        trigger_cause = None
+        trigger_finding = None
         audit = hit.audit.row if hit and hit.audit else None
         if (audit is not None and audit.status != conv.statuses.completed and audit.status != conv.statuses.failed
                 and guard and guard.get("exists")):
-            trigger_cause = await self.audit_trigger_cause(audit.service)
+            trigger_finding = await self.audit_trigger_finding(audit.service)
         outcome_chains: list[tuple[Found, list[Hop], list[Verdict]]] = []
         for outcome in (hit.outcomes if hit else []):
             hops, findings = await self.event_chain(outcome, "outcome_event", "outcome_event.")
@@ -430,7 +431,7 @@ class Tracer:
             searched=self.searched(searched),
             unavailable=[p.service for p in self.unavailable if p.service in searched],
             redis_known=self.redis_ok,
-            trigger_cause=trigger_cause,
+            trigger=trigger_finding,
             service=hit.service if hit else service,
         )
         ok_sentence = f"job {job_id} ran, succeeded, and its outbox row was cleaned up"

@@ -11,8 +11,8 @@ output is the list of hops in chain order and the findings, also in chain order:
    gone: lost or wrong queue);
 3. job_audit FAILED: ``handler_failed``; PROCESSING (or PENDING) while the completion guard is set:
    ``audit_not_closed`` (the handler succeeded, the audit row could not be closed; the cause when the
-   live trigger check finds it); PROCESSING: BullMQ first (``stalled`` when the lock
-   is gone, whatever the row's times say: they come from the worker's clock and time zone),
+   live trigger check finds it, or why it could not check the trigger); PROCESSING: BullMQ first
+   (``stalled`` when the lock is gone, whatever the row's times say: they come from the worker's clock and time zone),
    then ``stuck_processing`` when it has run for long (counted from ``started_at``, else
    ``created_at``: the worker never writes job_audit's ``updated_at``), else ``running``;
 4. job_audit COMPLETED with the jobs_outbox row still there: the success event's own
@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from server.config import Settings
+from tools.outbox.audit_trigger_check import TriggerFinding
 from tools.outbox.bull_state import BullJobState
 from tools.outbox.job_next_steps import NOT_AUDITED_NEXT, audit_not_closed, retry_next
 from tools.outbox.model import Hop, OutboxRow, Verdict
@@ -237,14 +238,15 @@ def job_findings(
     searched: list[str],
     unavailable: list[str],
     redis_known: bool = True,
-    trigger_cause: str | None = None,
+    trigger: TriggerFinding | None = None,
     service: str | None = None,
     failure_accepted: set[str] | None = None,
 ) -> tuple[list[Hop], list[Verdict]]:
     """Hops in chain order and findings (chain order) of one job.
 
-    ``trigger_cause``: what the live check of the audit trigger (:mod:`tools.outbox.audit_trigger_check`)
-    found, as a sentence, when the tracer ran it (the audit row is not closed while the guard is set).
+    ``trigger``: what the live check of the audit trigger (:mod:`tools.outbox.audit_trigger_check`) found (a
+    cause, could not be checked, or fine), when the tracer ran it (the audit row is not closed while the guard
+    is set).
     """
     conv = settings.conventions
     st = conv.statuses
@@ -330,7 +332,7 @@ def job_findings(
         findings.extend(f for f in (outcomes[-1][2] if outcomes else []) if f.code != "ok")
         return hops, findings
     if audit.status != st.completed and guard_set:
-        findings.append(audit_not_closed(settings, audit, job_id, since, since_col, trigger_cause, service))
+        findings.append(audit_not_closed(settings, audit, job_id, since, since_col, trigger, service))
         return hops, findings
     if audit.status != st.completed:
         problem = bull_problem(settings, bull, queue, job_id)

@@ -45,7 +45,9 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "audit_not_closed": (
         "The job ran and succeeded (its job:completed guard is set) but its job_audit row is still PROCESSING: the "
         "audit row could not be closed (the audit trigger raising on COMPLETED, e.g. a NOT NULL column its INSERT "
-        "leaves out), so no success event was written and nothing cleans the outbox row.",
+        "leaves out), so no success event was written and nothing cleans the outbox row. The sentence gives the "
+        "cause the live check of the trigger found, or says the trigger could not be checked and why (an INSERT "
+        "without a column list, a write through EXECUTE or a helper function, no trigger at all).",
         "Fix the cause (mesh-mcp doctor names the migration to add); then "
         "propose_remediation(symptom='reconcile_outbox', service=..., ids=[<job id>]) closes the audit row.",
     ),
@@ -130,7 +132,8 @@ EVIDENCE: dict[str, str] = {
     "success_not_cleaned": "job_audit COMPLETED (or the completion guard / BullMQ completed) while the jobs_outbox row "
                            "is still there and the success event shows no problem of its own",
     "audit_not_closed": "job_audit PROCESSING (or PENDING) while the job:completed:<id> guard is set; the cause is the "
-                        "live check of the audit trigger against event_queue's NOT NULL columns (pg_catalog)",
+                        "live check of the audit trigger against event_queue's NOT NULL columns (pg_catalog): a "
+                        "cause, \"could not be checked: <why>\", or checked and fine",
     "event_pending": "the event_queue row is PENDING, FAILED, or PROCESSING for less than processing_ageing_s",
     "in_pel": "XPENDING lists the entry for the group, its consumer idle less than dead_consumer_idle_ms",
     "dead_consumer": "XPENDING lists the entry on a consumer whose XINFO CONSUMERS idle is at least "

@@ -5,8 +5,10 @@
   trigger raising). Step: ``UPDATE job_audit SET status = 'COMPLETED'`` of that audit row, guarded by
   its status; the update fires the audit trigger, whose success event lets the common post-processor
   delete the jobs_outbox row. Planned only when the live check of the trigger
-  (:mod:`tools.outbox.audit_trigger_check`) proves nothing wrong: a trigger that still raises would
-  roll the update back. Preconditions: the audit row unchanged in status, the guard still there.
+  (:mod:`tools.outbox.audit_trigger_check`) proves it fine: a trigger that still raises would roll the
+  update back, and one that could not be checked (no column list, dynamic SQL, a helper function, no
+  trigger at all) may write no success event, leaving the outbox row behind. Preconditions: the audit
+  row unchanged in status, the guard still there.
 - ``success_not_cleaned``: the job is audited COMPLETED and its success event was pushed (event_queue
   COMPLETED), yet the jobs_outbox row is still there: the common success post-processor did not delete
   it. Step: ``DELETE FROM jobs_outbox`` of that row, guarded by its status (COMPLETED), each row backed
@@ -73,9 +75,17 @@ async def add_audit_closures(b: PlanBuilder, connections: Connections, service: 
     except MeshError as exc:
         b.warnings.append(f"the audit trigger of service {service} could not be checked ({exc}): no audit row closed")
         return 0
-    if trigger.problems:
-        b.warnings.append(f"the audit trigger still cannot close an audit row: {trigger.cause()}. "
+    finding = trigger.finding()
+    if finding.state == "cause":
+        b.warnings.append(f"the audit trigger still cannot close an audit row: {finding.text}. "
                           f"{trigger.migration(conv.columns.emitter_id, conv.columns.job_id)}; then propose again")
+        return 0
+    if finding.state != "fine":
+        b.warnings.append(
+            f"the audit trigger on {conv.tables.job_audit} of service {service} could not be checked: {finding.text}. "
+            f"Closing an audit row is planned only when the live check proves that the COMPLETED update writes a "
+            f"success event that fits {conv.tables.event_queue}: read the trigger function (\\sf in psql; "
+            "mesh-mcp doctor runs the same check), fix or install it, then propose again; no audit row closed")
         return 0
     table = conv.tables.job_audit
     op = SqlUpdateOp(service=service, table=table, set_status=st.completed, expect_status=st.processing,
