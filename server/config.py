@@ -16,6 +16,7 @@ look like TOML values (numbers, booleans, arrays), else taken as strings.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tomllib
 from pathlib import Path
@@ -211,7 +212,11 @@ class HttpSettings(_Strict):
 
 class Settings(_Strict):
     workspace: Path | None = None
-    state_dir: Path | None = Field(default=None, description="where plans, backups and audit go (.mesh/)")
+    state_dir: Path | None = Field(
+        default=None,
+        description="where plans, backups and audit go (default: a per-user folder outside the workspace, "
+        "$XDG_STATE_HOME/mesh-mcp/<workspace hash>; never inside the workspace)",
+    )
     services: dict[str, ServiceSettings] = Field(default_factory=dict)
     redis: RedisSettings = RedisSettings()
     conventions: Conventions = Conventions()
@@ -226,17 +231,26 @@ class Settings(_Strict):
 
     @property
     def resolved_state_dir(self) -> Path:
-        """``state_dir`` or ``<workspace>/.mesh`` or ``./.mesh``."""
+        """``state_dir``, else a per-user folder outside the workspace (:func:`default_state_dir`)."""
         if self.state_dir is not None:
             return self.state_dir
-        base = self.workspace if self.workspace is not None else Path.cwd()
-        return base / ".mesh"
+        return default_state_dir(self.workspace if self.workspace is not None else Path.cwd())
 
     def emitter_of(self, service: str) -> str:
         svc = self.services.get(service)
         if svc is not None and svc.emitter:
             return svc.emitter
         return service if service.startswith("ms-") else f"ms-{service}"
+
+
+def default_state_dir(workspace: Path, environ: dict[str, str] | None = None) -> Path:
+    """``$XDG_STATE_HOME/mesh-mcp/<hash of the resolved workspace>`` (else ``~/.local/state/...``):
+    the user's, never the workspace's, so a cloned repo cannot plant symlinks in it."""
+    env = os.environ if environ is None else environ
+    base = Path(env["XDG_STATE_HOME"]) if env.get("XDG_STATE_HOME") else Path.home() / ".local" / "state"
+    resolved = str(Path(workspace).expanduser().resolve())
+    digest = hashlib.sha256(resolved.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    return base / "mesh-mcp" / f"{Path(resolved).name or 'root'}-{digest}"
 
 
 def _parse_env_value(raw: str) -> Any:
@@ -389,4 +403,11 @@ def load_settings(
         raise ConfigError(_format_validation_error(exc, env_origin(exc, env, origin))) from None
     if settings.workspace is not None and not settings.workspace.is_dir():
         raise ConfigError(f"{origin}: workspace '{settings.workspace}' is not a directory")
+    if settings.workspace is not None and settings.state_dir is not None \
+            and inside(settings.state_dir, settings.workspace):
+        raise ConfigError(
+            f"{origin}: state_dir '{settings.state_dir}' is inside the workspace '{settings.workspace}', which may "
+            "not decide where the audit log and backups live: set state_dir to a folder outside it, or leave it "
+            "unset for the per-user default"
+        )
     return settings

@@ -45,6 +45,8 @@ def exclusive(path: Path, what: str, *, timeout: float = LOCK_TIMEOUT_S) -> Iter
     """
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     lock_path = path.with_name(path.name + ".lock")
+    if os.path.islink(lock_path):  # the lock file is opened with O_TRUNC: never through a planted symlink
+        raise MeshError(f"the {what}'s lock {lock_path} is a symlink: refused (never followed); remove it")
     lock = FileLock(str(lock_path), timeout=timeout, mode=0o600)
     try:
         lock.acquire()

@@ -15,7 +15,7 @@ the MCP SDK, pydantic, pydantic-core and Python, every ``.py`` file of ``server`
 ``resources`` (a change to any of them, even a comment, regenerates) and the effective settings
 (bounds read from them go into the schemas). A digest of its own content is checked too: a
 truncated or edited file is ignored and rewritten. Nothing is cached without a configured
-workspace or state folder (no ``./.mesh`` appears in the current folder), and a folder that
+workspace or state folder (no per-user state folder is made for the current folder), and a folder that
 cannot be written costs nothing but the cache.
 """
 
@@ -25,6 +25,7 @@ import hashlib
 import json
 import logging
 import os
+import stat
 import sys
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ import pydantic_core
 
 from server import __version__
 from server.config import Settings
+from server.state_files import StateFileError, open_state_file, state_folder
 
 log = logging.getLogger("mesh.serve")
 
@@ -129,19 +131,24 @@ class SchemaCache:
         body = {"key": self.key, "digest": _content_digest(schemas), "schemas": schemas}
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp.write_text(json.dumps(body, separators=(",", ":")))
+            fd = open_state_file(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)  # a symlinked folder is refused
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(json.dumps(body, separators=(",", ":")))
             os.replace(tmp, self.path)
             _prune(self.path.parent)
-        except OSError as exc:
+        except (OSError, StateFileError) as exc:
             log.debug("tool schema cache not written to %s: %s", self.path, exc)
             tmp.unlink(missing_ok=True)
 
 
 def _prune(folder: Path) -> None:
-    """Delete all but the :data:`KEEP` most recently written cache files of ``folder``."""
-    files = sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime_ns, reverse=True)
-    for old in files[KEEP:]:
+    """Delete all but the :data:`KEEP` most recently written cache files of ``folder`` (a real folder,
+    never one reached through a symlink; only regular files, never what a symlink in it names)."""
+    state_folder(folder)
+    stats = [(p, p.lstat()) for p in folder.glob("*.json")]
+    files = sorted((item for item in stats if stat.S_ISREG(item[1].st_mode)),
+                   key=lambda item: item[1].st_mtime_ns, reverse=True)
+    for old, _st in files[KEEP:]:
         old.unlink(missing_ok=True)
 
 

@@ -15,6 +15,7 @@ the suite also passes on a machine with no services at all.
 from __future__ import annotations
 
 import os
+import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -32,6 +33,8 @@ from tests.scratch_redis import claim_database
 # every `mesh-mcp serve` a test starts serves in-process unless the test asks for the shared server
 # (tests/foundation/test_shared_serve.py): a shared server would outlive the test by its idle time
 os.environ.setdefault("MESH_STANDALONE", "1")
+# the default state folder is per-user ($XDG_STATE_HOME/mesh-mcp/...): the suite never writes into the real home
+os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="mesh-test-state-")
 
 DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/postgres"
 DEFAULT_REDIS = "redis://127.0.0.1:6379/0"

@@ -11,6 +11,7 @@ files written are its ``mermaid`` fields, unchanged. The SVGs are then rendered 
 
 import asyncio
 import sys
+import tempfile
 import uuid
 from pathlib import Path
 
@@ -45,7 +46,7 @@ try:
         for _ in range(2):
             sim.insert_job(db, type="events.fallback_create_event", target="fallback-event-queue",
                            emitter="ms-event", age_s=900)
-    settings = load_settings(environ={}, overrides={"workspace": str(ws), "state_dir": str(ws / ".mesh"),
+    settings = load_settings(environ={}, overrides={"workspace": str(ws), "state_dir": tempfile.mkdtemp(),
                              "services": {"event": {"postgres": url}}, "redis": {"url": rurl}})
 
     async def main() -> None:

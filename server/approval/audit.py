@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from server.filelocks import IS_POSIX, exclusive
+from server.state_files import open_state_file
 
 if TYPE_CHECKING:
     from server.config import Settings
@@ -177,7 +178,7 @@ class AuditLog:
         }
         entry.update(extra)
         with exclusive(self.path, "audit log"):
-            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_BINARY", 0), 0o600)
+            fd = open_state_file(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
             with os.fdopen(fd, "r+b", buffering=0) as fh:
                 last = _last_line(fh)
                 entry["seq"] = 1 if last is None else self._seq_after(last, fh)
@@ -206,8 +207,7 @@ class AuditLog:
         return self.path.with_name(f"audit-{event}.jsonl")
 
     def _index(self, event: str, line: bytes) -> None:
-        fd = os.open(self.index_path(event), os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_BINARY", 0),
-                     0o600)
+        fd = open_state_file(self.index_path(event), os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         try:
             os.write(fd, line + b"\n")
             os.fsync(fd)

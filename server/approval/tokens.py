@@ -48,6 +48,7 @@ from server.approval.keys import approver_keys, check_private_file
 from server.config import Settings
 from server.errors import MeshError, RemediationRefused
 from server.filelocks import exclusive
+from server.state_files import open_state_file, read_state_bytes
 
 TOKEN_VERSION = 1
 DOMAIN = b"mesh-mcp approval token v1\n"
@@ -310,10 +311,15 @@ def _nonce_lock(settings: Settings) -> Iterator[Path]:
 
 def nonce_used(settings: Settings, nonce: str) -> bool:
     path = nonces_path(settings)
-    if not path.exists():
+    if not os.path.lexists(path):
         return False
     with _nonce_lock(settings):
-        return any(line.split(" ", 1)[0] == nonce for line in path.read_text(encoding="ascii").splitlines())
+        return any(line.split(" ", 1)[0] == nonce for line in _nonce_lines(path))
+
+
+def _nonce_lines(path: Path) -> list[str]:
+    """The lines of ``used_nonces`` (none when missing); a symlink or FIFO there is refused, never waited on."""
+    return read_state_bytes(path).decode("ascii").splitlines()
 
 
 def _expired_entry(line: str, now: int) -> bool:
@@ -331,7 +337,7 @@ def consume_nonce(settings: Settings, claims: Claims, *, now: float | None = Non
     """
     current = int(now if now is not None else datetime.now().timestamp())
     with _nonce_lock(settings) as path:
-        lines = path.read_text(encoding="ascii").splitlines() if path.exists() else []
+        lines = _nonce_lines(path)
         if any(line.split(" ", 1)[0] == claims.nonce for line in lines):
             raise TokenRefused(
                 "reused",
@@ -341,10 +347,12 @@ def consume_nonce(settings: Settings, claims: Claims, *, now: float | None = Non
         if len(lines) >= NONCES_PRUNE_LINES:
             keep = [ln for ln in lines if not _expired_entry(ln, current)]
             tmp = path.with_suffix(".tmp")
-            tmp.write_text("".join(f"{ln}\n" for ln in keep), encoding="ascii")
+            fd = open_state_file(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write("".join(f"{ln}\n" for ln in keep).encode("ascii"))
             os.chmod(tmp, 0o600)
             os.replace(tmp, path)
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        fd = open_state_file(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         try:
             os.write(fd, f"{claims.nonce} {claims.exp}\n".encode("ascii"))
             os.fsync(fd)

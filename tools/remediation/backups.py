@@ -27,6 +27,7 @@ from uuid import UUID
 
 from server.config import Settings
 from server.errors import MeshError
+from server.state_files import StateFileError, open_state_file, read_state_bytes
 
 
 class BackupError(MeshError):
@@ -84,15 +85,14 @@ class BackupFile:
             json.dumps(o, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n" for o in objects
         )
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            fd = open_state_file(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)  # no symlinked folder or file
             try:
                 start = os.fstat(fd).st_size
                 written = os.write(fd, payload)
                 os.fsync(fd)
             finally:
                 os.close(fd)
-        except OSError as exc:
+        except (OSError, StateFileError) as exc:
             raise BackupError(f"could not write the backup {self.path}: {exc}; nothing was deleted") from None
         if written != len(payload):
             raise BackupError(f"short write to the backup {self.path}; nothing was deleted")
@@ -101,10 +101,8 @@ class BackupFile:
 
     def _read_back(self, start: int, expected: list[dict[str, Any]]) -> None:
         try:
-            with open(self.path, "rb") as fh:
-                fh.seek(start)
-                lines = fh.read().splitlines()
-        except OSError as exc:
+            lines = read_state_bytes(self.path)[start:].splitlines()
+        except (OSError, StateFileError) as exc:
             raise BackupError(f"could not read the backup {self.path} back: {exc}; nothing was deleted") from None
         try:
             found = [json.loads(line) for line in lines]

@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from server.config import Conventions, Settings
 from server.errors import InvalidArgument, NotFound, RemediationRefused
+from server.state_files import open_state_file
 from tools.remediation.model import Plan
 from tools.remediation.operations import render, render_params
 
@@ -52,8 +53,7 @@ def plan_path(settings: Settings, plan_id: str) -> Path:
 
 
 def _write_private(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    fd = open_state_file(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)  # a symlinked plans/ folder is refused
     with os.fdopen(fd, "wb") as fh:
         fh.write(data)
         fh.flush()
