@@ -9,10 +9,14 @@ file takes effect. A ``--config`` file inside the workspace counts as the worksp
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import select
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -103,9 +107,31 @@ def test_a_hostile_workspace_cannot_enable_remediation_in_a_real_server(tmp_path
                   '"capabilities":{},"clientInfo":{"name":"t","version":"1"}}}\n'
                   '{"jsonrpc":"2.0","method":"notifications/initialized"}\n'
                   '{"jsonrpc":"2.0","id":2,"method":"tools/list"}\n')
-    result = subprocess.run([sys.executable, "-m", "server.cli", "serve", "--workspace", str(ws)], input=initialize,
-                            capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=120)
-    replies = [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
+    # the requests are sent, the answers read, and only then stdin closed (closing it at once races the answer)
+    proc = subprocess.Popen([sys.executable, "-m", "server.cli", "serve", "--workspace", str(ws)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env, cwd=REPO_ROOT)
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(initialize)
+        proc.stdin.flush()
+        replies = []
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not any(r.get("id") == 2 for r in replies):
+            ready, _, _ = select.select([proc.stdout], [], [], 1.0)
+            line = proc.stdout.readline() if ready else ""
+            if ready and not line:
+                break
+            if line.strip():
+                replies.append(json.loads(line))
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for pid_file in (tmp_path / "run" / "mesh-mcp").glob("*.pid"):  # the shared server this test started
+            with contextlib.suppress(OSError, ValueError):
+                os.kill(int(pid_file.read_text()), signal.SIGKILL)
+    result = subprocess.CompletedProcess(proc.args, proc.returncode, "", stderr)
     listed = [tool["name"] for reply in replies if reply.get("id") == 2 for tool in reply["result"]["tools"]]
     # the server starts in degraded mode (its instructions quote the refusal, which names apply_remediation)
     assert listed and "apply_remediation" not in listed
