@@ -307,20 +307,31 @@ async def _bullmq_requeue_stalled(ctx: RunContext, step: Step, op: BullRequeueSt
             if await pipe.exists(lock_key):
                 raise Drift(f"job {job_id} has a lock again (a worker holds it); requeued so far: {done or 'none'}")
             fields = await pipe.hgetall(job_key)
-            total += ctx.backups.write(step.number, [("bull_job", job_key, {
+            total += await _back_up_then_exec(ctx, step, pipe, job_key, {
                 "queue": op.queue, "job_id": job_id, "hash": {rr.text(k): rr.jsonable(v) for k, v in fields.items()},
-                "state": "active"})])
-            pipe.multi()
-            for cmd in bull_requeue_stalled_commands(op, job_id):
-                pipe.execute_command(*cmd)
-            try:
-                await pipe.execute()
-            except redis_exceptions.WatchError:
-                raise Drift(f"job {job_id} changed during its requeue (nothing applied to it); "
-                            f"requeued so far: {done or 'none'}") from None
+                "state": "active"}, bull_requeue_stalled_commands(op, job_id), f"job {job_id}", "requeue", "requeued",
+                done)
         done.append(job_id)
     return StepOutcome(f"moved {len(done)} stalled job(s) of {op.queue} from active to {op.target_list}", done,
                        {"requeued": done}, total)
+
+
+async def _back_up_then_exec(ctx: RunContext, step: Step, pipe: Any, key: str, record: dict[str, Any],
+                             commands: list[list[str]], what: str, verb: str, past: str,
+                             done: list[str]) -> int:
+    """Back up ``record`` (the state read under WATCH), then MULTI/EXEC ``commands``; bytes backed up.
+
+    A change to a watched key before EXEC aborts the transaction: nothing is applied, :class:`Drift` says so."""
+    written = ctx.backups.write(step.number, [("bull_job", key, record)])
+    pipe.multi()
+    for cmd in commands:
+        pipe.execute_command(*cmd)
+    try:
+        await pipe.execute()
+    except redis_exceptions.WatchError:
+        raise Drift(f"{what} changed during its {verb} (nothing applied to it); "
+                    f"{past} so far: {done or 'none'}") from None
+    return written
 
 
 async def _bullmq_retry(ctx: RunContext, step: Step, op: BullRetryOp) -> StepOutcome:
@@ -345,17 +356,9 @@ async def _bullmq_retry(ctx: RunContext, step: Step, op: BullRetryOp) -> StepOut
                 raise Drift(f"job {job_id} left the failed set meanwhile; retried so far: {done or 'none'}")
             if job_id in planned and rr.hash_digest(fields) != planned[job_id]:
                 raise Drift(f"job {job_id} changed since the plan was approved; retried so far: {done or 'none'}")
-            total += ctx.backups.write(step.number, [("bull_job", job_key, {
+            total += await _back_up_then_exec(ctx, step, pipe, job_key, {
                 "queue": op.queue, "job_id": job_id, "hash": {rr.text(k): rr.jsonable(v) for k, v in fields.items()},
-                "failed_score": score})])
-            pipe.multi()
-            for cmd in bull_retry_commands(op, job_id):
-                pipe.execute_command(*cmd)
-            try:
-                await pipe.execute()
-            except redis_exceptions.WatchError:
-                raise Drift(f"job {job_id} changed during its retry (nothing applied to it); "
-                            f"retried so far: {done or 'none'}") from None
+                "failed_score": score}, bull_retry_commands(op, job_id), f"job {job_id}", "retry", "retried", done)
         done.append(job_id)
     return StepOutcome(f"moved {len(done)} job(s) of {op.queue} from failed to {op.target_list}", done,
                        {"retried": done}, total)
