@@ -16,7 +16,6 @@ look like TOML values (numbers, booleans, arrays), else taken as strings.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import tomllib
 from pathlib import Path
@@ -35,6 +34,7 @@ from server.conventions import (
     TableNames,
 )
 from server.errors import ConfigError
+from server.state_paths import default_state_dir  # noqa: F401 - also imported from here
 from server.redis_settings import RedisInstanceSettings, RedisSettings
 
 __all__ = [
@@ -241,16 +241,6 @@ class Settings(_Strict):
         if svc is not None and svc.emitter:
             return svc.emitter
         return service if service.startswith("ms-") else f"ms-{service}"
-
-
-def default_state_dir(workspace: Path, environ: dict[str, str] | None = None) -> Path:
-    """``$XDG_STATE_HOME/mesh-mcp/<hash of the resolved workspace>`` (else ``~/.local/state/...``):
-    the user's, never the workspace's, so a cloned repo cannot plant symlinks in it."""
-    env = os.environ if environ is None else environ
-    base = Path(env["XDG_STATE_HOME"]) if env.get("XDG_STATE_HOME") else Path.home() / ".local" / "state"
-    resolved = str(Path(workspace).expanduser().resolve())
-    digest = hashlib.sha256(resolved.encode("utf-8", "surrogateescape")).hexdigest()[:16]
-    return base / "mesh-mcp" / f"{Path(resolved).name or 'root'}-{digest}"
 
 
 def _parse_env_value(raw: str) -> Any:

@@ -45,7 +45,7 @@ class FactCache:
             conn = sqlite3.connect(self.path, timeout=10, check_same_thread=False)
             conn.executescript(SCHEMA)
             conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA synchronous=OFF")
             row = conn.execute("SELECT value FROM meta WHERE key='signature'").fetchone()
             if row is None or row[0] != signature:
                 with conn:

@@ -11,7 +11,9 @@ if TYPE_CHECKING:  # tree-sitter is imported only where files are parsed
     from tree_sitter import Node
 
 from tools.mesh_index.expressions import chain, line_of, string_value, text, to_expr, type_exprs
-from tools.mesh_index.ts_queries import ExtractConfig, captures
+from tools.mesh_index.ts_queries import ExtractConfig, captures, matches
+
+_FIND_METHODS = ("find", "findIndex", "filter")
 
 SET_METHODS = ("has", "includes", "indexOf", "some", "find")
 
@@ -118,8 +120,8 @@ class ClassFacts:
                         args = supers[0].child_by_field_name("arguments")
                         info["super_args"] = [to_expr(a) for a in args.named_children] if args else []
                         info["super_line"] = line_of(supers[0])
-                elif b".find" in self.src[mbody.start_byte:mbody.end_byte]:
-                    keys = _find_keys(mbody, _first_param(member))
+                elif _may_compare_in_find(self.src, mbody, param := _first_param(member)):
+                    keys = _find_keys(matches(self.q["finds"], mbody), param)
                     if keys:
                         info.setdefault("finds", {})[mname] = keys
         if fields:
@@ -251,25 +253,50 @@ def _lookups_of(body: Node, param: str) -> dict[str, Any]:
     return out
 
 
-def _find_keys(body: Node, param: str | None) -> list[str]:
+def _may_compare_in_find(src: bytes, body: Node, param: str | None) -> bool:
+    """Whether a ``find``-like call of the method may compare with its parameter: within
+    :data:`_PREDICATE_WINDOW` bytes after a ``.find`` or ``.filter``, an ``==`` and the parameter as a
+    word. A cheap guard: most methods with ``.filter(`` compare with something else and need no query."""
+    if not param:
+        return False
+    name, end = param.encode(), body.end_byte
+    for needle in (b".find", b".filter"):
+        at = src.find(needle, body.start_byte, end)
+        while at >= 0:
+            stop = min(end, at + _PREDICATE_WINDOW)
+            if src.find(b"==", at, stop) >= 0 and _has_word(src, name, at, stop):
+                return True
+            at = src.find(needle, at + len(needle), end)
+    return False
+
+
+def _has_word(src: bytes, word: bytes, start: int, stop: int) -> bool:
+    """``word`` in ``src[start:stop]`` as a name of its own (not a member ``.word``, not a longer name)."""
+    at = src.find(word, start, stop)
+    while at >= 0:
+        after = at + len(word)
+        if src[at - 1] not in _WORD_OR_DOT and (after >= len(src) or src[after] not in _WORD_OR_DOT[:-1]):
+            return True
+        at = src.find(word, after, stop)
+    return False
+
+
+_PREDICATE_WINDOW = 1000
+_WORD_OR_DOT = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_$."
+
+
+def _find_keys(found: list[tuple[int, dict[str, list[Node]]]], param: str | None) -> list[str]:
     """Fields a method's ``find`` predicate compares with its parameter: ``trigger`` in
-    ``aggregations.find((agg) => agg.trigger === trigger)`` (the key of the entry it returns). Bounded walk."""
+    ``aggregations.find((agg) => agg.trigger === trigger)`` (the key of the entry it returns).
+
+    ``found`` holds the matches of the ``finds`` query over the method's body (an arrow function as
+    the first argument of a ``.name(...)`` call: the walk runs in tree-sitter, not in Python)."""
     if not param:
         return []
     keys: set[str] = set()
-    stack, seen = [body], 0
-    while stack and seen < 2000:
-        node = stack.pop()
-        seen += 1
-        if node.type == "call_expression":
-            fn = node.child_by_field_name("function")
-            args = node.child_by_field_name("arguments")
-            prop = fn.child_by_field_name("property") if fn is not None and fn.type == "member_expression" else None
-            first = args.named_children[0] if args is not None and args.named_child_count else None
-            if prop is not None and text(prop) in ("find", "findIndex", "filter") and first is not None \
-                    and first.type == "arrow_function":
-                keys.update(_compared_field(first, param))
-        stack.extend(node.named_children)
+    for _pattern, match in found:
+        if text(match["prop"][0]) in _FIND_METHODS:
+            keys.update(_compared_field(match["arrow"][0], param))
     return sorted(keys)
 
 

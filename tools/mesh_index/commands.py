@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from server.cli_support import fail, print_json, print_table, print_text, settings_from_args
 from server.errors import MeshError
 from server.text_safety import TerminalWriter, carriage_return
+from tools.mesh_index.early_parse import start_before_settings, start_parsing_early
 
 if TYPE_CHECKING:  # the service and the result models are imported once the workers parse (cmd_index)
     from tools.mesh_index.model import Site
@@ -32,29 +33,6 @@ def make_service(args: argparse.Namespace, settings: Any = None) -> IndexService
     require_typescript(settings.workspace, settings.conventions.static.skip_dirs)  # before anything is written
 
     return service_for_settings(settings)
-
-
-def start_parsing_early(settings: Any, full: bool) -> bool:
-    """A cold build (no fact cache yet, or ``--full``) of a large workspace: start the workers on
-    every file now, so that they parse while this process imports the service, the result
-    models and the linker (see :func:`tools.mesh_index.indexer.start_early`). Returns whether it
-    started; the service's own refresh collects the results."""
-    from server.config import Conventions
-
-    conv = settings.conventions
-    if settings.workspace is None or not isinstance(conv, Conventions):
-        return False
-    root = Path(settings.workspace).resolve()
-    from tools.mesh_index.cache import FILE_NAME
-
-    if not root.is_dir() or (not full and (Path(settings.resolved_state_dir) / FILE_NAME).exists()):
-        return False  # a warm or incremental refresh parses few files, if any
-    from tools.mesh_index.indexer import start_early
-    from tools.mesh_index.ts_queries import extract_config
-    from tools.mesh_index.workspace import discover
-
-    items = [(f.rel, f.kind) for f in discover(root, conv.static.skip_dirs).files]
-    return start_early(str(root), items, extract_config(conv))
 
 
 class ProgressBar:
@@ -103,13 +81,14 @@ def cmd_index(args: argparse.Namespace) -> int:
     if answer is not None:
         print_answer(answer, bool(args.json))
         return 0
-    settings = settings_from_args(args)
-    if settings.workspace is not None:
-        from tools.mesh_index.ts_presence import require_typescript
-
-        require_typescript(settings.workspace, settings.conventions.static.skip_dirs)
-    early = start_parsing_early(settings, full)
+    early = start_before_settings(args, full)  # the workers parse while the settings load
     try:
+        settings = settings_from_args(args)
+        if settings.workspace is not None:
+            from tools.mesh_index.ts_presence import require_typescript
+
+            require_typescript(settings.workspace, settings.conventions.static.skip_dirs)
+        early = start_parsing_early(settings, full)  # keeps, cancels or starts the early parse
         service = make_service(args, settings)
         try:
             info = service.refresh(ProgressBar(), full=full)

@@ -117,9 +117,15 @@ def parse_files(root: str, items: list[Item], cfg: ExtractConfig,
 
 
 def split_chunks(items: list[Item], workers: int) -> list[list[Item]]:
-    """About four chunks per worker (so that none waits long for the last), of at most :data:`CHUNK` files."""
-    size = max(MIN_CHUNK, min(CHUNK, -(-len(items) // (4 * max(1, workers)))))
-    return [items[i:i + size] for i in range(0, len(items), size)]
+    """Chunks of decreasing size (guided): each a quarter of a worker's share of what is left, from
+    :data:`CHUNK` files down to :data:`MIN_CHUNK`, so that the last chunks are short and no worker
+    waits long for another's at the end."""
+    out, start, n = [], 0, len(items)
+    while start < n:
+        size = max(MIN_CHUNK, min(CHUNK, (n - start) // (2 * max(1, workers))))
+        out.append(items[start:start + size])
+        start += size
+    return out
 
 
 def pool_context() -> BaseContext:
@@ -213,6 +219,11 @@ def take_early(root: str, cfg: ExtractConfig) -> dict[str, Any] | None:
         return early
     early["pool"].shutdown(wait=True, cancel_futures=True)
     return None
+
+
+def pending_early() -> tuple[str, ExtractConfig] | None:
+    """The root and names of the parse :func:`start_early` began and nobody collected yet, else None."""
+    return (_EARLY["root"], _EARLY["cfg"]) if _EARLY else None
 
 
 def cancel_early() -> None:

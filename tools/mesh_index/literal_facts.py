@@ -15,7 +15,7 @@ from tools.mesh_index.expressions import enclosing_symbol, line_of, object_entri
 from tools.mesh_index.sql_sites import sql_facts
 from tools.mesh_index.ts_queries import ExtractConfig, captures, word_nodes
 
-FACTS_VERSION = 17
+FACTS_VERSION = 18
 BUILTINS = frozenset({"Date", "Map", "Set", "Error", "Promise", "URL", "RegExp", "Array", "Proxy", "WeakMap",
                       "Intl", "Logger"})
 

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from server import __version__, workspace_files
+from server.state_paths import state_dir_before_settings
 from tools.mesh_index import manifest
 
 CACHE_FILE = "static-index.sqlite"  # tools.mesh_index.cache.FILE_NAME (not imported: it imports logging, threads)
@@ -47,9 +48,6 @@ def _workspace(args: Any) -> Path | None:
     return Path(raw).expanduser().resolve() if raw else None
 
 
-def _state_dir(workspace: Path) -> Path:
-    raw = os.environ.get("MESH_STATE_DIR")
-    return Path(raw) if raw else workspace / ".mesh"
 
 
 def inputs_fingerprint(args: Any) -> str | None:
@@ -110,7 +108,7 @@ def quick_answer(args: Any, fingerprint: str | None) -> dict[str, Any] | None:
     workspace = _workspace(args)
     if fingerprint is None or workspace is None or not workspace.is_dir():
         return None
-    path = _state_dir(workspace) / CACHE_FILE
+    path = state_dir_before_settings(workspace) / CACHE_FILE
     if not path.is_file():
         return None
     try:

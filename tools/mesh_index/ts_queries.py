@@ -83,6 +83,8 @@ QUERY_SOURCES = {
     "filter_calls": """(call_expression function: [(identifier) @f
                           (member_expression property: (property_identifier) @f)]) @call""",
     "supers": "(call_expression function: (super)) @call",
+    "finds": """(call_expression function: (member_expression property: (property_identifier) @prop)
+                                  arguments: (arguments . (arrow_function) @arrow))""",
     "member_calls": """(call_expression
                          function: (member_expression
                            object: (member_expression object: (this) property: (property_identifier))
@@ -122,6 +124,13 @@ def captures(query: Query, node: Node) -> dict[str, list[Node]]:
     from tree_sitter import QueryCursor
 
     return {name: sorted(nodes, key=_start) for name, nodes in QueryCursor(query).captures(node).items()}
+
+
+def matches(query: Query, node: Node) -> list[tuple[int, dict[str, list[Node]]]]:
+    """The query's matches under ``node``, each its pattern's index and its captures by name."""
+    from tree_sitter import QueryCursor
+
+    return QueryCursor(query).matches(node)
 
 
 def _start(node: Node) -> int:
