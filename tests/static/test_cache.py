@@ -91,13 +91,27 @@ def test_full_refresh_and_signature_change_reparse_everything(workspace, make_se
     assert make_service(workspace, conventions=other).refresh().reparsed == 0
 
 
-def test_corrupt_cache_falls_back_to_memory(workspace, make_service, tmp_path):
+def test_a_corrupt_cache_is_set_aside_and_rebuilt(workspace, make_service, tmp_path):
     state = tmp_path / "state"
     state.mkdir()
     (state / "static-index.sqlite").write_bytes(b"this is not a database" * 100)
     svc = make_service(workspace)
     info = svc.refresh()
+    assert info.reparsed == TOTAL and info.cache == str(state / "static-index.sqlite")
+    assert (state / "static-index.sqlite.corrupt").read_bytes() == b"this is not a database" * 100
+    assert [m.value for m in svc.analyze_impact("GEOCODE_EVENT").matches] == ["events.geocode_event"]
+    svc.close()
+    assert make_service(workspace).refresh().reparsed == 0  # the rebuilt cache serves the next process
+
+
+def test_a_cache_that_cannot_be_written_falls_back_to_memory(workspace, make_service, tmp_path):
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "static-index.sqlite").mkdir()  # not a file at all: neither opened nor moved
+    svc = make_service(workspace)
+    info = svc.refresh()
     assert info.reparsed == TOTAL and "cache disabled" in (info.cache or "")
+    assert (state / "static-index.sqlite").is_dir() and not (state / "static-index.sqlite.corrupt").exists()
     assert [m.value for m in svc.analyze_impact("GEOCODE_EVENT").matches] == ["events.geocode_event"]
 
 

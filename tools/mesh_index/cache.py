@@ -1,17 +1,19 @@
 """The on-disk cache of per-file facts: SQLite, keyed by path and content hash.
 
 One row per indexed file: size, mtime, SHA-1 of the content and the facts as JSON (never
-pickle: the cache lives in the workspace and must not be able to run code). A ``meta``
+pickle: a cache file, whoever wrote it, must not be able to run code). A ``meta``
 row holds the signature (facts format + the convention names extraction used); a cache
 written with another signature is emptied on open. A cache that cannot be opened or
-written (read-only workspace, corrupt file) is reported through :attr:`FactCache.error`
-and the index simply works from memory.
+written (read-only folder, a disk error) is reported through :attr:`FactCache.error` and the
+index simply works from memory; a file that is not a database (what an operating system crash
+may leave: the cache does not wait for fsync) is moved aside to ``<name>.corrupt`` and rebuilt.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 import logging
 import sqlite3
 import threading
@@ -38,11 +40,32 @@ class FactCache:
     def __init__(self, directory: Path, signature: str):
         self.path = directory / FILE_NAME
         self.error: str | None = None
+        self.set_aside: Path | None = None  # where a corrupt cache file was moved, if one was
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         try:
             directory.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(self.path, timeout=10, check_same_thread=False)
+            try:
+                conn = self._connect(signature)
+            except sqlite3.DatabaseError as exc:
+                if not _is_corrupt(exc):
+                    raise
+                self.set_aside = _set_aside(self.path)
+                log.warning("corrupt cache %s moved to %s; rebuilding", self.path, self.set_aside)
+                conn = self._connect(signature)
+            self._conn = conn
+        except (OSError, sqlite3.Error) as exc:
+            self.error = f"cache disabled ({self.path}: {exc})"
+            log.warning("%s", self.error)
+
+    def _connect(self, signature: str) -> sqlite3.Connection:
+        """Open (create) the cache, emptied when written with another signature.
+
+        ``synchronous=OFF``: no fsync, a cold build does not wait for the disk. What an operating
+        system crash may leave corrupt is set aside and rebuilt on the next open; a process that
+        dies mid-write loses nothing (SQLite's journal does not depend on fsync for that)."""
+        conn = sqlite3.connect(self.path, timeout=10, check_same_thread=False)
+        try:
             conn.executescript(SCHEMA)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=OFF")
@@ -53,10 +76,10 @@ class FactCache:
                     conn.execute("DELETE FROM meta WHERE key IN ('snapshot', 'snapshot_digest', 'manifest') "
                                  "OR key LIKE 'derived:%'")
                     conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('signature', ?)", (signature,))
-            self._conn = conn
-        except (OSError, sqlite3.Error) as exc:
-            self.error = f"cache disabled ({self.path}: {exc})"
-            log.warning("%s", self.error)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
 
     @property
     def enabled(self) -> bool:
@@ -195,7 +218,9 @@ class FactCache:
         if self._conn is None:
             return
         dumps = json.dumps
-        data = [(p, size, mtime, sha, dumps(facts, separators=(",", ":"))) for p, size, mtime, sha, facts in rows]
+        encoded: dict[str, str] = getattr(rows, "encoded", None) or {}  # texts the parse workers made
+        data = [(p, size, mtime, sha, encoded.get(p) or dumps(facts, separators=(",", ":")))
+                for p, size, mtime, sha, facts in rows]
         if not data:
             return
         try:
@@ -245,3 +270,19 @@ class FactCache:
             with contextlib.suppress(sqlite3.Error):
                 self._conn.close()
             self._conn = None
+
+
+def _is_corrupt(exc: sqlite3.DatabaseError) -> bool:
+    """A file that is not (or no longer) a database; not a locked or read-only one."""
+    text = str(exc).lower()
+    return not isinstance(exc, sqlite3.OperationalError) and ("not a database" in text or "malformed" in text)
+
+
+def _set_aside(path: Path) -> Path:
+    """Move a corrupt cache and its WAL files to ``<name>.corrupt`` (one kept: the previous one replaced)."""
+    aside = path.with_name(path.name + ".corrupt")
+    for suffix in ("-wal", "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(f"{path}{suffix}")
+    os.replace(path, aside)
+    return aside

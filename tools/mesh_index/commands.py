@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from server.cli_support import fail, print_json, print_table, print_text, settings_from_args
 from server.errors import MeshError
 from server.text_safety import TerminalWriter, carriage_return
-from tools.mesh_index.early_parse import start_before_settings, start_parsing_early
+from tools.mesh_index.early_parse import early_walk, start_before_settings, start_parsing_early
 
 if TYPE_CHECKING:  # the service and the result models are imported once the workers parse (cmd_index)
     from tools.mesh_index.model import Site
@@ -90,6 +90,9 @@ def cmd_index(args: argparse.Namespace) -> int:
             require_typescript(settings.workspace, settings.conventions.static.skip_dirs)
         early = start_parsing_early(settings, full)  # keeps, cancels or starts the early parse
         service = make_service(args, settings)
+        found = early_walk(service.workspace) if early else None
+        if found is not None:
+            service.walk_coming(lambda: found)  # the early parse's walk: not walked twice
         try:
             info = service.refresh(ProgressBar(), full=full)
             counts, orphans = service.summary()  # only counts are printed: no verify checks

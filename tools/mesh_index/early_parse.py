@@ -14,7 +14,9 @@ refresh:
   (or ``--full``);
 - :func:`start_parsing_early`, once the settings are loaded: it keeps the parse started before
   when the settings give the same workspace, extraction names, skipped folders and a cold build,
-  cancels it otherwise, and starts one with the settings' own names when none runs.
+  cancels it otherwise, and starts one with the settings' own names when none runs;
+- the walk that listed the early parse's files is handed to the service
+  (:func:`early_walk`), whose first refresh would otherwise walk the workspace again.
 
 A wrong guess costs CPU, never an answer: a parse of other names or another root is cancelled
 and the files are parsed again with the right ones.
@@ -24,10 +26,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from server import workspace_files
 from server.state_paths import state_dir_before_settings
+
+if TYPE_CHECKING:
+    from tools.mesh_index.workspace import Discovery
 
 CACHE_FILE = "static-index.sqlite"  # tools.mesh_index.cache.FILE_NAME (a test checks they agree)
 MAX_CONFIG_BYTES = 1_000_000
@@ -35,7 +40,8 @@ MAX_CONFIG_BYTES = 1_000_000
 _SPOKEN_OF = (b"conventions", b"state_dir", b"state-dir", b"statedir")
 _VARIABLES = ("MESH_CONVENTIONS", "MESH_STATE")
 
-_STARTED: dict[str, Any] = {}  # root, skip: what start_before_settings assumed
+_STARTED: dict[str, Any] = {}  # root, skip, found: what start_before_settings assumed, and its walk
+_WALK: dict[str, Any] = {}  # root, found: the walk of the parse start_parsing_early kept or started
 
 
 def start_before_settings(args: Any, full: bool) -> bool:
@@ -53,10 +59,10 @@ def start_before_settings(args: Any, full: bool) -> bool:
     from tools.mesh_index.indexer import start_early
     from tools.mesh_index.workspace import discover
 
-    items = [(f.rel, f.kind) for f in discover(root, DEFAULT_SKIP_DIRS).files]
-    if not start_early(str(root), items, DEFAULT_EXTRACT):
+    found = discover(root, DEFAULT_SKIP_DIRS)
+    if not start_early(str(root), [(f.rel, f.kind) for f in found.files], DEFAULT_EXTRACT):
         return False
-    _STARTED.update(root=str(root), skip=tuple(DEFAULT_SKIP_DIRS))
+    _STARTED.update(root=str(root), skip=tuple(DEFAULT_SKIP_DIRS), found=found)
     return True
 
 
@@ -104,13 +110,25 @@ def start_parsing_early(settings: Any, full: bool) -> bool:
     assumed = dict(_STARTED)
     _STARTED.clear()
     if pending_early() is not None:
-        if cold and assumed == {"root": str(root), "skip": tuple(conv.static.skip_dirs)} \
+        if cold and (assumed.get("root"), assumed.get("skip")) == (str(root), tuple(conv.static.skip_dirs)) \
                 and pending_early() == (str(root), cfg):
+            _WALK.update(root=str(root), found=assumed["found"])
             return True
         cancel_early()
     if not cold:
         return False
     from tools.mesh_index.workspace import discover
 
-    items = [(f.rel, f.kind) for f in discover(root, conv.static.skip_dirs).files]
-    return start_early(str(root), items, cfg)
+    found = discover(root, conv.static.skip_dirs)
+    if not start_early(str(root), [(f.rel, f.kind) for f in found.files], cfg):
+        return False
+    _WALK.update(root=str(root), found=found)
+    return True
+
+
+def early_walk(root: Path) -> Discovery | None:
+    """The walk of ``root`` the running early parse was given (once; then None): the service's first
+    refresh takes it instead of walking the workspace a second time."""
+    walk = dict(_WALK)
+    _WALK.clear()
+    return walk["found"] if walk.get("root") == str(Path(root).resolve()) else None

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import gc
 import hashlib
+import json
 import logging
 import os
 import sys
@@ -47,6 +48,25 @@ Item = tuple[str, str]  # (relative path, kind)
 Result = tuple[str, int, int, str, dict[str, Any]]  # (rel, size, mtime_ns, sha1, facts)
 
 
+class Parsed(list):  # type: ignore[type-arg]
+    """The results of :func:`parse_files` (a list of :data:`Result`), with ``encoded``: the facts of
+    some files already as the cache's JSON text, by path (workers encode what they parsed, in
+    parallel, so that the cache's store does not do it after the parse)."""
+
+    def __init__(self, items: Any = (), encoded: dict[str, str] | None = None) -> None:
+        super().__init__(items)
+        self.encoded: dict[str, str] = encoded if encoded is not None else {}
+
+    def extend_parsed(self, other: list[Result]) -> None:
+        self.extend(other)
+        self.encoded.update(getattr(other, "encoded", {}))
+
+
+def encode_facts(facts: dict[str, Any]) -> str:
+    """The cache's JSON text of one file's facts (compact)."""
+    return json.dumps(facts, separators=(",", ":"))
+
+
 def parse_one(root: str, rel: str, kind: str, cfg: ExtractConfig) -> Result | None:
     """Read and extract one file; None when it vanished or cannot be read."""
     path = os.path.join(root, rel)
@@ -64,17 +84,18 @@ def parse_one(root: str, rel: str, kind: str, cfg: ExtractConfig) -> Result | No
     return rel, st.st_size, st.st_mtime_ns, sha, facts
 
 
-def _parse_chunk(root: str, items: list[Item], cfg: ExtractConfig) -> list[Result]:
+def _parse_chunk(root: str, items: list[Item], cfg: ExtractConfig, encode: bool = False) -> list[Any]:
     """Facts of a chunk of files, the cyclic collector paused meanwhile (facts are acyclic: it would only
-    walk the new containers again and again, 5-10% of a worker's time; it runs again after the chunk)."""
+    walk the new containers again and again, 5-10% of a worker's time; it runs again after the chunk).
+    With ``encode`` (a worker), each result also carries its facts' JSON text (a sixth item)."""
     paused = gc.isenabled()
     gc.disable()
     try:
-        out = []
+        out: list[Any] = []
         for rel, kind in items:
             res = parse_one(root, rel, kind, cfg)
             if res is not None:
-                out.append(res)
+                out.append((*res, encode_facts(res[4])) if encode else res)
         return out
     finally:
         if paused:
@@ -90,7 +111,7 @@ def worker_count() -> int:
 
 def parse_files(root: str, items: list[Item], cfg: ExtractConfig,
                 progress: Callable[[int, int, str], None] | None = None,
-                workers: int | None = None, while_waiting: Callable[[], None] | None = None) -> list[Result]:
+                workers: int | None = None, while_waiting: Callable[[], None] | None = None) -> Parsed:
     """Facts of every item (parallel across cores for large batches), reporting progress.
 
     ``while_waiting`` runs in this process once the workers have their files (the caller's
@@ -105,7 +126,7 @@ def parse_files(root: str, items: list[Item], cfg: ExtractConfig,
             return _parallel(root, items, cfg, progress, n, while_waiting)
         except Exception as exc:  # BrokenProcessPool, no /dev/shm, ...
             log.warning("parallel parsing unavailable (%s); parsing in-process", exc)
-    out: list[Result] = []
+    out = Parsed()
     step = max(1, total // 50)
     for i, (rel, kind) in enumerate(items, 1):
         res = parse_one(root, rel, kind, cfg)
@@ -158,23 +179,26 @@ def _submit(root: str, items: list[Item], cfg: ExtractConfig, n: int) -> tuple[A
             parser(kind)
     pool = ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=gc.enable)
     try:
-        return pool, {pool.submit(_parse_chunk, root, chunk, cfg): chunk for chunk in split_chunks(items, n)}
+        return pool, {pool.submit(_parse_chunk, root, chunk, cfg, True): chunk for chunk in split_chunks(items, n)}
     except BaseException:
         pool.shutdown(cancel_futures=True)
         raise
 
 
 def _gather(futures: dict[Any, list[Item]], total: int, progress: Callable[[int, int, str], None] | None,
-            while_waiting: Callable[[], None] | None, keep: set[str] | None = None) -> list[Result]:
+            while_waiting: Callable[[], None] | None, keep: set[str] | None = None) -> Parsed:
     from concurrent.futures import as_completed
 
     if while_waiting is not None:
         while_waiting()
-    out: list[Result] = []
+    out = Parsed()
     done = 0
     for fut in as_completed(futures):
         res = fut.result()
-        out.extend(res if keep is None else [r for r in res if r[0] in keep])
+        for r in res:
+            if keep is None or r[0] in keep:
+                out.append(r[:5])
+                out.encoded[r[0]] = r[5]
         done += len(futures[fut]) if keep is None else sum(1 for rel, _k in futures[fut] if rel in keep)
         if progress is not None:
             progress(done, total, res[-1][0] if res else "")
@@ -183,7 +207,7 @@ def _gather(futures: dict[Any, list[Item]], total: int, progress: Callable[[int,
 
 def _parallel(root: str, items: list[Item], cfg: ExtractConfig,
               progress: Callable[[int, int, str], None] | None, n: int,
-              while_waiting: Callable[[], None] | None = None) -> list[Result]:
+              while_waiting: Callable[[], None] | None = None) -> Parsed:
     pool, futures = _submit(root, items, cfg, n)
     with pool:
         return _gather(futures, len(items), progress, while_waiting)
@@ -236,7 +260,7 @@ def cancel_early() -> None:
 
 def _collect_early(early: dict[str, Any], root: str, items: list[Item], cfg: ExtractConfig,
                    progress: Callable[[int, int, str], None] | None,
-                   while_waiting: Callable[[], None] | None) -> list[Result]:
+                   while_waiting: Callable[[], None] | None) -> Parsed:
     """The early workers' results for ``items`` (a file they parsed but ``items`` does not hold is
     dropped), then those of the files they were not given, parsed as :func:`parse_files` would."""
     wanted = {rel for rel, _kind in items}
@@ -244,4 +268,6 @@ def _collect_early(early: dict[str, Any], root: str, items: list[Item], cfg: Ext
         out = _gather(early["futures"], len(items), progress, while_waiting, keep=wanted)
     covered = {rel for chunk in early["futures"].values() for rel, _kind in chunk}
     rest = [item for item in items if item[0] not in covered]
-    return out + (parse_files(root, rest, cfg) if rest else [])
+    if rest:
+        out.extend_parsed(parse_files(root, rest, cfg))
+    return out

@@ -93,6 +93,7 @@ def record_inputs(fingerprint: str | None, state_dir: Path, key: str) -> None:
     try:
         conn = sqlite3.connect(path, timeout=10)
         try:
+            conn.execute("PRAGMA synchronous=OFF")  # as the cache itself (see tools.mesh_index.cache)
             with conn:
                 conn.execute("DELETE FROM meta WHERE key LIKE 'inputs:%'")
                 conn.execute("INSERT INTO meta(key, value) VALUES (?, ?)", (f"inputs:{fingerprint}", key))
@@ -156,6 +157,7 @@ def _replace_manifest(path: Path, old: str, new: str) -> None:
     try:
         conn = sqlite3.connect(path, timeout=10)
         try:
+            conn.execute("PRAGMA synchronous=OFF")  # as the cache itself (see tools.mesh_index.cache)
             with conn:
                 conn.execute("UPDATE meta SET value=? WHERE key='manifest' AND value=?", (new, old))
         finally:
