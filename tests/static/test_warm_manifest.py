@@ -196,6 +196,19 @@ def test_the_warm_command_loads_no_settings_and_prints_what_the_ordinary_path_pr
     assert loaded and changed["index"]["reparsed"] == 1
 
 
+def test_the_warm_command_finds_the_cache_in_the_default_state_folder(workspace: Path, tmp_path: Path):
+    """No ``MESH_STATE_DIR``: the quick path looks where the settings put the cache by default
+    (``$XDG_STATE_HOME/mesh-mcp/<name>-<hash>``), not in the workspace."""
+    age(workspace)
+    env = {k: v for k, v in os.environ.items() if k != "MESH_STATE_DIR"}
+    env.update(XDG_STATE_HOME=str(tmp_path / "xdg-state"), HOME=str(tmp_path / "home"))
+    built, loaded = _index(workspace, env)
+    assert loaded and built["index"]["cache"].startswith(str(tmp_path / "xdg-state" / "mesh-mcp"))
+    quick, loaded = _index(workspace, env)
+    assert not loaded and quick["index"]["reparsed"] == 0 and quick["counts"] == built["counts"]
+    assert not (workspace / ".mesh").exists()
+
+
 # -- serve: the start-up walk also gives the workspace skills ------------------------------------------
 
 SEED_SCRIPT = r"""
