@@ -34,8 +34,8 @@ from server.conventions import (
     TableNames,
 )
 from server.errors import ConfigError
-from server.state_paths import default_state_dir  # noqa: F401 - also imported from here
 from server.redis_settings import RedisInstanceSettings, RedisSettings
+from server.state_paths import default_state_dir
 
 __all__ = [
     "ApprovalSettings",

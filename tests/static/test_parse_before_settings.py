@@ -43,8 +43,8 @@ def _nothing_left():
 
 
 def test_the_written_out_defaults_are_the_conventions_defaults():
-    assert DEFAULT_EXTRACT == extract_config(Conventions())
-    assert DEFAULT_SKIP_DIRS == tuple(Conventions().static.skip_dirs)
+    assert extract_config(Conventions()) == DEFAULT_EXTRACT
+    assert tuple(Conventions().static.skip_dirs) == DEFAULT_SKIP_DIRS
     assert early_parse.CACHE_FILE == cache.FILE_NAME == quick_index.CACHE_FILE
 
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import logging
+import os
 import sqlite3
 import threading
 from collections.abc import Iterable

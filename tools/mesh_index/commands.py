@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from server.cli_support import fail, print_json, print_table, print_text, settings_from_args
