@@ -69,9 +69,10 @@ def window(items: Sequence[T], limit: int | None, offset: int) -> list[T]:
     return list(items[offset:None if limit is None else offset + limit])
 
 
-def page(items: Sequence[T], limit: int, offset: int, max_limit: int = MAX_LIMIT) -> tuple[list[T], Page]:
-    """``items[offset:offset + limit]`` and its :class:`Page`, after :func:`validate_window`."""
-    validate_window(limit, offset, max_limit)
+def page(items: Sequence[T], limit: int, offset: int) -> tuple[list[T], Page]:
+    """``items[offset:offset + limit]`` and its :class:`Page`; a limit out of ``1..MAX_LIMIT`` or a negative
+    offset is refused (:func:`validate_window`)."""
+    validate_window(limit, offset)
     chosen = window(items, limit, offset)
     end = offset + len(chosen)
     next_offset = end if end < len(items) else None
