@@ -1,9 +1,16 @@
-"""``limit`` / ``offset`` paging of every list of an analyze_impact answer, with the totals kept."""
+"""``limit`` / ``offset`` paging of every list of an analyze_impact answer, with the totals kept.
+
+The limit and offset are checked and each list is cut by :mod:`tools.paging` (its
+:func:`~tools.paging.validate_window` and :func:`~tools.paging.window`); this module adds what is
+analyze_impact's own: the ``direction`` check, its limit cap (500, ``None`` for every item), the
+lists it pages, their ``totals`` and the note naming the lists that were cut.
+"""
 
 from __future__ import annotations
 
 from server.errors import InvalidArgument
 from tools.mesh_index.model import ImpactResult
+from tools.paging import validate_window, window
 
 DIRECTIONS = ("downstream", "upstream", "both")
 MAX_LIMIT = 500
@@ -16,9 +23,8 @@ def page(result: ImpactResult, limit: int | None, offset: int) -> ImpactResult:
     result.offset, result.limit = offset, limit
     if limit is None and not offset:
         return result
-    end = None if limit is None else offset + limit
     for name in PAGED:
-        setattr(result, name, getattr(result, name)[offset:end])
+        setattr(result, name, window(getattr(result, name), limit, offset))
     cut = [f"{name} {len(getattr(result, name))}/{n}" for name, n in result.totals.items()
            if len(getattr(result, name)) < n]
     if cut:
@@ -31,7 +37,4 @@ def validate_page(direction: str, limit: int | None, offset: int) -> None:
     """Refuse a direction other than the three, a limit out of 1-500, a negative offset (a clear message each)."""
     if direction not in DIRECTIONS:
         raise InvalidArgument(f"direction must be one of {', '.join(DIRECTIONS)} (got {direction!r})")
-    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIMIT):
-        raise InvalidArgument(f"limit must be between 1 and {MAX_LIMIT} (got {limit!r}); omit it for every item")
-    if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
-        raise InvalidArgument(f"offset must be 0 or more (got {offset!r})")
+    validate_window(limit, offset, MAX_LIMIT, limit_optional=True)
