@@ -159,3 +159,14 @@ async def test_visualize_mesh_over_mcp_and_the_app_view(nav: Path, make_settings
     assert {"flow", "grpc_call", "grpc_handler", "grpc_write"} <= kinds
     assert data["grpc"].startswith("2 gRPC method(s) of ms-event (2 drawn): 2 client call(s) -> method -> 2 handler(s)")
     assert "gRPC EventService.CreateEvent" in page.structured_content["html"]
+
+
+def test_graph_command_draws_the_grpc_edges(nav: Path, tmp_path: Path, capsys, mesh_config) -> None:
+    from server.cli import main
+
+    config = mesh_config({"workspace": str(nav), "state_dir": str(tmp_path / "state")})
+    assert main(["graph", "--config", str(config)]) == 0
+    out = capsys.readouterr().out
+    assert '[["gRPC EventService.CreateEvent' in out and "%% gRPC: 7 gRPC method(s) (7 drawn)" in out
+    (picture,) = parse_ok([out])
+    assert any(v["shape"] == "subroutine" for v in picture["vertices"])
