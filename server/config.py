@@ -237,10 +237,12 @@ class Settings(_Strict):
         return default_state_dir(self.workspace if self.workspace is not None else Path.cwd())
 
     def emitter_of(self, service: str) -> str:
+        """The emitter rows of ``service`` carry: its ``[services.<name>] emitter``, else the service's name with
+        ``[conventions] service_prefix`` (:meth:`Conventions.service_name`: ``event`` -> ``ms-event``)."""
         svc = self.services.get(service)
         if svc is not None and svc.emitter:
             return svc.emitter
-        return service if service.startswith("ms-") else f"ms-{service}"
+        return self.conventions.service_name(service)
 
 
 def _parse_env_value(raw: str) -> Any:

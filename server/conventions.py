@@ -4,7 +4,8 @@ Tables, columns, statuses, Redis key patterns, stream entry fields, and the call
 decorator, field and base-class names the static index looks for in the TypeScript
 code. The defaults follow the target system's documentation; a deployment that renames
 something overrides it in ``mesh.toml`` (or ``MESH_CONVENTIONS__...``). Patterns use
-``{group}``, ``{message_id}``, ``{job_id}`` and ``{domain}`` (the emitter without ``ms-``).
+``{group}``, ``{message_id}``, ``{job_id}`` and ``{domain}`` (the emitter without ``service_prefix``,
+``ms-`` by default: :meth:`Conventions.domain_of`, the one place that rule is applied).
 
 Who may set which: the workspace's own ``mesh.toml`` may set names only (strings and lists of
 strings: tables, columns, streams, prefixes, key patterns). Numbers, thresholds, flags and the
@@ -196,6 +197,10 @@ class Conventions(_Strict):
         "event types the common failure post-processor accepts; a failure event of another type (the trigger's "
         "<d>:job:outbox:failure) is acknowledged unprocessed, so no failure feedback is written (P4)",
     )
+    service_prefix: str = _d(
+        "ms-", "prefix of the microservices' names and emitters (ms-<domain>): a job outcome's {domain} is the "
+        "emitter without it, a repository named with it is an emitter; empty: names are domains as they are",
+    )
     stream_prefix: str = _d("stream:", "stream key = prefix + target service")
     dlq_suffix: str = _d("-dlq", "dead-letter stream key = full stream key + suffix")
     stream_maxlen: int = _d(10000, "approximate MAXLEN of the runner's XADD")
@@ -251,6 +256,30 @@ class Conventions(_Strict):
                              f"must hold {' and '.join(KEY_PATTERN_PLACEHOLDERS[str(info.field_name)])} "
                              f"(default {cls.model_fields[str(info.field_name)].default!r})")
         return value
+
+    @field_validator("service_prefix")
+    @classmethod
+    def _service_prefix(cls, value: str) -> str:
+        """A prefix of names: at most 64 characters, no whitespace or control character."""
+        if len(value) > 64 or any(ch.isspace() or not ch.isprintable() for ch in value):
+            raise ValueError(f"service_prefix {value!r} must be at most 64 printable characters without spaces "
+                             "(the start of every service and emitter name, such as 'ms-'; '' for none)")
+        return value
+
+    def domain_of(self, name: str) -> str:
+        """The domain of an emitter or service name: ``name`` without a leading :attr:`service_prefix`
+        (``ms-event`` -> ``event``); a name without the prefix is its own domain. Every tool reads the rule here."""
+        return name.removeprefix(self.service_prefix) if self.service_prefix else name
+
+    def is_service_name(self, name: str) -> bool:
+        """Whether ``name`` (a repository, an emitter) is named like a microservice: it starts with a non-empty
+        :attr:`service_prefix` and has a domain after it. With an empty prefix no name is told apart so."""
+        return bool(self.service_prefix) and name.startswith(self.service_prefix) and name != self.service_prefix
+
+    def service_name(self, name: str) -> str:
+        """The service (emitter) name of a domain or service name: ``event`` -> ``ms-event``; a name that
+        already carries the prefix (or any name, with an empty prefix) is kept."""
+        return name if not self.service_prefix or name.startswith(self.service_prefix) else self.service_prefix + name
 
     @field_validator("job_outcome_id_keys")
     @classmethod

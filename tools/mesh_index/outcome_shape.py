@@ -1,11 +1,14 @@
-"""The job-outcome row the workspace's audit trigger really writes, learnt from its migrations.
+r"""The job-outcome row the workspace's audit trigger really writes, learnt from its migrations.
 
 Every definition of ``[conventions] audit_trigger`` (``notify_job_audit_status_change``) found in
 the SQL strings of the index's files is read, in migration order (a database runs the last one it
 applied, so the earlier ones matter too). Of each version's ``INSERT INTO event_queue``:
 
 - the outcome types per status, as templates (``{domain}:job:outbox:success``: ``{domain}`` is the
-  emitter with ``ms-`` removed by ``replace`` or ``regexp_replace``; ``{emitter}`` the emitter);
+  emitter with ``[conventions] service_prefix`` (``ms-``) removed by ``replace(NEW.emitter, 'ms-', '')``
+  or ``regexp_replace(NEW.emitter, '^ms-', '')``, the regular expression read as the literal it matches,
+  so ``'^svc\.'`` is the prefix ``svc.``; another removal is not that rule: nothing is learnt from it;
+  ``{emitter}`` the emitter);
   variables assigned in ``IF NEW.status = '...'`` branches are followed per branch;
 - the JSON paths of the job id in ``payload`` (``jsonb_build_object('after', to_jsonb(NEW))`` gives
   ``after.job_id``: the job_audit row's job id column; ``jsonb_build_object('jobId', NEW.job_id)``
@@ -23,6 +26,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from server.conventions import Conventions
 from tools.mesh_index.sql_sites import split_top
 from tools.mesh_index.workspace import migration_order
 
@@ -79,14 +83,47 @@ def _strip(raw: str) -> str:
     return s
 
 
-def _template(raw: str, env: dict[str, dict[str | None, list[str]]], status: str | None) -> list[str]:
-    """The string values of a SQL expression as templates ({emitter}, {domain}); [] when unknown."""
+_REGEX_META = set(".[]()*+?{}|$^\\")
+
+
+def _regex_literal(pattern: str) -> str | None:
+    r"""The text a regular expression matches when it is a plain literal (``ms\-`` -> ``ms-``), else None."""
+    out, i = [], 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\":
+            if i + 1 >= len(pattern) or pattern[i + 1].isalnum():
+                return None  # \d, \w, ...: a class, not a literal
+            out.append(pattern[i + 1])
+            i += 2
+            continue
+        if ch in _REGEX_META:
+            return None
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+def _removes_prefix(fn: str, pattern: str, prefix: str) -> bool:
+    """Whether ``fn(NEW.emitter, pattern, '')`` is the service-prefix rule for ``prefix``: ``replace`` of the
+    prefix itself, or ``regexp_replace`` of a literal regular expression (anchored with ``^`` or not) matching it."""
+    if not prefix:
+        return False
+    if fn.lower() == "replace":
+        return pattern == prefix
+    return _regex_literal(pattern.removeprefix("^")) == prefix
+
+
+def _template(raw: str, env: dict[str, dict[str | None, list[str]]], status: str | None,
+              prefix: str) -> list[str]:
+    """The string values of a SQL expression as templates ({emitter}, {domain}); [] when unknown.
+    ``prefix``: ``[conventions] service_prefix`` (the removal that turns the emitter into its domain)."""
     s = _strip(raw)
     parts = split_top(s, "||")
     if len(parts) > 1:
         out = [""]
         for part in parts:
-            values = _template(part, env, status)
+            values = _template(part, env, status, prefix)
             if not values:
                 return []
             out = [a + b for a in out for b in values]
@@ -99,9 +136,9 @@ def _template(raw: str, env: dict[str, dict[str | None, list[str]]], status: str
     m = re.fullmatch(r"(regexp_replace|replace)\s*\((.*)\)", s, re.I | re.S)
     if m:
         args = split_top(m.group(2))
-        if len(args) == 3 and _template(args[0], env, status) == ["{emitter}"]:
-            pattern, repl = (_template(a, env, status) for a in args[1:])
-            if pattern in (["ms-"], ["^ms-"]) and repl == [""]:
+        if len(args) == 3 and _template(args[0], env, status, prefix) == ["{emitter}"]:
+            pattern, repl = (_template(a, env, status, prefix) for a in args[1:])
+            if len(pattern) == 1 and repl == [""] and _removes_prefix(m.group(1), pattern[0], prefix):
                 return ["{domain}"]
         return []
     if re.fullmatch(r"[a-z_]\w*", low) and low in env:
@@ -134,7 +171,8 @@ def _paths(raw: str, job_col: str) -> list[str]:
     return out
 
 
-def _version(body: str, path: str, line: int, order: int, table: str, job_col: str) -> OutcomeVersion | None:
+def _version(body: str, path: str, line: int, order: int, table: str, job_col: str,
+             prefix: str) -> OutcomeVersion | None:
     version = OutcomeVersion(path=path, line=line, order=order)
     env: dict[str, dict[str | None, list[str]]] = {}
     status: str | None = None
@@ -156,7 +194,7 @@ def _version(body: str, path: str, line: int, order: int, table: str, job_col: s
             row = dict(zip(cols, values, strict=False))
             statuses = [status] if status not in (None, "ELSE") else ["COMPLETED", "FAILED"]
             for st in statuses:
-                for value in _template(row.get("type", ""), env, st):
+                for value in _template(row.get("type", ""), env, st, prefix):
                     if value and value not in version.types.setdefault(st, []):
                         version.types[st].append(value)
             for p in _paths(row.get("payload", ""), job_col):
@@ -168,13 +206,13 @@ def _version(body: str, path: str, line: int, order: int, table: str, job_col: s
                 type_raw = _strip(row.get("type", ""))
                 for item in split_top(targets[6:-1]):
                     value = ("{type}" if _strip(item) == type_raw
-                             else next(iter(_template(item, env, statuses[0])), None))
+                             else next(iter(_template(item, env, statuses[0], prefix)), None))
                     if value and value not in version.target_services:
                         version.target_services.append(value)
             continue
         assign = _ASSIGN.match(clean)
         if assign:
-            values = _template(assign.group(2), env, status)
+            values = _template(assign.group(2), env, status, prefix)
             if values:
                 env.setdefault(assign.group(1).lower(), {})[status if status != "ELSE" else None] = values
     version.types = {k: v for k, v in version.types.items() if v}
@@ -182,8 +220,10 @@ def _version(body: str, path: str, line: int, order: int, table: str, job_col: s
 
 
 def derive(texts: Iterable[tuple[str, int, str]], function: str, table: str = "event_queue",
-           job_col: str = "job_id") -> OutcomeShape | None:
-    """The shape of ``function``'s versions in ``texts`` (``(path, line, sql text)``), oldest first."""
+           job_col: str = "job_id", service_prefix: str | None = None) -> OutcomeShape | None:
+    """The shape of ``function``'s versions in ``texts`` (``(path, line, sql text)``), oldest first.
+    ``service_prefix``: the emitter prefix its domain removal must remove (None: the ``[conventions]`` default)."""
+    prefix = Conventions().service_prefix if service_prefix is None else service_prefix
     versions = []
     for path, line, text in texts:
         if function not in text.lower() or len(text) > MAX_TEXT:
@@ -196,7 +236,7 @@ def derive(texts: Iterable[tuple[str, int, str]], function: str, table: str = "e
             if d is None or end < 0:
                 continue
             found = _version(text[d.end():end], path, line + text.count("\n", 0, m.start()),
-                             migration_order(path), table, job_col)
+                             migration_order(path), table, job_col, prefix)
             if found is not None:
                 versions.append(found)
     versions.sort(key=lambda v: (v.order, v.path, v.line))

@@ -6,7 +6,9 @@ migration file name starts with); only the **last definition** of each function 
 site per type the function's ``INSERT INTO event_queue`` writes with those arguments; a
 function whose inserts do not depend on its arguments (the audit trigger) gives sites at
 the insert itself. Names computed from the emitter (``replace(NEW.emitter, 'ms-', '') ||
-':job:outbox:success'``) are expanded for every known emitter and marked ``heuristic``.
+':job:outbox:success'``) are expanded for every known emitter and marked ``heuristic``. The known
+emitters are those the code writes, ``[conventions] static.known_emitters`` and the repositories named
+like a service (``[conventions] service_prefix``: :meth:`Conventions.is_service_name`).
 
 Mapping tables: object literals with computed keys (or named ``*_MAPPING``) whose keys and
 values resolve to typed values; each entry is a follow-up edge (job -> event -> websocket
@@ -219,7 +221,7 @@ def _outcomes_from_conventions(linker: Linker, emitters: list[str]) -> None:
                           (conv.job_failure_types, conv.statuses.failed)):
         for template in names:
             if "{domain}" in template:
-                values = [(template.replace("{domain}", e.removeprefix("ms-")), e) for e in emitters]
+                values = [(template.replace("{domain}", conv.domain_of(e)), e) for e in emitters]
             else:
                 values = [(template, None)]
             for value, emitter in values:
@@ -241,7 +243,7 @@ def _emitters(linker: Linker) -> list[str]:
             found.add(wrapper.detail["emitter"])
     for path in linker.relevant:
         repo = linker.layout.repo_of(path).split("/")[-1]
-        if repo.startswith("ms-"):
+        if linker.conv.is_service_name(repo):
             found.add(repo)
     return sorted(found)
 

@@ -24,7 +24,8 @@ def learnt_settings(settings: Settings, texts: list[tuple[str, int, str]]) -> Se
     from tools.mesh_index.outcome_shape import derive
 
     conv = settings.conventions
-    shape = derive(texts, conv.audit_trigger.lower(), conv.tables.event_queue.lower(), conv.columns.job_id)
+    shape = derive(texts, conv.audit_trigger.lower(), conv.tables.event_queue.lower(), conv.columns.job_id,
+                   conv.service_prefix)
     if shape is None:
         return settings
     update: dict[str, Any] = {}

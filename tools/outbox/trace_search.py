@@ -80,7 +80,7 @@ class TraceSearch:
         domains: list[str] = []
         for emitter in [*emitters, self.settings.emitter_of(service)]:
             if emitter:
-                domain = emitter.removeprefix("ms-")
+                domain = conv.domain_of(emitter)
                 if domain not in domains:
                     domains.append(domain)
 

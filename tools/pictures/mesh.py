@@ -5,7 +5,9 @@ producers and consumers ``analyze_impact`` gives): a queue's producers are the j
 target it and its consumers the workers listening on it; a stream's producers are the event
 sites (code and SQL triggers) writing to it and its consumers the post-processors reading it.
 Websocket outputs are the websocket types a started post-processor sends (the index's
-follow-ups). Test-only sites are left out. Nothing is read at run time.
+follow-ups). gRPC methods, their client calls, handlers and the handlers' outbox writes come from the
+code-navigation tools (:mod:`tools.pictures.mesh_grpc`), drawn when :func:`build_mesh` is given them.
+Test-only sites are left out. Nothing is read at run time.
 """
 
 from __future__ import annotations
@@ -16,12 +18,12 @@ from dataclasses import dataclass, field
 from server.errors import InvalidArgument, NotFound
 from tools.flow_map.mermaid import node_id
 from tools.mesh_index.impact import ImpactEngine
+from tools.pictures import mesh_grpc
+from tools.pictures.mesh_grpc import GrpcFacts
 from tools.pictures.mesh_model import MeshEdge, MeshGraph, MeshNode
 
 MAX_SERVICES = 200
 SITES_SHOWN = 12
-GRPC_NOTE = ("no gRPC edges: the index has no gRPC analysis yet (producer/consumer sites of queues, streams "
-             "and websocket messages only)")
 
 
 @dataclass
@@ -115,24 +117,45 @@ def _types_label(types: set[str], zoomed: bool, sites: int) -> str:
 
 
 def build_mesh(engine: ImpactEngine, fmt: str = "mermaid", service: str | None = None,
-               max_services: int = 40) -> MeshGraph:
-    """The mesh graph (without its rendering: see :mod:`tools.pictures.mesh_render`)."""
+               max_services: int = 40, grpc: GrpcFacts | None = None) -> MeshGraph:
+    """The mesh graph (without its rendering: see :mod:`tools.pictures.mesh_render`). ``grpc``: the workspace's
+    gRPC methods (:func:`tools.pictures.mesh_grpc.grpc_facts`); their repositories are services of the mesh,
+    and at most ``max_services`` methods are drawn (the rest folded into one node)."""
     if fmt not in ("mermaid", "json", "html"):
         raise InvalidArgument(f"format must be mermaid, json or html (got {fmt!r})")
     if isinstance(max_services, bool) or not isinstance(max_services, int) or not 1 <= max_services <= MAX_SERVICES:
         raise InvalidArgument(f"max_services must be an integer between 1 and {MAX_SERVICES} (got {max_services!r})")
     mesh = collect(engine)
+    methods = grpc.methods if grpc else []
+    for m in methods:
+        mesh.services |= m.repos
+    site_routes: dict[tuple[str, str], set[tuple[str, str]]] = defaultdict(set)
+    for (s, r, way), e in mesh.edges.items():
+        if way == "out":
+            for site in e.sites:
+                site_routes[(s, site)].add(r)
     services = sorted(mesh.services)
     notes: list[str] = []
     edges = dict(mesh.edges)
     routes = dict(mesh.routes)
+    grpc_weight: dict[str, int] = defaultdict(int)
+    for m in methods:
+        for c in m.calls:
+            grpc_weight[c[0]] += 1
+        for h in m.handlers:
+            grpc_weight[h.repo] += 1
     if service is not None:
         if service not in mesh.services:
             close = [s for s in services if service.lower() in s.lower() or s.lower() in service.lower()]
             raise NotFound(f"service {service!r} is not a service of the workspace (services: "
                            f"{', '.join(close or services) or 'none'}); pass one of them, or no service")
         own = {r for (s, r, _w) in edges if s == service}
-        neighbours = {s for (s, r, _w) in edges if r in own}
+        neighbours = {service}
+        for m in methods:  # its gRPC methods: the services at their other end, the routes their handlers write to
+            if service in m.repos:
+                neighbours |= m.repos
+                own |= {r for w in m.writes for r in site_routes.get((w.repo, w.site), ())}
+        neighbours |= {s for (s, r, _w) in edges if r in own}
         notes.append(f"zoomed into {service}: {len(own)} queues/streams/websocket outputs, "
                      f"{len(neighbours) - 1} other services; {len(services) - len(neighbours)} services and "
                      f"{len(routes) - len(own)} routes not connected to it are left out")
@@ -140,7 +163,7 @@ def build_mesh(engine: ImpactEngine, fmt: str = "mermaid", service: str | None =
         routes = {k: v for k, v in routes.items() if k in own}
         services = sorted(neighbours)
     # fold services beyond max_services: busiest kept (then by name), the rest in one node
-    weight = {s: sum(len(e.sites) for (sv, _r, _w), e in edges.items() if sv == s) for s in services}
+    weight = {s: sum(len(e.sites) for (sv, _r, _w), e in edges.items() if sv == s) + grpc_weight[s] for s in services}
     keep = sorted(services, key=lambda s: (s != service, -weight[s], s))[:max_services]
     folded_services = sorted(set(services) - set(keep))
     nodes: dict[str, MeshNode] = {}
@@ -182,14 +205,21 @@ def build_mesh(engine: ImpactEngine, fmt: str = "mermaid", service: str | None =
                           confidence="heuristic" if e.heuristic else "exact")
                  for (a, b), e in sorted(merged.items())]
     out_nodes = [*nodes.values(), *(routes[r] for r in sorted(route_keep)), *route_folds.values()]
+    g_nodes, g_edges, g_notes, g_folded = mesh_grpc.draw(
+        grpc or GrpcFacts(), service_id=lambda repo: nodes[repo].id if repo in nodes else fold_id,
+        route_id=route_ids.get, site_routes=site_routes, zoom=service, max_methods=max_services)
+    out_nodes += g_nodes
+    out_edges += g_edges
+    notes += g_notes
     kinds = [r[0] for r in routes]
     ws_types = routes.get(("websocket", "websocket clients"))
     return MeshGraph(
         format=fmt, service=service, max_services=max_services, services=sorted(mesh.services),  # type: ignore[arg-type]
         nodes=out_nodes, edges=out_edges,
         counts={"services": len(services), "queues": kinds.count("queue"), "streams": kinds.count("stream"),
-                "websocket_types": len(ws_types.types) if ws_types else 0, "edges": len(out_edges),
-                "trouble": sum(1 for n in out_nodes if n.trouble)},
-        folded=len(folded_services) + sum(len(f.members) for f in route_folds.values()),
-        grpc=GRPC_NOTE, notes=notes,
+                "websocket_types": len(ws_types.types) if ws_types else 0,
+                "grpc_methods": sum(1 for m in methods if service is None or service in m.repos),
+                "edges": len(out_edges), "trouble": sum(1 for n in out_nodes if n.trouble)},
+        folded=len(folded_services) + sum(len(f.members) for f in route_folds.values()) + g_folded,
+        grpc=mesh_grpc.summary(grpc, sum(1 for n in g_nodes if n.kind == "grpc"), service), notes=notes,
     )

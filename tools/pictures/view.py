@@ -146,6 +146,8 @@ def _mesh_next(n: Any, graph: MeshGraph) -> str | None:
         return None if n.name == graph.service else f"visualize_mesh(service={n.name!r})"
     if n.kind == "websocket":
         return "flow_map(target=<a websocket type>)"
+    if n.kind == "grpc":
+        return f"analyze_grpc(target={n.name!r})"
     return "visualize_mesh(service=<one of them>) or a larger max_services"
 
 
@@ -153,6 +155,7 @@ def mesh_view(graph: MeshGraph) -> dict[str, Any]:
     nodes = []
     for n in graph.nodes:
         sub = {"service": f"writes {n.produces} · reads {n.consumes}",
+               "grpc": f"{n.consumes} calls · {n.produces} writes",
                "folded": f"{len(n.members)} folded"}.get(n.kind, f"{len(n.types)} type{'s' * (len(n.types) != 1)}")
         node = {"id": n.id, "label": n.label, "sub": sub, "kind": n.kind, "state": "none", "broken": bool(n.trouble),
                 "trouble": list(n.trouble), "at": n.sites[0] if n.sites else None,
