@@ -9,7 +9,9 @@ between the target folder and a file (``.cursor``, ``.vscode``) is a symlink, da
 resolves outside the target folder, nothing at all is written and the command exits 1 naming it
 (the workspace is untrusted: ``.cursor -> ~/.cursor`` would otherwise redirect the write to the
 user's global configuration). An error of the file system is one line, never a traceback. Writes are
-atomic (a temporary file renamed over the old one). The tools then appear to Claude Code as
+atomic and exclusive (:mod:`server.exclusive_write`): a new file is a temporary file hard-linked to its
+name, which fails if a file or symlink appeared there since the check (never overwritten nor followed);
+an existing file is replaced only if it is still the file that was read. The tools then appear to Claude Code as
 ``mcp__mesh-mcp__<tool>``.
 """
 
@@ -20,11 +22,11 @@ import json
 import os
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from server.cli_support import add_common_flags
+from server.exclusive_write import Changed, Folder
 
 SERVER_NAME = "mesh-mcp"
 CLIENTS: tuple[tuple[str, str, str, bool], ...] = (
@@ -70,16 +72,31 @@ def unsafe_folder(folder: Path, path: Path) -> str | None:
 
 
 def merge_file(path: Path, key: str, entry: dict[str, Any]) -> str:
-    """Merge ``entry`` as ``<key>.mesh-mcp`` into the JSON file ``path``; returns what was done."""
-    data: dict[str, Any] = {}
+    """Merge ``entry`` as ``<key>.mesh-mcp`` into the JSON file ``path``; returns what was done.
+
+    Read and written through :class:`server.exclusive_write.Folder`: a symlink is never read nor
+    followed, and a file or symlink that appears (or a file that changes) between the read and the
+    write is never overwritten: the file is then skipped, nothing written.
+    """
     if path.is_symlink():
         return f"skipped {path}: a symlink (not followed); add the entry by hand"
-    if path.exists():
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.parent.is_symlink():  # swapped in since the check
+        return f"skipped {path}: its folder became a symlink (not followed); nothing written"
+    try:
+        with Folder(path.parent) as folder:
+            return _merge_in(folder, path, key, entry)
+    except Changed as exc:
+        return f"skipped {path}: {exc}; nothing written"
+
+
+def _merge_in(folder: Folder, path: Path, key: str, entry: dict[str, Any]) -> str:
+    seen = folder.read_file(path.name, MAX_CONFIG_BYTES)
+    data: Any = {}
+    if seen.data is not None:
         try:
-            if not path.is_file() or path.stat().st_size > MAX_CONFIG_BYTES:
-                return f"skipped {path}: not a regular file under 1 MB"
-            data = json.loads(path.read_text(encoding="utf-8") or "{}")
-        except (OSError, ValueError) as exc:
+            data = json.loads(seen.data.decode("utf-8") or "{}")
+        except ValueError as exc:
             return f"skipped {path}: not valid JSON ({exc}); fix it or add the entry by hand (nothing written)"
         if not isinstance(data, dict) or not isinstance(data.get(key, {}), dict):
             return f"skipped {path}: its top level or '{key}' is not a JSON object (nothing written)"
@@ -88,18 +105,7 @@ def merge_file(path: Path, key: str, entry: dict[str, Any]) -> str:
     servers[SERVER_NAME] = entry
     if before == entry:
         return f"unchanged {path}"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.parent.is_symlink():  # swapped in since the check
-        return f"skipped {path}: its folder became a symlink (not followed); nothing written"
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".mesh-mcp-", suffix=".json")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=2)
-            fh.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    folder.write_file(path.name, (json.dumps(data, indent=2) + "\n").encode("utf-8"), seen)
     others = sorted(k for k in servers if k != SERVER_NAME)
     return (f"{'updated' if before else 'added'} '{SERVER_NAME}' in {path}"
             + (f" (kept {', '.join(others)})" if others else ""))

@@ -31,6 +31,9 @@ twice") are also appended to their own index file, ``<state_dir>/audit-replayed.
 (:data:`INDEXED_EVENTS`, :meth:`AuditLog.events`): however many other records are written
 (an agent can make every refused call write one), the guard still sees every replay.
 
+Refusals of plan ids that name no plan are written through :mod:`server.approval.refusal_window`,
+which bounds them (a few in full per window, the rest counted in one ``refusals_coalesced`` record).
+
 Records never hold an approval token, the local HMAC secret, a passphrase or the code
 shown by ``mesh-mcp approve``: :meth:`AuditLog.record` refuses such field names.
 """

@@ -41,11 +41,12 @@ from server.approval.keys import (
     load_approver_key,
     public_key_text,
 )
+from server.approval.refusal_window import flush_due, record_unknown_plan_refusal
 from server.approval.tokens import describe_mode, mint_token
 from server.approval.trust import GateStatus, gate_status
 from server.cli_support import settings_from_args
 from server.config import Settings
-from server.errors import InvalidArgument, MeshError, RemediationRefused
+from server.errors import InvalidArgument, MeshError, NotFound, RemediationRefused
 from tools.remediation import store
 from tools.remediation.model import Plan
 from tools.remediation.targets import check_targets
@@ -144,18 +145,25 @@ def approve_plan(
     audit = audit_log(settings)
     plan_id = store.validate_plan_id(plan_id)
 
-    def refuse(reason: str, message: str, plan: Plan | None = None) -> RemediationRefused:
-        audit.record("approval_refused", plan_id=plan_id, plan_sha256=plan.plan_sha256 if plan else None,
-                     approver=approver, result=reason, detail=message)
+    def refuse(reason: str, message: str, plan: Plan | None = None, *, unknown: bool = False) -> RemediationRefused:
+        if unknown:  # no such plan: audited within the bound of server.approval.refusal_window
+            record_unknown_plan_refusal(audit, "approval_refused", plan_id=plan_id, plan_sha256=None,
+                                        approver=approver, result=reason, detail=message)
+        else:
+            audit.record("approval_refused", plan_id=plan_id, plan_sha256=plan.plan_sha256 if plan else None,
+                         approver=approver, result=reason, detail=message)
         return RemediationRefused(message)
 
+    flush_due(audit)  # an ended window of counted refusals is written before this approval's records
     if not is_tty:
+        no_plan = not (plan_file or store.plan_path(settings, plan_id)).exists()
         raise refuse("not_a_terminal", "refusing: stdin is not an interactive terminal. `mesh-mcp approve` is run "
-                     "by a human at a terminal, who reads the plan and types its code; piped input is refused")
+                     "by a human at a terminal, who reads the plan and types its code; piped input is refused",
+                     unknown=no_plan)
     try:
         plan = _load_checked(settings, plan_id, plan_file)
     except MeshError as exc:
-        raise refuse("plan_unusable", str(exc)) from None
+        raise refuse("plan_unusable", str(exc), unknown=isinstance(exc, NotFound)) from None
     print(render_plan(plan), file=out)
     status = gate_status(settings)
     print("\n" + "\n".join(safe(line) for line in gate_screen(settings, plan, status)), file=out)

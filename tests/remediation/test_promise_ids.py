@@ -73,7 +73,8 @@ async def test_apply_never_reads_a_plan_outside_the_plans_folder(tmp_path: Path,
     finally:
         await connections.aclose()
     files = sorted(p.name for p in plans.parent.iterdir() if p.is_file() and not p.name.endswith(".lock"))
-    assert files == ["audit.log", "evil.json"]  # (the audit log's .lock file is the portable file lock)
+    # the audit log and the window counter of refusals of unknown plans (their .lock files are the portable locks)
+    assert files == ["audit-refusals.json", "audit.log", "evil.json"]
     assert sorted(p.name for p in plans.iterdir()) == [f"{GOOD}.json"]  # no .applied marker anywhere
 
 

@@ -30,11 +30,12 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 
 from server.approval.audit import AuditLog, audit_log, audit_path
+from server.approval.refusal_window import flush_due, record_unknown_plan_refusal
 from server.approval.tokens import TokenRefused, consume_nonce, nonce_used, verify_token
 from server.approval.trust import GateStatus, check_gate
 from server.config import Settings
 from server.connections import Connections
-from server.errors import MeshError, RemediationRefused
+from server.errors import MeshError, NotFound, RemediationRefused
 from tools.remediation import store
 from tools.remediation.backups import BackupError, BackupFile, backup_path
 from tools.remediation.model import ApplyReport, Plan, Step, StepResult, XAddOp
@@ -49,12 +50,24 @@ AfterStep = Callable[[int], Awaitable[None]]
 
 
 def _refuse(audit: AuditLog, plan_id: str, plan: Plan | None, exc: MeshError) -> None:
-    """Audit the refusal and add the new audit head to its message (every result carries the head)."""
+    """Audit the refusal and add the new audit head to its message (every result carries the head).
+
+    A refusal of a plan id that names no plan is audited within the bound of
+    :mod:`server.approval.refusal_window` (a few in full per window, the rest counted in one record).
+    """
     reason = exc.reason if isinstance(exc, TokenRefused) else type(exc).__name__
-    entry = audit.record("apply_refused", plan_id=plan_id, plan_sha256=plan.plan_sha256 if plan else None,
-                         result=reason, detail=str(exc))
+    if plan is None and isinstance(exc, NotFound):
+        entry = record_unknown_plan_refusal(audit, "apply_refused", plan_id=plan_id, plan_sha256=None,
+                                            result=reason, detail=str(exc))
+    else:
+        entry = audit.record("apply_refused", plan_id=plan_id, plan_sha256=plan.plan_sha256 if plan else None,
+                             result=reason, detail=str(exc))
+    head = f"audit head {entry['head']}"
+    if entry.get("coalesced"):
+        head += "; this refusal is counted in the next refusals_coalesced record, with the other refusals of " \
+                "unknown plans of this minute"
     if exc.args and isinstance(exc.args[0], str):
-        exc.args = (f"{exc.args[0]} (audit head {entry['head']})", *exc.args[1:])
+        exc.args = (f"{exc.args[0]} ({head})", *exc.args[1:])
 
 
 def _admit(
@@ -124,6 +137,7 @@ async def apply_plan(
     """Apply (or dry-run) plan ``plan_id`` under ``token``; see the module docstring."""
     plan_id = store.validate_plan_id(plan_id)
     audit = audit_log(settings)
+    flush_due(audit)  # an ended window of counted refusals is written before this apply's records
     plan, approver, gate = _admit(settings, plan_id, token, dry_run, audit)
     warning = (("the server was started with --allow-unprotected-approvers and the trust check fails: "
                 + "; ".join(gate.problems)) if gate.problems else None)

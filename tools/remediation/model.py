@@ -173,6 +173,9 @@ CheckKind = Literal[
     "bull_job_failed",
     "bull_job_stalled",
     "queue_paused",
+    "bull_job_absent",
+    "key_absent",
+    "audit_row_matches",
     "step_ok",
 ]
 

@@ -10,7 +10,10 @@
   ``[limits] processing_ageing_s`` counted from ``started_at`` (else ``created_at``; the worker never
   writes job_audit's ``updated_at``), with no completion guard (the worker died and the job was lost:
   verdict ``stuck_processing``), goes back to ``PENDING`` so the runner pushes it again (job id = row
-  id; the worker's upsert and guard protect against a double run).
+  id; the worker's upsert and guard protect against a double run). At apply time that step re-checks
+  everything this verdict relied on, not only the outbox row: BullMQ still knows nothing of the job (no
+  hash, no lock key, in no state list or set), the guard is still unset and the job_audit row is
+  unchanged (:func:`lost_job_checks`); a job that came back or was picked up in between stops the apply.
 
 Anything else is reported and left alone.
 """
@@ -22,14 +25,12 @@ import re
 from typing import Any
 
 from server.connections import Connections
-from server.lazy_modules import LazyModule
 from tools.outbox.bull_state import bull_job_state
 from tools.remediation import redis_reads as rr
+from tools.remediation.audit_rows import AGE_COLUMN, audit_rows_query, row_digest
 from tools.remediation.model import BullRequeueStalledOp, Check, SqlRow, SqlUpdateOp
 from tools.remediation.plan_base import PlanBuilder, check
 from tools.streams.keys import bull_key, fill
-
-sql = LazyModule("psycopg.sql")
 
 DEFAULT_EVENTS_MAXLEN = 10_000
 _VERSION_RE = re.compile(r"(\d+)\.\d+")
@@ -41,33 +42,56 @@ def _stamp(row: dict) -> str | None:
     return jsonable_value(row["updated_at"]) if row.get("updated_at") is not None else None
 
 
-def add_back_to_pending(b: PlanBuilder, service: str, table: str, rows: list[dict], from_status: str, why: str
-                        ) -> None:
-    """One step: ``rows`` of ``table`` from ``from_status`` to PENDING, guarded by status and updated_at."""
+def add_back_to_pending(b: PlanBuilder, service: str, table: str, rows: list[dict], from_status: str, why: str,
+                        *, evidence: dict[str, list[Check]] | None = None, evidence_text: str = "") -> None:
+    """One step: ``rows`` of ``table`` from ``from_status`` to PENDING, guarded by status and updated_at.
+
+    ``evidence`` adds, per row id, the checks of what else the verdict relied on (re-checked at apply
+    time like the row's own guard); ``evidence_text`` says it in the step's precondition.
+    """
     st = b.settings.conventions.statuses
     op = SqlUpdateOp(service=service, table=table, set_status=st.pending, expect_status=from_status,
                      rows=[SqlRow(id=r["id"], updated_at=_stamp(r)) for r in rows])
-    checks: list[Check] = [check("row_matches", service=service, table=table, id=r["id"], status=from_status,
-                                 updated_at=_stamp(r)) for r in rows]
+    checks: list[Check] = []
+    for r in rows:
+        checks.append(check("row_matches", service=service, table=table, id=r["id"], status=from_status,
+                            updated_at=_stamp(r)))
+        checks.extend((evidence or {}).get(r["id"], []))
     b.add(action="requeue_sql",
           description=f"{table}: {len(rows)} row(s) {from_status} -> {st.pending} ({why}), one transaction",
           operation=op, target=f"{service}.{table}",
-          precondition=f"each row still {from_status} with the same updated_at", checks=checks,
+          precondition=f"each row still {from_status} with the same updated_at{evidence_text}", checks=checks,
           backup="every column of each row, read inside the transaction before the UPDATE", reversible=True)
     b.rows += len(rows)
     b.tables.add(f"{service}.{table}")
 
 
-async def _audits(connections: Connections, b: PlanBuilder, service: str, ids: list[str]) -> dict[str, dict]:
+LOST_EVIDENCE = ("; and, as when planned, BullMQ still knows nothing of each job (no job hash, no lock key, in no "
+                 "state list or set), its completion guard is unset and its job_audit row is unchanged (same status, "
+                 "worker, attempt and start time)")
+"""The precondition text of a lost job's requeue: what :func:`lost_job_checks` re-checks."""
+
+
+def lost_job_checks(b: PlanBuilder, service: str, queue: str, job_id: str, audit: dict) -> list[Check]:
+    """What the "lost with its dead worker" verdict relied on, beyond the outbox row, as apply-time checks."""
     conv = b.settings.conventions
-    cols = conv.columns
-    query = sql.SQL(
-        "SELECT {j} AS job_id, {s} AS status, EXTRACT(EPOCH FROM (now() - coalesce({st}, {c})))::float8 AS since_s "
-        "FROM {t} WHERE {j} = ANY(%s)"
-    ).format(j=sql.Identifier(cols.job_id), s=sql.Identifier(cols.status), st=sql.Identifier(cols.started_at),
-             c=sql.Identifier(cols.created_at), t=sql.Identifier(conv.tables.job_audit))
+    return [
+        check("bull_job_absent", prefix=conv.bullmq_prefix, queue=queue, job_id=job_id,
+              lock_suffix=conv.bullmq_lock_suffix, lists=list(conv.bullmq_state_lists),
+              sorted_sets=list(conv.bullmq_state_sorted_sets)),
+        check("key_absent", key=fill(conv.job_completed_key, job_id=job_id),
+              what="the worker's completion guard: the job ran"),
+        check("audit_row_matches", service=service, table=conv.tables.job_audit, job_id=job_id,
+              status=audit[conv.columns.status], digest=row_digest(audit)),
+    ]
+
+
+async def _audits(connections: Connections, b: PlanBuilder, service: str, ids: list[str]) -> dict[str, dict]:
+    """Each job's whole job_audit row (by job id), with its age as :data:`AGE_COLUMN`."""
+    conv = b.settings.conventions
+    query = audit_rows_query(conv, with_age=True)
     result = await connections.read(service, query, (ids,), max_rows=len(ids))
-    return {str(r["job_id"]): r for r in result.rows}
+    return {str(r[conv.columns.job_id]): r for r in result.rows}
 
 
 async def _stalled_step(b: PlanBuilder, redis: Any, queue: str, job_ids: list[str]) -> None:
@@ -122,28 +146,32 @@ async def add_pushed_requeues(b: PlanBuilder, connections: Connections, service:
     redis = connections.redis()
     stalled: dict[str, list[str]] = {}
     lost: list[dict] = []
+    evidence: dict[str, list[Check]] = {}
     async with connections.redis_errors():
         for r in rows:
             job = await bull_job_state(redis, conv, r["target"], r["id"],
                                        list_scan_max=settings.limits.bull_list_scan_max)
             audit = audits.get(r["id"])
+            audit_status = audit[conv.columns.status] if audit is not None else None
             guard = await redis.exists(fill(conv.job_completed_key, job_id=r["id"]))
             if job is not None and job.stalled:
                 stalled.setdefault(str(r["target"]), []).append(r["id"])
-            elif job is None and not guard and audit is not None and audit["status"] == st.processing:
-                if (audit["since_s"] or 0) > settings.limits.processing_ageing_s:
+            elif job is None and not guard and audit is not None and audit_status == st.processing:
+                if (audit[AGE_COLUMN] or 0) > settings.limits.processing_ageing_s:
                     lost.append(r)
+                    evidence[r["id"]] = lost_job_checks(b, service, str(r["target"]), r["id"], audit)
                 else:
-                    b.warnings.append(f"job {r['id']} started {audit['since_s']:.0f} s ago (< "
+                    b.warnings.append(f"job {r['id']} started {audit[AGE_COLUMN]:.0f} s ago (< "
                                       f"{settings.limits.processing_ageing_s} s): it may still run; skipped")
             else:
                 state = f"BullMQ {job.state}" if job is not None else "no BullMQ job"
                 b.warnings.append(f"{table} row {r['id']} is {st.completed} (pushed): {state}, job_audit "
-                                  f"{audit['status'] if audit else 'missing'}, guard {'set' if guard else 'unset'}: "
+                                  f"{audit_status or 'missing'}, guard {'set' if guard else 'unset'}: "
                                   "not stalled nor lost by a dead worker; skipped (trace_job says what it is)")
         for queue, ids in stalled.items():
             await _stalled_step(b, redis, queue, ids)
     if lost:
         add_back_to_pending(b, service, table, lost, st.completed,
-                            "its worker died and BullMQ lost the job: the outbox runner pushes it again")
+                            "its worker died and BullMQ lost the job: the outbox runner pushes it again",
+                            evidence=evidence, evidence_text=LOST_EVIDENCE)
     return sum(len(i) for i in stalled.values()) + len(lost)

@@ -14,6 +14,12 @@ Each :class:`~tools.remediation.model.Check` kind and its ``args``:
 - ``bull_job_stalled`` {prefix, queue, job_id, lock_suffix}: the BullMQ job is still in ``active`` and
   its lock key does not exist (the worker that took it died or lost it).
 - ``queue_paused`` {prefix, queue, paused}: the queue's paused state is as planned.
+- ``bull_job_absent`` {prefix, queue, job_id, lock_suffix, lists, sorted_sets}: BullMQ still knows nothing
+  of the job: no job hash, no lock key, the id in none of the queue's state lists and sorted sets (those
+  the plan looked at). A job "lost with its dead worker" that came back or was picked up fails it.
+- ``key_absent`` {key, what}: the key does not exist (e.g. the worker's completion guard: the job ran).
+- ``audit_row_matches`` {service, table, job_id, status, digest}: the job's ``job_audit`` row is still in
+  ``status`` with every column unchanged (:mod:`tools.remediation.audit_rows`).
 - ``step_ok`` {step, output_key|null}: an earlier step of this run is done (and its output
   flag is true). Dynamic: only meaningful during the run, skipped by the pre-flight.
 
@@ -30,6 +36,7 @@ from server.config import Settings
 from server.connections import Connections
 from server.lazy_modules import LazyModule
 from tools.remediation import redis_reads as rr
+from tools.remediation.audit_rows import audit_rows_query, row_digest
 from tools.remediation.model import Check, StepResult
 from tools.remediation.operations import bull_key
 
@@ -137,6 +144,53 @@ async def _queue_paused(ctx: CheckContext, a: dict[str, Any]) -> str | None:
     return None
 
 
+async def _bull_job_absent(ctx: CheckContext, a: dict[str, Any]) -> str | None:
+    redis = ctx.connections.redis()
+    prefix, queue, job_id = a["prefix"], a["queue"], a["job_id"]
+    seen = f"job {job_id} of queue {queue}, planned as lost with its dead worker,"
+    key = bull_key(prefix, queue, job_id)
+    if await redis.exists(key):
+        return f"{seen} is back in BullMQ: its job hash {key} exists again"
+    lock = bull_key(prefix, queue, f"{job_id}:{a['lock_suffix']}")
+    if await redis.exists(lock):
+        return f"{seen} has a lock again ({lock}): a worker holds it"
+    for name in a["sorted_sets"]:
+        if await redis.zscore(bull_key(prefix, queue, name), job_id) is not None:
+            return f"{seen} is in BullMQ's {name} set again ({bull_key(prefix, queue, name)})"
+    scan = ctx.settings.limits.bull_list_scan_max
+    for name in a["lists"]:
+        listed = bull_key(prefix, queue, name)
+        if (await redis.lpos(listed, job_id, maxlen=scan) is not None
+                or await redis.lpos(listed, job_id, rank=-1, maxlen=scan) is not None):
+            return f"{seen} is in BullMQ's {name} list again ({listed})"
+    return None
+
+
+async def _key_absent(ctx: CheckContext, a: dict[str, Any]) -> str | None:
+    if await ctx.connections.redis().exists(a["key"]):
+        return f"{a['key']} exists now ({a['what']})"
+    return None
+
+
+async def _audit_row_matches(ctx: CheckContext, a: dict[str, Any]) -> str | None:
+    conv = ctx.settings.conventions
+    if a["table"] != conv.tables.job_audit:
+        return f"table {a['table']!r} is not [conventions.tables] job_audit ({conv.tables.job_audit!r})"
+    job_id, table = a["job_id"], a["table"]
+    result = await ctx.connections.read(a["service"], audit_rows_query(conv, with_age=False), ([job_id],),
+                                        max_rows=1)
+    if not result.rows:
+        return f"the {table} row of job {job_id} (service {a['service']}) is gone"
+    row = result.rows[0]
+    status = row.get(conv.columns.status)
+    if status != a["status"]:
+        return f"the {table} row of job {job_id} is now {status}, not {a['status']}: a worker took or finished the job"
+    if row_digest(row) != a["digest"]:
+        return (f"the {table} row of job {job_id} changed since the plan was made (a worker took the job again: "
+                "worker, attempt or start time differ)")
+    return None
+
+
 def _step_ok(ctx: CheckContext, a: dict[str, Any]) -> str | None:
     result = ctx.results.get(int(a["step"]))
     if result is None or result.status != "done":
@@ -157,6 +211,9 @@ _ASYNC = {
     "bull_job_failed": _bull_job_failed,
     "bull_job_stalled": _bull_job_stalled,
     "queue_paused": _queue_paused,
+    "bull_job_absent": _bull_job_absent,
+    "key_absent": _key_absent,
+    "audit_row_matches": _audit_row_matches,
 }
 
 
