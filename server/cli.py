@@ -11,14 +11,15 @@ import argparse
 import importlib
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from server import __version__
 from server.cli_support import add_common_flags, add_detail_flag, fail, setup_logging
 from server.commands import COMMANDS
 from server.errors import MeshError
 from server.text_safety import TerminalWriter
-from tools.lint.cli_parser import add_parser as add_lint_parser
 
 
 def _depth(value: str) -> int:
@@ -42,15 +43,7 @@ def _quiet_broken_pipe() -> int:
     return 141  # 128 + SIGPIPE, what a shell reports for a command killed by a closed pipe
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="mesh-mcp",
-        description="Map, trace and safely repair the asynchronous flows of a microservice system (MCP server).",
-    )
-    parser.add_argument("--version", action="version", version=f"mesh-mcp {__version__}")
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logs on stderr")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-
+def _add_serve(sub: Any) -> None:
     p = sub.add_parser("serve", help="run the MCP server (stdio by default)")
     add_common_flags(p, json_flag=False)
     p.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP on HOST:PORT (path /mcp)")
@@ -72,6 +65,44 @@ def build_parser() -> argparse.ArgumentParser:
         help="signature mode: apply even when the trust file is writable by this OS user (shown on every plan)",
     )
 
+
+def _add_index(sub: Any) -> None:
+    p = sub.add_parser("index", help="build or refresh the static index of the workspace")
+    add_common_flags(p)
+    p.add_argument("--full", action="store_true", help="ignore the cache and re-parse every file")
+
+
+LEAN: dict[str, Callable[[Any], None]] = {"serve": _add_serve, "index": _add_index}
+
+
+def command_named(argv: list[str]) -> str | None:
+    """The subcommand ``argv`` names, when it is the first word after the global ``-v``; else None
+    (``--help``, ``--version``, nothing, a typo: the whole parser answers those)."""
+    for word in argv:
+        if word in ("-v", "--verbose"):
+            continue
+        return None if word.startswith("-") else word
+    return None
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser: every subcommand, or with ``only`` one of :data:`LEAN` alone.
+
+    Building every subcommand imports the modules that define their options (about 50 ms);
+    ``serve`` (each editor window starts one) and ``index`` (a cold build starts its parse
+    workers as soon as it can) parse their arguments with their own subcommand only: the same
+    options, help and errors."""
+    parser = argparse.ArgumentParser(
+        prog="mesh-mcp",
+        description="Map, trace and safely repair the asynchronous flows of a microservice system (MCP server).",
+    )
+    parser.add_argument("--version", action="version", version=f"mesh-mcp {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logs on stderr")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    if only in LEAN:
+        LEAN[only](sub)
+        return parser
+    _add_serve(sub)
     p = sub.add_parser("demo", help="zero-setup demo: embedded services, seeded faults, a diagnosis report")
     p.add_argument("--serve", action="store_true", help="keep the server up on the seeded data (stdio)")
     p.add_argument("--http", metavar="HOST:PORT", help="with --serve: serve streamable HTTP instead")
@@ -80,9 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("doctor", help="check config, connectivity, schema, indexes and Redis")
     add_common_flags(p)
 
-    p = sub.add_parser("index", help="build or refresh the static index of the workspace")
-    add_common_flags(p)
-    p.add_argument("--full", action="store_true", help="ignore the cache and re-parse every file")
+    _add_index(sub)
 
     p = sub.add_parser("impact", help="who produces and consumes TARGET, its routes and follow-ups")
     add_common_flags(p)
@@ -131,6 +160,8 @@ def build_parser() -> argparse.ArgumentParser:
     from server.approval.audit_cli import add_parser as add_audit_parser
 
     add_audit_parser(sub)
+    from tools.lint.cli_parser import add_parser as add_lint_parser
+
     add_lint_parser(sub)
     from tools.trace_request.commands import add_parser as add_trace_request
 
@@ -154,8 +185,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(command_named(words))
+    args = parser.parse_args(words)
     out, err = sys.stdout, sys.stderr
     # text from the workspace never reaches the terminal raw (escape sequences shown, not obeyed);
     # `serve` keeps its stdout: it is the MCP channel
