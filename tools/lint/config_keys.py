@@ -52,22 +52,61 @@ def _line_of_key(lines: list[str], key: str, start: int) -> int:
 
 # ``parent.key`` / ``parent?.key`` (the member's run of word characters and dashes, so a dashed key
 # named in a string such as 'parent.max-retries' counts), each name of a chain ``a.b.c`` paired with
-# the next one; ``parent['key']`` with any quote.
-_DOT_READ = re.compile(r"\b(\w+)(?=\s*\??\.\s*([\w$-]+))")
-_INDEX_READ = re.compile(r"\b(\w+)\s*\[\s*['\"`]([^'\"`\n]+)['\"`]\s*\]")
+# the next one; ``parent['key']`` with any quote. The dotted reads are found from their dots: a
+# scan for ``.member`` (few places in a text) and a step back over the parent's name, rather than
+# an expression tried at the start of every word.
+_DOT_MEMBER = re.compile(r"\.\s*+([\w$-]+)")
+_INDEX_KEY = re.compile(r"\[\s*['\"`]([^'\"`\n]+)['\"`]\s*\]")
+
+
+_ASCII_NAME = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+
+
+def _name_before(text: str, end: int) -> str:
+    """The name that ends at ``end`` in ``text``, whitespace before ``end`` skipped ('' when none);
+    a name is a run of word characters (``\\w``: letters and digits of any script, ``_``)."""
+    while end and text[end - 1].isspace():
+        end -= 1
+    start = end
+    while start:
+        ch = text[start - 1]
+        if ch in _ASCII_NAME or (ch > "\x7f" and ch.isalnum()):
+            start -= 1
+        else:
+            break
+    return text[start:end]
+
+
+def dotted_reads(text: str) -> Iterable[tuple[str, str]]:
+    """``(parent, member)`` of every ``parent.member`` / ``parent ?. member`` in ``text``."""
+    for m in _DOT_MEMBER.finditer(text):
+        end = m.start()
+        if end and text[end - 1] == "?":
+            end -= 1
+        parent = _name_before(text, end)
+        if parent:
+            yield parent, m.group(1)
+
+
+def indexed_reads(text: str) -> Iterable[tuple[str, str]]:
+    """``(parent, key)`` of every ``parent['key']`` (any quote) in ``text``."""
+    for m in _INDEX_KEY.finditer(text):
+        parent = _name_before(text, m.start())
+        if parent:
+            yield parent, m.group(1)
 
 
 def member_reads(texts: Iterable[str]) -> set[tuple[str, str]]:
-    """Every ``(parent, key)`` read key by key in ``texts``: one pass of two expressions per text."""
+    """Every ``(parent, key)`` read key by key in ``texts``: one pass per text."""
     pairs: set[tuple[str, str]] = set()
     for text in texts:
-        for parent, member in _DOT_READ.findall(text):
+        for parent, member in dotted_reads(text):
             pairs.add((parent, member))
             # 'parent.max-retries' names max-retries, code 'parent.key-1' reads key: both count
             head = member.split("-", 1)[0]
             if head != member:
                 pairs.add((parent, head))
-        pairs.update(_INDEX_READ.findall(text))
+        pairs.update(indexed_reads(text))
     return pairs
 
 

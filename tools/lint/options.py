@@ -39,6 +39,7 @@ from tools.verify.tsparse import (
     walk,
 )
 
+_CLASS_NAME = re.compile(r"\bclass\s+(\w+)")
 _NEW_WITH_OBJECT = re.compile(r"\bnew\s+[A-Z]\w*\s*\((?:[^(){};]|\([^()]*\))*\{")
 
 
@@ -269,12 +270,14 @@ def check(ctx: LintContext) -> list[Finding]:
         if tokens and any(m in text for m in inject_markers) and any(t in text for t in tokens):
             scan.classes(rel, None)
     wanted = {cls for cls, _p, _l in scan.new_calls} - set(scan.ctor_params)
+    declared: dict[str, set[str]] = {}  # the class names each file declares, read once for every round
     for _round in range(6):  # pass 3: the constructed classes, then the bases of those without a constructor
         if not wanted:
             break
-        pattern = re.compile(r"\bclass\s+(" + "|".join(map(re.escape, sorted(wanted))) + r")\b")
         for rel in ctx.production_files:
-            if pattern.search(ctx.text(rel)):
+            if rel not in declared:
+                declared[rel] = set(_CLASS_NAME.findall(ctx.text(rel)))
+            if not declared[rel].isdisjoint(wanted):
                 scan.classes(rel, wanted)
         seen = set(scan.ctor_params) | set(scan.bases)
         wanted = {b for cls in wanted if cls in scan.bases for b in scan.bases[cls]} - seen
