@@ -25,6 +25,10 @@ class Runtime:
             self._services[key] = factory()
         return self._services[key]
 
+    def existing(self, key: str) -> Any | None:
+        """The service registered under ``key`` if one was created, else None (nothing is created)."""
+        return self._services.get(key)
+
     async def aclose(self) -> None:
         for svc in self._services.values():
             closer = getattr(svc, "aclose", None)

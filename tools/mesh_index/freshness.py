@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from server import workspace_files
 from server.config import StaticConventions
+from server.errors import MeshError
 from tools.mesh_index.cache import FactCache
 from tools.mesh_index.linked import LinkedIndex
 from tools.mesh_index.model import IndexInfo
@@ -87,6 +88,8 @@ class FreshnessMixin:
     if TYPE_CHECKING:  # provided by the service
         _facts_loaded: bool
 
+        def refresh(self, progress: Callable[[int, int, str], None] | None = None, full: bool = False) -> IndexInfo: ...
+
         def _open_cache(self) -> FactCache | None: ...
         def _load_facts(self, cache: FactCache | None) -> None: ...
         def _make_info(self, reparsed: int, started: float, cache: FactCache | None) -> IndexInfo: ...
@@ -95,6 +98,24 @@ class FreshnessMixin:
                     full: bool) -> IndexInfo: ...
 
     # -- folder watches (long-running server only) -----------------------------------------------
+    _watch_generation = 0  # bumped by each refresh that walked or applied events (see watch_generation)
+
+    def watch_generation(self) -> int | None:
+        """A number that changes whenever the folder watches see anything change in the workspace:
+        the same number from two calls means no watched file or folder changed in between (other
+        readers of the workspace, such as the skills catalog, can then skip their own checks).
+
+        It refreshes the index first (the watches' events are drained there; microseconds when
+        nothing changed). None when the index holds no clean folder watch (not built yet, a one-shot
+        command, no inotify, an overflowed queue): then the caller checks for itself."""
+        if self._watch is None or not self._watch_clean or self._index is None:
+            return None
+        try:
+            self.refresh()
+        except MeshError:  # the workspace is gone: nothing can be vouched for
+            return None
+        return self._watch_generation if self._watch_clean else None
+
     def _watched_delta(self) -> Delta | None:
         """What the folder watches saw since the last refresh, or None when the caller must walk."""
         if (self._watch is None or not self._watch_clean or self._info is None or self._index is None

@@ -157,6 +157,8 @@ class IndexService(FreshnessMixin, BuildCacheMixin, WarmStartMixin, FactsAccessM
         if full:
             self._lazy = None
         delta = None if full else self._watched_delta()
+        if delta is None or not delta.empty:
+            self._watch_generation += 1  # something may have changed (see watch_generation)
         if delta is not None:  # the folder watches name what changed: no walk
             if delta.empty:
                 assert self._info is not None
