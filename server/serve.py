@@ -132,7 +132,24 @@ def load_index_now(server: MCPServer) -> None:
         service.refresh()  # what a call does first: sets the folder watches when the start came from the manifest
         from tools.skills.service import get_skill_links
 
-        get_skill_links(runtime).workspace_skills()  # every result links its related skills: the first walks
+        links = get_skill_links(runtime)
+        links.workspace_skills()  # every result links its related skills: the first walks
+        _warm_first_call(links)
+
+
+def _warm_first_call(links: object) -> None:
+    """What the first analyze_impact would do once: complete the result models whose references
+    were left to resolve on first use, and find the code spans of the skills every answer links."""
+    from pydantic import BaseModel
+
+    from tools.mesh_index import model as index_model
+    from tools.skills.related import TargetFacts
+
+    for value in vars(index_model).values():
+        if isinstance(value, type) and issubclass(value, BaseModel) and value.__module__ == index_model.__name__ \
+                and not value.__pydantic_complete__:
+            value.model_rebuild()
+    links.related(TargetFacts(names=["mesh-mcp warm-up"], tables=["mesh-mcp warm-up"]))  # type: ignore[attr-defined]
 
 
 def _start(args: argparse.Namespace) -> tuple[MCPServer, Settings, tuple[str, int] | None]:
