@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from tree_sitter import Node, Query
@@ -39,8 +40,23 @@ from tools.verify.tsparse import (
     walk,
 )
 
-_CLASS_NAME = re.compile(r"\bclass\s+(\w+)")
-_NEW_WITH_OBJECT = re.compile(r"\bnew\s+[A-Z]\w*\s*\((?:[^(){};]|\([^()]*\))*\{")
+# Without a leading ``\b`` (which makes the engine try every position): the literal ``class`` /
+# ``new`` is searched fast, and :func:`_at_word_start` checks the boundary the ``\b`` stood for.
+_CLASS_NAME = re.compile(r"class\s+(\w+)")
+_NEW_WITH_OBJECT = re.compile(r"new\s+[A-Z]\w*\s*\((?:[^(){};]|\([^()]*\))*\{")
+
+
+def _at_word_start(pattern: re.Pattern[str], text: str) -> Iterator[re.Match[str]]:
+    """The matches of ``pattern`` that start a word (what ``\\b`` before it would allow), leftmost first;
+    after a match that does not, the search resumes one character further (overlaps are not skipped)."""
+    pos = 0
+    while (m := pattern.search(text, pos)) is not None:
+        before = text[m.start() - 1] if m.start() else " "
+        if not (before.isalnum() or before == "_"):
+            yield m
+            pos = m.end()
+        else:
+            pos = m.start() + 1
 
 
 @dataclass(frozen=True)
@@ -262,7 +278,7 @@ def check(ctx: LintContext) -> list[Finding]:
     inject_markers = [f"@{d}(" for d in ctx.lint.inject_decorators]
     for rel in ctx.production_files:  # pass 1: the literals (few files hold them)
         text = ctx.text(rel)
-        if any(f in text for f in ctx.lint.factory_fields) or _NEW_WITH_OBJECT.search(text):
+        if any(f in text for f in ctx.lint.factory_fields) or next(_at_word_start(_NEW_WITH_OBJECT, text), None):
             scan.sources(rel)
     tokens = set(scan.token_literals)
     for rel in ctx.production_files:  # pass 2: constructors injecting a provided token
@@ -276,7 +292,7 @@ def check(ctx: LintContext) -> list[Finding]:
             break
         for rel in ctx.production_files:
             if rel not in declared:
-                declared[rel] = set(_CLASS_NAME.findall(ctx.text(rel)))
+                declared[rel] = {m.group(1) for m in _at_word_start(_CLASS_NAME, ctx.text(rel))}
             if not declared[rel].isdisjoint(wanted):
                 scan.classes(rel, wanted)
         seen = set(scan.ctor_params) | set(scan.bases)
