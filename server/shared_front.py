@@ -26,7 +26,6 @@ runtime folder is not private to this user. When the shared server cannot be sta
 from __future__ import annotations
 
 import argparse
-import contextlib
 import hashlib
 import logging
 import os
@@ -35,7 +34,6 @@ import stat
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -43,7 +41,6 @@ log = logging.getLogger("mesh.serve.shared")
 
 DEFAULT_IDLE_EXIT_S = 600.0
 START_DEADLINE_S = 60.0
-_CHUNK = 65536
 _CONFIG_NAMES = ("mesh.toml",)
 # environment variables that shape what the server connects to or reads: libpq's PG* (host, password file,
 # SSL files...), OpenSSL's and Python's certificate locations, the user's folders; any MESH_* setting
@@ -179,40 +176,6 @@ def _start_daemon(args: argparse.Namespace, folder: Path, key: str) -> socket.so
         return None
 
 
-def _pump(sock: socket.socket) -> int:
-    """Copy stdin to the socket and the socket to stdout until the shared server closes it."""
-
-    def upstream() -> None:
-        try:
-            while True:
-                data = os.read(0, _CHUNK)
-                if not data:
-                    break
-                sock.sendall(data)
-        except OSError:
-            pass
-        finally:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_WR)
-
-    threading.Thread(target=upstream, name="mesh-front-stdin", daemon=True).start()
-    try:
-        while True:
-            data = sock.recv(_CHUNK)
-            if not data:
-                break
-            view = memoryview(data)
-            while view:
-                written = os.write(1, view)
-                view = view[written:]
-    except OSError as exc:
-        log.warning("the shared server connection ended: %s", exc)
-        return 1
-    finally:
-        sock.close()
-    return 0
-
-
 def serve_through_shared(args: argparse.Namespace) -> int | None:
     """Serve this stdio client through the workspace's shared server; None to serve in-process."""
     reason = shared_mode_refused(args)
@@ -224,8 +187,16 @@ def serve_through_shared(args: argparse.Namespace) -> int | None:
     except OSError as exc:
         log.warning("serving in-process: the runtime folder cannot be used (%s)", exc)
         return None
+    from server.front_hello import Recorder, code_stamp, load_record
+    from server.front_relay import SocketLink, pump, serve_from_record
+
     key = daemon_key(args)
-    sock = _connect(folder / f"{key}.sock") or _start_daemon(args, folder, key)
+    sock = _connect(folder / f"{key}.sock")
+    if sock is None:
+        record = load_record(folder, key, code_stamp())
+        if record is not None:  # answered from the last session's handshake while the shared server starts
+            return serve_from_record(args, record, lambda: _start_daemon(args, folder, key))
+        sock = _start_daemon(args, folder, key)
     if sock is None:
         return None
-    return _pump(sock)
+    return pump(SocketLink(sock), Recorder(folder, key, code_stamp))
