@@ -52,6 +52,7 @@ class SkillCatalog:
         self.skip_dirs = tuple(skip_dirs)
         self._changes = changes
         self._checked_at: int | None = None  # the number ``changes`` gave when the last check held
+        self._linked: list[str] = []  # the SKILL.md files that are symbolic links (stat'ed on every call)
         self.walks = 0
         """How many times the workspace was walked."""
         self.reads = 0
@@ -64,19 +65,27 @@ class SkillCatalog:
         with self._lock:
             generation = self._changes() if self._changes is not None else None
             found = self._found
-            if found is not None and not found.racy and generation is not None and generation == self._checked_at:
-                return found  # the watches saw nothing change since the last check
+            quiet = found is not None and not found.racy and generation is not None and generation == self._checked_at
             self._checked_at = None
-            if found is None or found.racy or self._folders_changed(found):
+            if found is not None and quiet:  # the watches saw nothing change: only linked SKILL.md files are
+                check = self._linked  # stat'ed (an edit of a link's target is outside the watched folders)
+            elif found is None or found.racy or self._folders_changed(found):
                 self.walks += 1
                 self._found = found = discover_workspace_skills(self.workspace, self.skip_dirs)
+                self._linked = self._links_of(found)
+                check = []
             else:
-                changed = [rel for rel, stat in found.files.items() if file_stat(self.workspace / rel) != stat]
-                if changed:
-                    self._found = found = self._reread(found, changed)
+                check = list(found.files)
+            changed = [rel for rel in check if file_stat(self.workspace / rel) != found.files[rel]]
+            if changed:
+                self._found = found = self._reread(found, changed)
             if not found.racy:
                 self._checked_at = generation
             return found
+
+    def _links_of(self, found: SkillDiscovery) -> list[str]:
+        """The SKILL.md files of ``found`` that are symbolic links."""
+        return [rel for rel in found.files if os.path.islink(self.workspace / rel)]
 
     def seed(self, found: SkillDiscovery) -> None:
         """Start from ``found`` (made from another walk of the same folders) unless a walk was made already;
@@ -84,6 +93,7 @@ class SkillCatalog:
         with self._lock:
             if self._found is None:
                 self._found = found
+                self._linked = self._links_of(found)
 
     def _folders_changed(self, found: SkillDiscovery) -> bool:
         root = str(self.workspace)

@@ -136,6 +136,18 @@ def _read_regular(fd: int, path: Path | str, max_bytes: int) -> bytes:
     return b"".join(chunks)
 
 
+def read_user_file(path: Path | str, max_bytes: int = DEFAULT_MAX_BYTES) -> bytes:
+    """The bytes of ``path`` (anywhere: a user's config file, symbolic links followed as the
+    settings follow them) when it is a regular file of at most ``max_bytes``: opened without
+    blocking (a FIFO or a terminal is refused, never waited on). Raises FileNotFoundError,
+    :class:`UnsafeWorkspaceFile` (not a regular file) or :class:`FileTooLarge`."""
+    fd = os.open(os.fspath(path), os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        return _read_regular(fd, path, max_bytes)
+    finally:
+        os.close(fd)
+
+
 def read_text(workspace: Path | str, path: Path | str, max_bytes: int = DEFAULT_MAX_BYTES,
               encoding: str = "utf-8", errors: str = "replace") -> str:
     """:func:`read_bytes` decoded (undecodable bytes replaced unless ``errors`` says otherwise)."""

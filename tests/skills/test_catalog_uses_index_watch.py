@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -108,3 +109,26 @@ def test_a_skipped_skill_folder_is_checked_by_the_catalogue(tmp_path: Path, stat
         assert _uris(rt) == first and stats
     finally:
         get_index_service(rt).close()
+
+
+def test_a_skill_that_is_a_link_is_read_again_when_its_target_changes(runtime: Runtime, stats: list[str]):
+    """A SKILL.md linking into a skipped folder (node_modules): the index does not watch the target's
+    folder, so the catalogue stats the links themselves on every call."""
+    ws = runtime.settings.workspace
+    target = ws / "node_modules" / "pkg" / "SKILL.md"
+    target.parent.mkdir(parents=True)
+    target.write_text("---\nname: linked\ndescription: old text\n---\nbody\n")
+    link = ws / "ms-user" / ".agents" / "skills" / "linked" / "SKILL.md"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(target)
+    age_tree(ws)
+    os.utime(target, ns=(time.time_ns() - 3600 * 10**9,) * 2)
+    get_index_service(runtime).refresh()
+
+    def description() -> str:
+        return next(s.description for s in get_skill_catalog(runtime).current().skills
+                    if s.uri == "skill://workspace/ms-user/linked")
+
+    assert description() == "old text" and description() == "old text"
+    target.write_text("---\nname: linked\ndescription: new text\n---\nbody\n")
+    assert description() == "new text"

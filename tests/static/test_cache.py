@@ -12,6 +12,7 @@ from tools.mesh_index.service import extract_config
 
 SERVICE_FILE = "ms-event/src/modules/event/event.service.ts"
 TOTAL = 66
+EVENT_SERVICE = "ms-event/src/modules/event/event.service.ts"
 
 
 def _answer(svc, target: str = "GEOCODE_EVENT") -> dict:
@@ -219,3 +220,46 @@ def test_an_edit_that_leaves_the_facts_unchanged_does_not_relink(workspace, make
     path.write_text(path.read_text().replace("EventsJobType.GEOCODE_EVENT", "EventsJobType.PUBLISH_EVENT"))
     assert svc.refresh().reparsed == 1
     assert calls == [1]
+
+
+def test_damage_found_after_the_open_sets_the_cache_aside_for_the_next_run(workspace, make_service, tmp_path):
+    """The page of the facts table damaged (what an operating-system crash may leave): the open
+    succeeds, the read of the facts fails; that run works from memory and sets the file aside, the
+    next one builds a new cache."""
+    import sqlite3
+
+    first = make_service(workspace)
+    first.refresh()
+    first.close()
+    path = tmp_path / "state" / "static-index.sqlite"
+    assert not Path(f"{path}-wal").exists()  # a closed cache: everything is in the file itself
+    with sqlite3.connect(path) as conn:
+        page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+        root = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = 'files'").fetchone()[0]
+    conn.close()
+    data = bytearray(path.read_bytes())
+    data[(root - 1) * page_size:root * page_size] = b"\xff" * page_size
+    path.write_bytes(bytes(data))
+    edited = workspace / EVENT_SERVICE  # a change: the facts must be read (no snapshot of this state)
+    edited.write_text(edited.read_text() + "\n// edited\n")
+    damaged = make_service(workspace)
+    info = damaged.refresh()
+    assert info.reparsed == TOTAL and "cache disabled" in (info.cache or "")
+    assert (tmp_path / "state" / "static-index.sqlite.corrupt").exists() and not path.exists()
+    assert [m.value for m in damaged.analyze_impact("GEOCODE_EVENT").matches] == ["events.geocode_event"]
+    damaged.close()
+    rebuilt = make_service(workspace).refresh()
+    assert rebuilt.reparsed == TOTAL and rebuilt.cache == str(path)
+    assert make_service(workspace).refresh().reparsed == 0
+
+
+def test_a_cache_replaced_by_another_process_is_not_set_aside(tmp_path):
+    """Two processes finding the same file corrupt: the second leaves the first one's new cache alone."""
+    from tools.mesh_index.cache import _inode, _set_aside
+
+    path = tmp_path / "static-index.sqlite"
+    path.write_bytes(b"not a database")
+    seen = _inode(path)
+    (tmp_path / "new").write_bytes(b"the new cache of another process")
+    os.replace(tmp_path / "new", path)  # another inode in its place
+    assert _set_aside(path, seen) is None and path.read_bytes() == b"the new cache of another process"

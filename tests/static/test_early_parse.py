@@ -148,3 +148,19 @@ def test_index_command_prints_the_same_with_and_without_the_early_parse(tmp_path
     assert started == [_alone(), False, False]  # cold: started (when this process has one thread); warm: not
     assert with_early == without and with_early["index"]["reparsed"] == with_early["index"]["files"] > 400
     assert warm["index"]["reparsed"] == 0 and warm["counts"] == with_early["counts"]
+
+
+def test_an_early_parse_whose_workers_died_is_parsed_again(tmp_path: Path):
+    _in_a_process_of_one_thread(_check_an_early_parse_whose_workers_died_is_parsed_again, tmp_path)
+
+
+def _check_an_early_parse_whose_workers_died_is_parsed_again(tmp_path: Path) -> None:
+    """A worker killed (the out-of-memory killer, a signal): the collect fails, the files are parsed again."""
+    assert _alone()
+    items = _items(tmp_path, indexer.PARALLEL_THRESHOLD)
+    plain = parse_files(str(tmp_path), items, CFG, workers=1)
+    assert start_early(str(tmp_path), items, CFG, workers=2)
+    pool = indexer._EARLY["pool"]
+    for proc in list(pool._processes.values()):
+        proc.kill()
+    assert sorted(parse_files(str(tmp_path), items, CFG)) == sorted(plain)

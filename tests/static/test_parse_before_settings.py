@@ -161,3 +161,25 @@ def _check_same_output(tmp_path: Path) -> None:
     commands.start_parsing_early = lambda settings, full: False
     plain = index("b")
     assert early == plain and early["index"]["reparsed"] == early["index"]["files"] > 400
+
+
+@pytest.mark.parametrize("full", [True, False])
+def test_a_config_path_that_is_a_fifo_is_refused_without_waiting(tmp_path: Path, full: bool):
+    """``--config`` naming a FIFO (or a terminal): the early start and the quick path read config files
+    without blocking; the settings then say what is wrong. (An open() on a FIFO waits for a writer.)"""
+    import os
+    import subprocess
+    import sys
+
+    from tests.helpers import REPO_ROOT
+
+    ws = tmp_path / "ws"
+    _items(ws, indexer.PARALLEL_THRESHOLD)
+    fifo = tmp_path / "mesh.toml"
+    os.mkfifo(fifo)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MESH_")}
+    env.update(MESH_STATE_DIR=str(tmp_path / "state"), PYTHONPATH=str(REPO_ROOT))
+    argv = [sys.executable, "-m", "server.cli", "index", "--workspace", str(ws), "--config", str(fifo)]
+    proc = subprocess.run([*argv, *(["--full"] if full else [])], capture_output=True, text=True, env=env,
+                          cwd=REPO_ROOT, timeout=60)
+    assert proc.returncode == 2 and "config file" in proc.stderr

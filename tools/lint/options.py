@@ -42,7 +42,7 @@ from tools.verify.tsparse import (
 
 # Without a leading ``\b`` (which makes the engine try every position): the literal ``class`` /
 # ``new`` is searched fast, and :func:`_at_word_start` checks the boundary the ``\b`` stood for.
-_CLASS_NAME = re.compile(r"class\s+(\w+)")
+_CLASS_NAME = re.compile(r"class\s+(?=(\w+))")  # the name looked at, not consumed: `class\nclass X` finds X
 _NEW_WITH_OBJECT = re.compile(r"new\s+[A-Z]\w*\s*\((?:[^(){};]|\([^()]*\))*\{")
 
 

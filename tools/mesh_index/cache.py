@@ -41,18 +41,22 @@ class FactCache:
         self.path = directory / FILE_NAME
         self.error: str | None = None
         self.set_aside: Path | None = None  # where a corrupt cache file was moved, if one was
+        self._inode: int | None = None  # the file this cache opened (set aside only if still that one)
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         try:
             directory.mkdir(parents=True, exist_ok=True)
+            self._inode = _inode(self.path)
             try:
                 conn = self._connect(signature)
             except sqlite3.DatabaseError as exc:
                 if not _is_corrupt(exc):
                     raise
-                self.set_aside = _set_aside(self.path)
-                log.warning("corrupt cache %s moved to %s; rebuilding", self.path, self.set_aside)
+                self.set_aside = _set_aside(self.path, self._inode)
+                log.warning("corrupt cache %s set aside (%s); rebuilding", self.path,
+                            self.set_aside or "by another process")
                 conn = self._connect(signature)
+            self._inode = _inode(self.path)  # the file opened: the one a later corruption sets aside
             self._conn = conn
         except (OSError, sqlite3.Error) as exc:
             self.error = f"cache disabled ({self.path}: {exc})"
@@ -61,9 +65,10 @@ class FactCache:
     def _connect(self, signature: str) -> sqlite3.Connection:
         """Open (create) the cache, emptied when written with another signature.
 
-        ``synchronous=OFF``: no fsync, a cold build does not wait for the disk. What an operating
-        system crash may leave corrupt is set aside and rebuilt on the next open; a process that
-        dies mid-write loses nothing (SQLite's journal does not depend on fsync for that)."""
+        ``synchronous=OFF``: no fsync, a cold build does not wait for the disk. A process that dies
+        mid-write loses nothing (SQLite's journal does not depend on fsync for that); what an
+        operating-system crash may leave corrupt is set aside and rebuilt, whether the damage shows
+        when the file is opened or later, in a read or a write (:meth:`_fail`)."""
         conn = sqlite3.connect(self.path, timeout=10, check_same_thread=False)
         try:
             conn.executescript(SCHEMA)
@@ -264,6 +269,9 @@ class FactCache:
         self.error = f"cache disabled after an error ({self.path}: {exc})"
         log.warning("%s", self.error)
         self.close()
+        if isinstance(exc, sqlite3.DatabaseError) and _is_corrupt(exc):  # the next open starts a new one
+            with contextlib.suppress(OSError):
+                self.set_aside = _set_aside(self.path, self._inode)
 
     def close(self) -> None:
         if self._conn is not None:
@@ -278,11 +286,25 @@ def _is_corrupt(exc: sqlite3.DatabaseError) -> bool:
     return not isinstance(exc, sqlite3.OperationalError) and ("not a database" in text or "malformed" in text)
 
 
-def _set_aside(path: Path) -> Path:
-    """Move a corrupt cache and its WAL files to ``<name>.corrupt`` (one kept: the previous one replaced)."""
+def _inode(path: Path) -> int | None:
+    try:
+        return os.lstat(path).st_ino
+    except OSError:
+        return None
+
+
+def _set_aside(path: Path, inode: int | None) -> Path | None:
+    """Move the corrupt cache that was opened (``inode``) and its WAL files to ``<name>.corrupt`` (one
+    kept: the previous one replaced), under a lock shared by every process of this state folder. None
+    when another process replaced it meanwhile (its new cache is left alone)."""
+    from filelock import FileLock
+
     aside = path.with_name(path.name + ".corrupt")
-    for suffix in ("-wal", "-shm"):
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(f"{path}{suffix}")
-    os.replace(path, aside)
+    with FileLock(str(path.with_name(path.name + ".lock")), timeout=10):
+        if inode is None or _inode(path) != inode:
+            return None
+        for suffix in ("-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(f"{path}{suffix}")
+        os.replace(path, aside)
     return aside

@@ -254,20 +254,19 @@ def _lookups_of(body: Node, param: str) -> dict[str, Any]:
 
 
 def _may_compare_in_find(src: bytes, body: Node, param: str | None) -> bool:
-    """Whether a ``find``-like call of the method may compare with its parameter: within
-    :data:`_PREDICATE_WINDOW` bytes after a ``.find`` or ``.filter``, an ``==`` and the parameter as a
-    word. A cheap guard: most methods with ``.filter(`` compare with something else and need no query."""
+    """Whether a ``find``-like call of the method may compare with its parameter: after the first
+    ``.find`` or ``.filter`` of the method, an ``==`` and the parameter as a word, up to the method's
+    end (a superset of what :func:`_compared_field` accepts, whatever the predicate's length). A cheap
+    guard: most methods with ``.filter(`` compare with something else and need no query."""
     if not param:
         return False
-    name, end = param.encode(), body.end_byte
-    for needle in (b".find", b".filter"):
-        at = src.find(needle, body.start_byte, end)
-        while at >= 0:
-            stop = min(end, at + _PREDICATE_WINDOW)
-            if src.find(b"==", at, stop) >= 0 and _has_word(src, name, at, stop):
-                return True
-            at = src.find(needle, at + len(needle), end)
-    return False
+    end = body.end_byte
+    hits = [at for at in (src.find(b".find", body.start_byte, end), src.find(b".filter", body.start_byte, end))
+            if at >= 0]
+    if not hits:
+        return False
+    start = min(hits)
+    return src.find(b"==", start, end) >= 0 and _has_word(src, param.encode(), start, end)
 
 
 def _has_word(src: bytes, word: bytes, start: int, stop: int) -> bool:
@@ -281,7 +280,6 @@ def _has_word(src: bytes, word: bytes, start: int, stop: int) -> bool:
     return False
 
 
-_PREDICATE_WINDOW = 1000
 _WORD_OR_DOT = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_$."
 
 

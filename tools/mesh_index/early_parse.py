@@ -74,14 +74,13 @@ def _configs_speak(root: Path, explicit: Any) -> bool:
     for candidate in (explicit, os.environ.get("MESH_CONFIG"), user_config_path(os.environ)):
         if not candidate:
             continue
-        try:
-            with open(Path(candidate).expanduser(), "rb") as fh:
-                data = fh.read(MAX_CONFIG_BYTES + 1)
+        try:  # a FIFO, a terminal or a huge file is refused without waiting (then nothing is assumed)
+            data = workspace_files.read_user_file(Path(candidate).expanduser(), MAX_CONFIG_BYTES)
         except FileNotFoundError:
             continue
         except OSError:
             return True
-        if len(data) > MAX_CONFIG_BYTES or any(word in data.lower() for word in _SPOKEN_OF):
+        if any(word in data.lower() for word in _SPOKEN_OF):
             return True
     try:  # the workspace's own mesh.toml, through the guarded reader (no FIFO, capped)
         data = workspace_files.read_bytes(root, "mesh.toml", MAX_CONFIG_BYTES)

@@ -31,7 +31,6 @@ from typing import TYPE_CHECKING
 
 from server import workspace_files
 from server.config import StaticConventions
-from server.errors import MeshError
 from tools.mesh_index.cache import FactCache
 from tools.mesh_index.linked import LinkedIndex
 from tools.mesh_index.model import IndexInfo
@@ -112,7 +111,7 @@ class FreshnessMixin:
             return None
         try:
             self.refresh()
-        except MeshError:  # the workspace is gone: nothing can be vouched for
+        except Exception:  # the workspace is gone, a refresh failed: nothing can be vouched for
             return None
         return self._watch_generation if self._watch_clean else None
 

@@ -118,7 +118,11 @@ def parse_files(root: str, items: list[Item], cfg: ExtractConfig,
     next step can import its modules meanwhile, instead of after the parse)."""
     early = take_early(root, cfg)
     if early is not None:
-        return _collect_early(early, root, items, cfg, progress, while_waiting)
+        try:
+            return _collect_early(early, root, items, cfg, progress, while_waiting)
+        except Exception as exc:  # BrokenProcessPool (a worker killed), ...: parsed again below
+            log.warning("the early parse failed (%s); parsing again", exc)
+            while_waiting = None
     total = len(items)
     n = workers if workers is not None else worker_count()
     if total >= PARALLEL_THRESHOLD and n > 1:
@@ -138,7 +142,7 @@ def parse_files(root: str, items: list[Item], cfg: ExtractConfig,
 
 
 def split_chunks(items: list[Item], workers: int) -> list[list[Item]]:
-    """Chunks of decreasing size (guided): each a quarter of a worker's share of what is left, from
+    """Chunks of decreasing size (guided): each half of a worker's share of what is left, from
     :data:`CHUNK` files down to :data:`MIN_CHUNK`, so that the last chunks are short and no worker
     waits long for another's at the end."""
     out, start, n = [], 0, len(items)
@@ -264,8 +268,13 @@ def _collect_early(early: dict[str, Any], root: str, items: list[Item], cfg: Ext
     """The early workers' results for ``items`` (a file they parsed but ``items`` does not hold is
     dropped), then those of the files they were not given, parsed as :func:`parse_files` would."""
     wanted = {rel for rel, _kind in items}
-    with early["pool"]:
+    pool = early["pool"]
+    try:
         out = _gather(early["futures"], len(items), progress, while_waiting, keep=wanted)
+    except BaseException:
+        pool.shutdown(wait=True, cancel_futures=True)  # Ctrl-C, a broken pool: no queued chunk is waited for
+        raise
+    pool.shutdown(wait=True)
     covered = {rel for chunk in early["futures"].values() for rel, _kind in chunk}
     rest = [item for item in items if item[0] not in covered]
     if rest:

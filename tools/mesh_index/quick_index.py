@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from server import __version__, workspace_files
+from server.config_sources import inside
 from server.state_paths import state_dir_before_settings
 from tools.mesh_index import manifest
 
@@ -68,10 +69,12 @@ def inputs_fingerprint(args: Any) -> str | None:
         try:
             if candidate is own:  # the workspace's own mesh.toml: the guarded reader (no FIFO, capped)
                 data = workspace_files.read_bytes(workspace, "mesh.toml", MAX_WORKSPACE_CONFIG_BYTES)
-            else:
-                data = Path(candidate).expanduser().read_bytes()
-        except OSError:
+            else:  # never waits on a FIFO or a terminal; capped
+                data = workspace_files.read_user_file(Path(candidate).expanduser(), MAX_WORKSPACE_CONFIG_BYTES)
+        except FileNotFoundError:
             data = b"\0absent"
+        except OSError as exc:  # not a regular file, too large: a fingerprint no ordinary run records
+            data = f"\0unreadable {type(exc).__name__}".encode()
         h.update(f"\n{candidate}\n".encode())
         h.update(data)
     root = Path(__file__).resolve().parent.parent.parent
@@ -109,7 +112,10 @@ def quick_answer(args: Any, fingerprint: str | None) -> dict[str, Any] | None:
     workspace = _workspace(args)
     if fingerprint is None or workspace is None or not workspace.is_dir():
         return None
-    path = state_dir_before_settings(workspace) / CACHE_FILE
+    state = state_dir_before_settings(workspace)
+    if inside(state, workspace):  # the settings refuse a state folder inside the workspace: so does this path
+        return None
+    path = state / CACHE_FILE
     if not path.is_file():
         return None
     try:
