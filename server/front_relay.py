@@ -183,7 +183,14 @@ def serve_from_record(args: Any, record: dict[str, Any], start: Callable[[], soc
     """Answer the handshake from ``record`` while ``start()`` brings the shared server up, then relay
     (to a ``--standalone`` child when it does not come up); the exit code."""
     started: dict[str, socket.socket | None] = {}
-    starter = threading.Thread(target=lambda: started.update(sock=start()), name="mesh-front-start", daemon=True)
+
+    def starting() -> None:
+        try:
+            started["sock"] = start()
+        except Exception as exc:  # then a server of its own serves this client
+            log.warning("the shared server could not be started: %s", exc)
+
+    starter = threading.Thread(target=starting, name="mesh-front-start", daemon=True)
     starter.start()
     answers = {(a["method"], a["params"]): a["result"] for a in record["answers"]}
     stdin = _StdinLines()
