@@ -11,19 +11,38 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import suppress
 from pathlib import Path
 
 import pytest
 
-from tests.foundation.test_shared_serve import SAMPLE, _daemons, _env, client, runtime, workspace  # noqa: F401
+from tests.foundation.test_shared_serve import SAMPLE, _daemons, _env, client
 from tests.helpers import REPO_ROOT
 
 pytestmark = pytest.mark.anyio
 MARK = "[answered from the record]"
+
+
+@pytest.fixture
+def runtime(tmp_path: Path) -> Iterator[Path]:
+    """The test's own runtime folder; the shared servers started in it are killed at the end."""
+    folder = tmp_path / "run"
+    folder.mkdir(mode=0o700)
+    yield folder
+    for pid in _daemons(folder):
+        with suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    return Path(shutil.copytree(SAMPLE, tmp_path / "ws"))
 
 
 def _record(runtime: Path) -> Path:
@@ -58,7 +77,7 @@ async def _tools_and_a_call(workspace: Path, runtime: Path) -> tuple[list, bool]
 
 
 async def test_the_first_client_after_the_shared_server_exited_is_answered_from_the_record(
-        workspace: Path, runtime: Path) -> None:  # noqa: F811
+        workspace: Path, runtime: Path) -> None:
     first, ok = await _tools_and_a_call(workspace, runtime)
     assert ok and not any(MARK in (t.description or "") for t in first)
     _kill_daemons(runtime)
@@ -68,7 +87,7 @@ async def test_the_first_client_after_the_shared_server_exited_is_answered_from_
     assert ok and len(_daemons(runtime)) == 1  # the call went to a new shared server
 
 
-async def test_a_client_the_record_does_not_know_is_relayed(workspace: Path, runtime: Path) -> None:  # noqa: F811
+async def test_a_client_the_record_does_not_know_is_relayed(workspace: Path, runtime: Path) -> None:
     await _tools_and_a_call(workspace, runtime)
     _kill_daemons(runtime)
     _mark(_record(runtime), params=json.dumps({"cursor": "not this client's request"}))
@@ -77,7 +96,7 @@ async def test_a_client_the_record_does_not_know_is_relayed(workspace: Path, run
 
 
 async def test_when_no_shared_server_can_start_a_server_of_its_own_answers(
-        workspace: Path, runtime: Path) -> None:  # noqa: F811
+        workspace: Path, runtime: Path) -> None:
     await _tools_and_a_call(workspace, runtime)
     _kill_daemons(runtime)
     record = _record(runtime)
@@ -104,8 +123,8 @@ def _legacy_session(workspace: Path, runtime: Path) -> list[dict]:
         [sys.executable, "-m", "server.cli", "serve", "--workspace", str(workspace), "--runtime-dir", str(runtime)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=_env(), cwd=REPO_ROOT, text=True)
     try:
-        send = [{"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-                    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}},
+        hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}
+        send = [{"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": hello},
                 {"jsonrpc": "2.0", "method": "notifications/initialized"},
                 {"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
                 {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
@@ -122,7 +141,7 @@ def _legacy_session(workspace: Path, runtime: Path) -> list[dict]:
 
 
 def test_an_initialize_handshake_is_answered_from_the_record_and_replayed_to_the_server(
-        workspace: Path, runtime: Path) -> None:  # noqa: F811
+        workspace: Path, runtime: Path) -> None:
     first = _legacy_session(workspace, runtime)
     assert [m.get("id") for m in first] == [0, 1, 2] and all("result" in m for m in first)
     _kill_daemons(runtime)

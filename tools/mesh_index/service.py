@@ -18,14 +18,13 @@ fallback wrappers) and :meth:`IndexService.package_dir_of`.
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import hashlib
 import itertools
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from server.config import Conventions, StaticConventions
 from server.errors import InvalidArgument, MeshError
 from tools.mesh_index.build_cache import BuildCacheMixin
+from tools.mesh_index.build_steps import gc_paused, import_linker, link
 from tools.mesh_index.cache import FactCache
 from tools.mesh_index.catalogue import build_catalogue
 from tools.mesh_index.facts_access import FactsAccessMixin
@@ -54,29 +54,6 @@ Progress = Callable[[int, int, str], None]
 MAX_TARGET = 512
 MAX_DEPTH = 5
 SNAPSHOT_AT_ONCE = 200  # a refresh that parsed this many files writes the snapshot at once (else on close)
-
-
-@contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
-def link(*args: Any, **kwargs: Any) -> LinkedIndex:
-    """:func:`tools.mesh_index.sites.link`, imported on first use (a warm start never links)."""
-    from tools.mesh_index.sites import link as link_facts
-
-    return link_facts(*args, **kwargs)
-
-
-def _import_linker() -> None:
-    """Import the linker while the workers parse (its modules take 0.05-0.1 s to load)."""
-    import tools.mesh_index.sites  # noqa: F401
 
 
 class IndexService(FreshnessMixin, BuildCacheMixin, WarmStartMixin, FactsAccessMixin):
@@ -149,7 +126,7 @@ class IndexService(FreshnessMixin, BuildCacheMixin, WarmStartMixin, FactsAccessM
         and the result is moved to the permanent generation (``gc.freeze``) so that later
         collections do not traverse the index on every query.
         """
-        with self._lock, _gc_paused():
+        with self._lock, gc_paused():
             return self._refresh(progress, full)
 
     def _refresh(self, progress: Progress | None, full: bool) -> IndexInfo:
@@ -217,7 +194,7 @@ class IndexService(FreshnessMixin, BuildCacheMixin, WarmStartMixin, FactsAccessM
             from tools.mesh_index.indexer import parse_files
 
             results = parse_files(str(self.workspace), to_parse, self._cfg, progress, self.workers,
-                                  while_waiting=_import_linker)
+                                  while_waiting=import_linker)
         facts_changed = False
         for rel, size, mtime, sha, facts in results:
             self._files[rel] = (size, mtime, sha)
@@ -286,7 +263,7 @@ class IndexService(FreshnessMixin, BuildCacheMixin, WarmStartMixin, FactsAccessM
         if self._engine is None and self._lazy is None:
             self.refresh()
         if self._engine is None and self._lazy is not None:  # the manifest held: load its snapshot now
-            with _gc_paused():
+            with gc_paused():
                 self._load_lazy()
         if self._engine is None:  # that failed: the ordinary refresh
             self.refresh()
@@ -360,7 +337,7 @@ class IndexService(FreshnessMixin, BuildCacheMixin, WarmStartMixin, FactsAccessM
 
     def facts_of(self, rel: str) -> dict[str, Any] | None:
         """The raw per-file facts of ``rel`` (see :mod:`tools.mesh_index.parser`)."""
-        with self._lock, _gc_paused():
+        with self._lock, gc_paused():
             self._ensure()
             if not self._facts_loaded:
                 self._load_facts(self._open_cache())
@@ -370,7 +347,7 @@ class IndexService(FreshnessMixin, BuildCacheMixin, WarmStartMixin, FactsAccessM
         """``(path, line, text)`` of every plain SQL string of the workspace (migrations' ``query(`...`)``)."""
         from tools.mesh_index.outcome_shape import sql_texts
 
-        with self._lock, _gc_paused():
+        with self._lock, gc_paused():
             self._ensure()
             if not self._facts_loaded:
                 self._load_facts(self._open_cache())
