@@ -158,11 +158,13 @@ async def test_requeue_by_ids_reads_every_sign_of_a_push(settings, outbox_db, re
 
     done, requeued = plan.steps
     guard = "each row still PROCESSING with the same updated_at"
+    never_pushed = (f"{guard}; and, as when planned, BullMQ still knows nothing of each job (no job hash, no lock "
+                    "key, in no state list or set), its completion guard is unset and it has no job_audit row")
     assert [_human(s) for s in plan.steps] == [
         ("reconcile_sql", "jobs_outbox: 4 row(s) PROCESSING -> COMPLETED (BullMQ or job_audit shows the job was "
          "pushed), one transaction", "event.jobs_outbox", guard, SQL_BACKUP, True),
         ("requeue_sql", "jobs_outbox: 2 row(s) PROCESSING -> PENDING (never pushed: the outbox runner pushes it "
-         "again), one transaction", "event.jobs_outbox", guard, SQL_BACKUP, True),
+         "again), one transaction", "event.jobs_outbox", never_pushed, SQL_BACKUP, True),
     ]
     stamps = {i: _stamp(outbox_db, i) for i in ids}
     pushed = [hashed, listed, guarded, audited]
@@ -171,6 +173,10 @@ async def test_requeue_by_ids_reads_every_sign_of_a_push(settings, outbox_db, re
         (i, stamps[i]) for i in (lost, elsewhere))
     assert sorted(done.checks, key=lambda c: c.args["id"]) == sorted(
         (_row_check("jobs_outbox", i, "PROCESSING", stamps[i]) for i in pushed), key=lambda c: c.args["id"])
+    assert [c.kind for c in requeued.checks] == ["row_matches", "bull_job_absent", "key_absent",
+                                                 "audit_row_absent"] * 2  # each row's verdict re-checked at apply
+    assert {c.args["job_id"]: c.args["queue"] for c in requeued.checks if c.kind == "bull_job_absent"} == {
+        lost: "mail", elsewhere: "mail"}  # the row's own queue: a job of that id in another queue is not it
     assert sorted(requeued.params) == sorted(["PENDING", i, "PROCESSING", stamps[i]] for i in (lost, elsewhere))
     assert (requeued.operation.set_status, requeued.operation.expect_status) == ("PENDING", "PROCESSING")
     assert done.command.endswith('WHERE "id" = $2 AND "status" = $3 AND "updated_at" = $4')

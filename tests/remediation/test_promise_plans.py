@@ -405,16 +405,26 @@ async def test_requeue_guards_each_row_by_status_and_updated_at(settings, outbox
         ("reconcile_sql", "COMPLETED", sorted([audited, guarded])), ("requeue_sql", "PENDING", [lost])]
     pushed, requeued = plan.steps
     guard = "each row still PROCESSING with the same updated_at"
+    never_pushed = (f"{guard}; and, as when planned, BullMQ still knows nothing of each job (no job hash, no lock "
+                    "key, in no state list or set), its completion guard is unset and it has no job_audit row")
     assert texts(plan) == [
         ("reconcile_sql", "jobs_outbox: 2 row(s) PROCESSING -> COMPLETED (BullMQ or job_audit shows the job was "
          "pushed), one transaction", "event.jobs_outbox", guard, SQL_BACKUP, True),
         ("requeue_sql", "jobs_outbox: 1 row(s) PROCESSING -> PENDING (never pushed: the outbox runner pushes it "
-         "again), one transaction", "event.jobs_outbox", guard, SQL_BACKUP, True),
+         "again), one transaction", "event.jobs_outbox", never_pushed, SQL_BACKUP, True),
     ]
     stamps = {i: _stamp(outbox_db, i) for i in (audited, guarded, lost)}
     assert {r.id: r.updated_at for r in pushed.operation.rows} == {i: stamps[i] for i in (audited, guarded)}
-    assert requeued.checks == [_check("row_matches", service="event", table="jobs_outbox", id=lost,
-                                      status="PROCESSING", updated_at=stamps[lost])]
+    conv = settings.conventions
+    assert requeued.checks == [  # the row's own guard, then everything "never pushed" relied on
+        _check("row_matches", service="event", table="jobs_outbox", id=lost, status="PROCESSING",
+               updated_at=stamps[lost]),
+        _check("bull_job_absent", prefix="bull", queue="event-queue", job_id=lost, lock_suffix="lock",
+               lists=list(conv.bullmq_state_lists), sorted_sets=list(conv.bullmq_state_sorted_sets),
+               verdict="never pushed"),
+        _check("key_absent", key=f"job:completed:{lost}", what="the worker's completion guard: the job ran"),
+        _check("audit_row_absent", service="event", table="job_audit", job_id=lost),
+    ]
     assert requeued.operation.expect_status == "PROCESSING"
     assert "with the same updated_at" in requeued.precondition
     assert any(w.startswith(f"jobs_outbox row {recent} was updated ") and "a runner may be pushing it" in w

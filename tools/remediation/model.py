@@ -176,6 +176,7 @@ CheckKind = Literal[
     "bull_job_absent",
     "key_absent",
     "audit_row_matches",
+    "audit_row_absent",
     "step_ok",
 ]
 

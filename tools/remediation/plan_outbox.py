@@ -13,7 +13,10 @@ any other state are left alone and reported.
 Redis or ``job_audit`` shows the job was pushed (BullMQ job hash or state, the worker's
 ``job:completed:<id>`` guard, a ``job_audit`` row), the row becomes ``COMPLETED`` ("pushed");
 otherwise it goes back to ``PENDING`` so the runner pushes it again. Both updates are
-guarded by the status and the ``updated_at`` seen when planning. Given ids, it also requeues
+guarded by the status and the ``updated_at`` seen when planning; the requeue also re-checks at
+apply time everything the "never pushed" verdict relied on (still no BullMQ job hash, lock key or
+state entry, guard unset, no job_audit row: :func:`plan_requeue.never_pushed_checks`), so a job
+pushed or picked up in between stops the apply before anything is written. Given ids, it also requeues
 FAILED rows and stalled or lost jobs (:mod:`plan_requeue`).
 """
 
@@ -256,8 +259,10 @@ async def build_requeue_stuck_job(b: PlanBuilder, connections: Connections, req:
         _add_update(b, service, table, pushed, to_status=st.completed, from_status=st.processing,
                     guard_updated_at=True, why="BullMQ or job_audit shows the job was pushed", extra=[])
     if unpushed:
-        _add_update(b, service, table, unpushed, to_status=st.pending, from_status=st.processing,
-                    guard_updated_at=True, why="never pushed: the outbox runner pushes it again", extra=[])
+        evidence = {r["id"]: requeue.never_pushed_checks(b, service, str(r["target"]), r["id"]) for r in unpushed}
+        requeue.add_back_to_pending(b, service, table, unpushed, st.processing,
+                                    "never pushed: the outbox runner pushes it again",
+                                    evidence=evidence, evidence_text=requeue.NEVER_PUSHED_EVIDENCE)
         b.notes.append("a requeued job is pushed with job id = row id; the worker's job:completed guard and "
                        "job_audit protect against a double run")
     b.summary = (f"unstick {len(stuck)} {table} row(s) of service {service}: {len(pushed)} to "

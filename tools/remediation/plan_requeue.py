@@ -72,18 +72,37 @@ LOST_EVIDENCE = ("; and, as when planned, BullMQ still knows nothing of each job
 """The precondition text of a lost job's requeue: what :func:`lost_job_checks` re-checks."""
 
 
-def lost_job_checks(b: PlanBuilder, service: str, queue: str, job_id: str, audit: dict) -> list[Check]:
-    """What the "lost with its dead worker" verdict relied on, beyond the outbox row, as apply-time checks."""
+NEVER_PUSHED_EVIDENCE = ("; and, as when planned, BullMQ still knows nothing of each job (no job hash, no lock key, "
+                         "in no state list or set), its completion guard is unset and it has no job_audit row")
+"""The precondition text of a never-pushed row's requeue: what :func:`never_pushed_checks` re-checks."""
+
+
+def _unknown_to_redis(b: PlanBuilder, queue: str, job_id: str, **verdict: str) -> list[Check]:
+    """BullMQ knows nothing of the job and its completion guard is unset (``verdict`` names the plan's verdict)."""
     conv = b.settings.conventions
     return [
         check("bull_job_absent", prefix=conv.bullmq_prefix, queue=queue, job_id=job_id,
               lock_suffix=conv.bullmq_lock_suffix, lists=list(conv.bullmq_state_lists),
-              sorted_sets=list(conv.bullmq_state_sorted_sets)),
+              sorted_sets=list(conv.bullmq_state_sorted_sets), **verdict),
         check("key_absent", key=fill(conv.job_completed_key, job_id=job_id),
               what="the worker's completion guard: the job ran"),
-        check("audit_row_matches", service=service, table=conv.tables.job_audit, job_id=job_id,
-              status=audit[conv.columns.status], digest=row_digest(audit)),
     ]
+
+
+def lost_job_checks(b: PlanBuilder, service: str, queue: str, job_id: str, audit: dict) -> list[Check]:
+    """What the "lost with its dead worker" verdict relied on, beyond the outbox row, as apply-time checks."""
+    conv = b.settings.conventions
+    return [*_unknown_to_redis(b, queue, job_id),
+            check("audit_row_matches", service=service, table=conv.tables.job_audit, job_id=job_id,
+                  status=audit[conv.columns.status], digest=row_digest(audit))]
+
+
+def never_pushed_checks(b: PlanBuilder, service: str, queue: str, job_id: str) -> list[Check]:
+    """What the "never pushed" verdict of a row stuck PROCESSING relied on, beyond the outbox row, as apply-time
+    checks: no BullMQ job (hash, lock, state list or set), no completion guard, no job_audit row."""
+    conv = b.settings.conventions
+    return [*_unknown_to_redis(b, queue, job_id, verdict="never pushed"),
+            check("audit_row_absent", service=service, table=conv.tables.job_audit, job_id=job_id)]
 
 
 async def _audits(connections: Connections, b: PlanBuilder, service: str, ids: list[str]) -> dict[str, dict]:

@@ -14,12 +14,16 @@ Each :class:`~tools.remediation.model.Check` kind and its ``args``:
 - ``bull_job_stalled`` {prefix, queue, job_id, lock_suffix}: the BullMQ job is still in ``active`` and
   its lock key does not exist (the worker that took it died or lost it).
 - ``queue_paused`` {prefix, queue, paused}: the queue's paused state is as planned.
-- ``bull_job_absent`` {prefix, queue, job_id, lock_suffix, lists, sorted_sets}: BullMQ still knows nothing
-  of the job: no job hash, no lock key, the id in none of the queue's state lists and sorted sets (those
-  the plan looked at). A job "lost with its dead worker" that came back or was picked up fails it.
+- ``bull_job_absent`` {prefix, queue, job_id, lock_suffix, lists, sorted_sets, verdict?}: BullMQ still knows
+  nothing of the job: no job hash, no lock key, the id in none of the queue's state lists and sorted sets
+  (those the plan looked at). A job "lost with its dead worker" (or, with ``verdict`` "never pushed", a
+  row the runner never pushed) that came back or was picked up fails it; ``verdict`` names the plan's
+  verdict in the message (default: lost with its dead worker).
 - ``key_absent`` {key, what}: the key does not exist (e.g. the worker's completion guard: the job ran).
 - ``audit_row_matches`` {service, table, job_id, status, digest}: the job's ``job_audit`` row is still in
   ``status`` with every column unchanged (:mod:`tools.remediation.audit_rows`).
+- ``audit_row_absent`` {service, table, job_id}: the job still has no ``job_audit`` row (a worker that
+  took the job upserts one before its handler runs).
 - ``step_ok`` {step, output_key|null}: an earlier step of this run is done (and its output
   flag is true). Dynamic: only meaningful during the run, skipped by the pre-flight.
 
@@ -147,7 +151,7 @@ async def _queue_paused(ctx: CheckContext, a: dict[str, Any]) -> str | None:
 async def _bull_job_absent(ctx: CheckContext, a: dict[str, Any]) -> str | None:
     redis = ctx.connections.redis()
     prefix, queue, job_id = a["prefix"], a["queue"], a["job_id"]
-    seen = f"job {job_id} of queue {queue}, planned as lost with its dead worker,"
+    seen = f"job {job_id} of queue {queue}, planned as {a.get('verdict', 'lost with its dead worker')},"
     key = bull_key(prefix, queue, job_id)
     if await redis.exists(key):
         return f"{seen} is back in BullMQ: its job hash {key} exists again"
@@ -191,6 +195,19 @@ async def _audit_row_matches(ctx: CheckContext, a: dict[str, Any]) -> str | None
     return None
 
 
+async def _audit_row_absent(ctx: CheckContext, a: dict[str, Any]) -> str | None:
+    conv = ctx.settings.conventions
+    if a["table"] != conv.tables.job_audit:
+        return f"table {a['table']!r} is not [conventions.tables] job_audit ({conv.tables.job_audit!r})"
+    job_id, table = a["job_id"], a["table"]
+    result = await ctx.connections.read(a["service"], audit_rows_query(conv, with_age=False), ([job_id],),
+                                        max_rows=1)
+    if result.rows:
+        return (f"job {job_id} has a {table} row now ({result.rows[0].get(conv.columns.status)}): it was pushed and "
+                "a worker took it")
+    return None
+
+
 def _step_ok(ctx: CheckContext, a: dict[str, Any]) -> str | None:
     result = ctx.results.get(int(a["step"]))
     if result is None or result.status != "done":
@@ -214,6 +231,7 @@ _ASYNC = {
     "bull_job_absent": _bull_job_absent,
     "key_absent": _key_absent,
     "audit_row_matches": _audit_row_matches,
+    "audit_row_absent": _audit_row_absent,
 }
 
 
