@@ -176,6 +176,16 @@ class ApprovalSettings(_Strict):
     )
     token_ttl_s: int = Field(default=600, ge=30, le=86_400, description="approval tokens expire after this")
     plan_ttl_s: int = Field(default=3600, ge=60, le=7 * 86_400, description="plans expire after this")
+    refusal_window_s: int = Field(
+        default=60, ge=1, le=3600,
+        description="refusals of unknown plan ids are bounded per window of this many seconds "
+        "(docs/remediation.md, \"Refusals of unknown plans: bounded\")",
+    )
+    refusal_full_records: int = Field(
+        default=5, ge=1, le=100,
+        description="refusals of unknown plan ids recorded in full per window; the rest are counted in one "
+        "refusals_coalesced record",
+    )
     trust_file: str | None = Field(
         default=None,
         description="signature mode: the trust file listing the approvers (default /etc/mesh-mcp/trust.toml, "

@@ -41,7 +41,7 @@ from server.approval.keys import (
     load_approver_key,
     public_key_text,
 )
-from server.approval.refusal_window import flush_due, record_unknown_plan_refusal
+from server.approval.refusal_window import RefusalBound, flush_due, record_unknown_plan_refusal
 from server.approval.tokens import describe_mode, mint_token
 from server.approval.trust import GateStatus, gate_status
 from server.cli_support import settings_from_args
@@ -143,18 +143,19 @@ def approve_plan(
 ) -> str:
     """The interactive approval; returns the token. Raises RemediationRefused/MeshError on refusal."""
     audit = audit_log(settings)
+    bound = RefusalBound.of(settings)
     plan_id = store.validate_plan_id(plan_id)
 
     def refuse(reason: str, message: str, plan: Plan | None = None, *, unknown: bool = False) -> RemediationRefused:
         if unknown:  # no such plan: audited within the bound of server.approval.refusal_window
-            record_unknown_plan_refusal(audit, "approval_refused", plan_id=plan_id, plan_sha256=None,
+            record_unknown_plan_refusal(audit, bound, "approval_refused", plan_id=plan_id, plan_sha256=None,
                                         approver=approver, result=reason, detail=message)
         else:
             audit.record("approval_refused", plan_id=plan_id, plan_sha256=plan.plan_sha256 if plan else None,
                          approver=approver, result=reason, detail=message)
         return RemediationRefused(message)
 
-    flush_due(audit)  # an ended window of counted refusals is written before this approval's records
+    flush_due(audit, bound)  # an ended window of counted refusals is written before this approval's records
     if not is_tty:
         no_plan = not (plan_file or store.plan_path(settings, plan_id)).exists()
         raise refuse("not_a_terminal", "refusing: stdin is not an interactive terminal. `mesh-mcp approve` is run "

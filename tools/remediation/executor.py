@@ -30,7 +30,7 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 
 from server.approval.audit import AuditLog, audit_log, audit_path
-from server.approval.refusal_window import flush_due, record_unknown_plan_refusal
+from server.approval.refusal_window import RefusalBound, flush_due, record_unknown_plan_refusal
 from server.approval.tokens import TokenRefused, consume_nonce, nonce_used, verify_token
 from server.approval.trust import GateStatus, check_gate
 from server.config import Settings
@@ -49,15 +49,15 @@ log = logging.getLogger("mesh.remediation")
 AfterStep = Callable[[int], Awaitable[None]]
 
 
-def _refuse(audit: AuditLog, plan_id: str, plan: Plan | None, exc: MeshError) -> None:
+def _refuse(audit: AuditLog, bound: RefusalBound, plan_id: str, plan: Plan | None, exc: MeshError) -> None:
     """Audit the refusal and add the new audit head to its message (every result carries the head).
 
     A refusal of a plan id that names no plan is audited within the bound of
-    :mod:`server.approval.refusal_window` (a few in full per window, the rest counted in one record).
+    :mod:`server.approval.refusal_window` (``bound``: a few in full per window, the rest counted in one record).
     """
     reason = exc.reason if isinstance(exc, TokenRefused) else type(exc).__name__
     if plan is None and isinstance(exc, NotFound):
-        entry = record_unknown_plan_refusal(audit, "apply_refused", plan_id=plan_id, plan_sha256=None,
+        entry = record_unknown_plan_refusal(audit, bound, "apply_refused", plan_id=plan_id, plan_sha256=None,
                                             result=reason, detail=str(exc))
     else:
         entry = audit.record("apply_refused", plan_id=plan_id, plan_sha256=plan.plan_sha256 if plan else None,
@@ -65,7 +65,7 @@ def _refuse(audit: AuditLog, plan_id: str, plan: Plan | None, exc: MeshError) ->
     head = f"audit head {entry['head']}"
     if entry.get("coalesced"):
         head += "; this refusal is counted in the next refusals_coalesced record, with the other refusals of " \
-                "unknown plans of this minute"
+                "unknown plans of this window"
     if exc.args and isinstance(exc.args[0], str):
         exc.args = (f"{exc.args[0]} ({head})", *exc.args[1:])
 
@@ -94,7 +94,7 @@ def _admit(
             consume_nonce(settings, claims)  # atomic: a second use of the token is refused here
             store.claim_application(settings, plan_id, claims.approver)  # atomic: a plan runs once
     except MeshError as exc:
-        _refuse(audit, plan_id, plan, exc)
+        _refuse(audit, RefusalBound.of(settings), plan_id, plan, exc)
         raise
     return plan, claims.approver, gate
 
@@ -137,7 +137,7 @@ async def apply_plan(
     """Apply (or dry-run) plan ``plan_id`` under ``token``; see the module docstring."""
     plan_id = store.validate_plan_id(plan_id)
     audit = audit_log(settings)
-    flush_due(audit)  # an ended window of counted refusals is written before this apply's records
+    flush_due(audit, RefusalBound.of(settings))  # an ended window of refusals is written before this apply's records
     plan, approver, gate = _admit(settings, plan_id, token, dry_run, audit)
     warning = (("the server was started with --allow-unprotected-approvers and the trust check fails: "
                 + "; ".join(gate.problems)) if gate.problems else None)
