@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+
+from tools.mesh_index.build_steps import gc_paused
 
 if TYPE_CHECKING:
     from tools.mesh_index.cache import FactCache
@@ -25,21 +25,9 @@ class FactsAccessMixin:
     _open_cache: Callable[[], FactCache | None]
     _make_layout: Callable[[], Layout]
 
-    @staticmethod
-    @contextlib.contextmanager
-    def _paused_gc() -> Iterator[None]:
-        """The cyclic collector paused while the facts (many small acyclic containers) are loaded."""
-        enabled = gc.isenabled()
-        gc.disable()
-        try:
-            yield
-        finally:
-            if enabled:
-                gc.enable()
-
     def all_facts(self) -> dict[str, dict[str, Any]]:
         """Every file's raw facts (path -> facts; a shallow copy: do not modify the facts)."""
-        with self._lock, self._paused_gc():
+        with self._lock, gc_paused():
             self._ensure()
             if not self._facts_loaded:
                 self._load_facts(self._open_cache())

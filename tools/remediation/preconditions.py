@@ -176,16 +176,25 @@ async def _key_absent(ctx: CheckContext, a: dict[str, Any]) -> str | None:
     return None
 
 
-async def _audit_row_matches(ctx: CheckContext, a: dict[str, Any]) -> str | None:
+async def _audit_rows(ctx: CheckContext, a: dict[str, Any]) -> tuple[list[dict[str, Any]], str | None]:
+    """The job_audit rows of ``a["job_id"]`` (at most one), or the reason the check cannot read them."""
     conv = ctx.settings.conventions
     if a["table"] != conv.tables.job_audit:
-        return f"table {a['table']!r} is not [conventions.tables] job_audit ({conv.tables.job_audit!r})"
-    job_id, table = a["job_id"], a["table"]
-    result = await ctx.connections.read(a["service"], audit_rows_query(conv, with_age=False), ([job_id],),
+        return [], f"table {a['table']!r} is not [conventions.tables] job_audit ({conv.tables.job_audit!r})"
+    result = await ctx.connections.read(a["service"], audit_rows_query(conv, with_age=False), ([a["job_id"]],),
                                         max_rows=1)
-    if not result.rows:
+    return result.rows, None
+
+
+async def _audit_row_matches(ctx: CheckContext, a: dict[str, Any]) -> str | None:
+    conv = ctx.settings.conventions
+    rows, refused = await _audit_rows(ctx, a)
+    if refused:
+        return refused
+    job_id, table = a["job_id"], a["table"]
+    if not rows:
         return f"the {table} row of job {job_id} (service {a['service']}) is gone"
-    row = result.rows[0]
+    row = rows[0]
     status = row.get(conv.columns.status)
     if status != a["status"]:
         return f"the {table} row of job {job_id} is now {status}, not {a['status']}: a worker took or finished the job"
@@ -196,15 +205,12 @@ async def _audit_row_matches(ctx: CheckContext, a: dict[str, Any]) -> str | None
 
 
 async def _audit_row_absent(ctx: CheckContext, a: dict[str, Any]) -> str | None:
-    conv = ctx.settings.conventions
-    if a["table"] != conv.tables.job_audit:
-        return f"table {a['table']!r} is not [conventions.tables] job_audit ({conv.tables.job_audit!r})"
-    job_id, table = a["job_id"], a["table"]
-    result = await ctx.connections.read(a["service"], audit_rows_query(conv, with_age=False), ([job_id],),
-                                        max_rows=1)
-    if result.rows:
-        return (f"job {job_id} has a {table} row now ({result.rows[0].get(conv.columns.status)}): it was pushed and "
-                "a worker took it")
+    rows, refused = await _audit_rows(ctx, a)
+    if refused:
+        return refused
+    if rows:
+        status = rows[0].get(ctx.settings.conventions.columns.status)
+        return f"job {a['job_id']} has a {a['table']} row now ({status}): it was pushed and a worker took it"
     return None
 
 
