@@ -133,10 +133,13 @@ class _StdinLines:
 
     def __init__(self) -> None:
         self.buffer = b""
+        self.oversized = False  # a message longer than MAX_LINE_BYTES: not looked at, relayed as it is
 
     def next_line(self) -> bytes | None:
+        """The next message with its newline; None at the end of input or past :data:`MAX_LINE_BYTES`."""
         while b"\n" not in self.buffer:
             if len(self.buffer) > MAX_LINE_BYTES:
+                self.oversized = True
                 return None
             data = os.read(0, CHUNK)
             if not data:
@@ -210,7 +213,8 @@ def serve_from_record(args: Any, record: dict[str, Any], start: Callable[[], soc
             held.append(line)
             break
     else:
-        return 0  # the client closed after its handshake: the shared server starts for the next one
+        if not stdin.oversized:
+            return 0  # the client closed after its handshake: the shared server starts for the next one
     starter.join()
     sock = started.get("sock")
     link: Link = SocketLink(sock) if sock is not None else ChildLink(start_standalone(args))

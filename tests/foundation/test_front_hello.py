@@ -151,3 +151,23 @@ def test_an_initialize_handshake_is_answered_from_the_record_and_replayed_to_the
     assert again[0]["result"] == first[0]["result"]
     assert MARK in again[1]["result"]["tools"][0]["description"]
     assert not again[2]["result"].get("isError") and len(_daemons(runtime)) == 1
+
+
+def test_a_message_too_long_to_look_at_is_relayed_to_the_server(workspace: Path, runtime: Path) -> None:
+    """Over 4 MB in one line: the front does not match it against the record, it passes it on."""
+    _legacy_session(workspace, runtime)  # leaves the record
+    _kill_daemons(runtime)
+    _record(runtime)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "server.cli", "serve", "--workspace", str(workspace), "--runtime-dir", str(runtime)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=_env(), cwd=REPO_ROOT, text=True)
+    try:
+        huge = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                "params": {"name": "analyze_impact", "arguments": {"target": "x" * 5_000_000}}}
+        proc.stdin.write(json.dumps(huge) + "\n")
+        proc.stdin.flush()
+        [answer] = _lines(proc, 1)
+        assert answer["id"] == 7  # answered by a server (an error: the target is too long), not dropped
+    finally:
+        proc.stdin.close()
+        proc.wait(30)
